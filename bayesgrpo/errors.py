@@ -1,0 +1,90 @@
+"""The package's own error and warning types.
+
+Every failure a user can cause with their input is one of these: a reader never lets a
+``KeyError``, ``ValueError`` or ``json.JSONDecodeError`` escape. Each message says what was
+found, where (file, line, step), and what to do about it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BayesGRPOError(Exception):
+    """Base class of every error bayesgrpo raises on purpose."""
+
+
+class LogReadError(BayesGRPOError):
+    """A log could not be read as the format it claims to be.
+
+    Parameters
+    ----------
+    message : str
+        What was found and what to do.
+    path : str or Path, optional
+        The file the problem is in.
+    location : str, optional
+        Where in the file: ``"line 12"``, ``"byte 4096"``, ``"log_history[3]"``.
+    """
+
+    def __init__(self, message: str, path: str | Path | None = None, location: str | None = None):
+        self.path = None if path is None else str(path)
+        self.location = location
+        where = ""
+        if self.path is not None:
+            where = self.path + (f", {location}" if location else "") + ": "
+        super().__init__(where + message)
+
+
+class EmptyLogError(LogReadError):
+    """A log holds no data points at all (an empty file, or no line of the expected shape)."""
+
+
+class TruncatedLogError(LogReadError):
+    """A log ends mid-record (a JSON cut mid-way, a torn TensorBoard record) and ``strict=True``."""
+
+
+class MalformedRecordError(LogReadError):
+    """A record is malformed (bad step, non-number value...) and ``strict=True`` forbids repairs."""
+
+
+class UnknownFormatError(LogReadError):
+    """No reader recognises a file; the message lists the formats that were tried."""
+
+
+class UnknownMetricError(BayesGRPOError, KeyError):
+    """A metric name (for example the ``reward=`` key) matches no column of the log.
+
+    Parameters
+    ----------
+    name : str
+        The name asked for.
+    available : list of str
+        The metric names the log has.
+    where : str, optional
+        The file or run the name was looked up in.
+    """
+
+    def __init__(self, name: str, available: list[str], where: str | None = None):
+        import difflib
+
+        self.name = name
+        self.available = sorted(available)
+        close = difflib.get_close_matches(name, self.available, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        shown = ", ".join(repr(a) for a in self.available[:40])
+        more = f" (+{len(self.available) - 40} more)" if len(self.available) > 40 else ""
+        location = f" in {where}" if where else ""
+        self.message = f"no metric named {name!r}{location}.{hint} Available: {shown}{more}."
+        super().__init__(self.message)
+
+    def __str__(self) -> str:  # KeyError would quote the whole message otherwise
+        return self.message
+
+
+class MetadataError(BayesGRPOError, ValueError):
+    """User-given run metadata is malformed (wrong type, no ``run_id`` key, unreadable file)."""
+
+
+class ReadWarning(UserWarning):
+    """Rows or values were repaired or dropped while reading; the report says which and where."""

@@ -1,0 +1,440 @@
+"""Readers: logs of real training runs in, one ``RunsTable`` out.
+
+``load_runs`` finds files (folders are read recursively), detects each file's format, reads it
+with the matching reader, cleans every run the same way (``_records.tidy_run``), merges the
+metadata the user gives with what the logs state, and returns a ``RunsTable`` whose report
+accounts for every record read.
+
+Formats
+-------
+============== =================================================================
+``tensorboard``  ``events.out.tfevents.*`` files; one folder = one run
+``verl-console`` verl's console output (``step:12 - critic/score/mean:0.41 - ...``)
+``trl-state``    TRL/transformers ``trainer_state.json`` (``log_history``)
+``trl-console``  TRL console output: one Python dict per logging step
+``notebook``     ``.ipynb`` holding a transformers progress table
+``wandb-csv``    Weights & Biases panel export (``<run> - <metric>`` columns)
+``csv``, ``jsonl``, ``parquet``  plain tables, with a column mapping if needed
+============== =================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from bayesgrpo.errors import BayesGRPOError, LogReadError, MetadataError, ReadWarning, UnknownFormatError
+from bayesgrpo.readers._records import RawRun, tidy_run
+from bayesgrpo.report import ReadIssue, ReadReport, SourceAccount
+from bayesgrpo.table import RunsTable, coerce_metadata
+
+PathLike = str | Path
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Options every reader receives.
+
+    Attributes
+    ----------
+    reward : str, optional
+        The metric to forecast (its name in the log, or a canonical name). Default: the
+        format's usual train reward (``critic/score/mean`` for verl, ``reward`` for TRL).
+    strict : bool
+        Raise at the first record that would be dropped or repaired.
+    columns : mapping, optional
+        For plain tables: canonical name -> the table's column, e.g.
+        ``{"step": "global_step", "reward": "score", "run_id": "name"}``.
+    logging_steps : int, optional
+        For TRL console logs (no step key): step = (index + 1) * logging_steps. Default 1.
+    run_id : str, optional
+        Name for the run of a single-run file (default: derived from the path).
+    """
+
+    reward: str | None = None
+    strict: bool = False
+    columns: Mapping[str, str] | None = None
+    logging_steps: int | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    """One unit a reader reads: a file, or a folder's TensorBoard event files."""
+
+    format: str
+    paths: tuple[Path, ...]
+    run_id: str
+
+    @property
+    def label(self) -> str:
+        if len(self.paths) == 1:
+            return str(self.paths[0])
+        return str(self.paths[0].parent)
+
+
+# format -> (module, function). Modules are imported only when their format is read.
+READERS: dict[str, tuple[str, str]] = {
+    "tensorboard": ("bayesgrpo.readers.tensorboard", "read_tensorboard"),
+    "verl-console": ("bayesgrpo.readers.verl", "read_verl_console"),
+    "trl-state": ("bayesgrpo.readers.trl", "read_trainer_state"),
+    "trl-console": ("bayesgrpo.readers.trl", "read_trl_console"),
+    "notebook": ("bayesgrpo.readers.notebook", "read_notebook"),
+    "wandb-csv": ("bayesgrpo.readers.wandb", "read_wandb_csv"),
+    "csv": ("bayesgrpo.readers.tabular", "read_table"),
+    "jsonl": ("bayesgrpo.readers.tabular", "read_table"),
+    "parquet": ("bayesgrpo.readers.tabular", "read_table"),
+}
+
+ReaderFunction = Callable[[Source, ReadOptions], list[RawRun]]
+
+_TFEVENTS = re.compile(r"(^|\.)tfevents\.")
+_VERL_LINE = re.compile(r"step:\s*\d+\s+-\s+[\w/@.()\-]+:")
+_TRL_DICT_LINE = re.compile(r"^\s*\{\s*'[\w/@.\- ]+'\s*:")
+_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+_HEAD_BYTES = 65536
+
+
+def _reader(format_name: str) -> ReaderFunction:
+    if format_name not in READERS:
+        raise UnknownFormatError(f"unknown format {format_name!r}; formats are {sorted(READERS)}")
+    module_name, function_name = READERS[format_name]
+    module = importlib.import_module(module_name)
+    return getattr(module, function_name)
+
+
+def detect_format(path: PathLike) -> str | None:
+    """The format of a file, from its name and first bytes, or ``None`` if none fits.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    str or None
+        A key of ``READERS``.
+    """
+    path = Path(path)
+    name = path.name.lower()
+    if _TFEVENTS.search(name):
+        return "tensorboard"
+    suffix = path.suffix.lower()
+    if suffix == ".ipynb":
+        return "notebook"
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise LogReadError(f"cannot open: {exc.strerror}", path) from exc
+    if suffix == ".json":
+        return "trl-state" if '"log_history"' in head or name == "trainer_state.json" else None
+    if suffix == ".csv" or suffix == ".tsv":
+        first_line = head.splitlines()[0] if head else ""
+        if " - " in first_line and ("__MIN" in first_line or "__MAX" in first_line or first_line.startswith('"Step"') or first_line.startswith("Step,")):
+            return "wandb-csv"
+        return "csv"
+    clean = re.sub(r"\x1b\[[0-9;]*m", "", head)
+    if _VERL_LINE.search(clean):
+        return "verl-console"
+    if any(_TRL_DICT_LINE.match(line) for line in clean.splitlines()):
+        return "trl-console"
+    return None
+
+
+def _run_id_for(path: Path) -> str:
+    """A run's default name: folder for event files and trainer states, file stem otherwise."""
+    if _TFEVENTS.search(path.name.lower()) or path.name == "trainer_state.json":
+        parent = path.parent
+        if _CHECKPOINT_DIR.match(parent.name):
+            parent = parent.parent
+        return parent.name or path.stem
+    return path.stem
+
+
+def discover(paths: PathLike | Iterable[PathLike], format: str | None = None) -> tuple[list[Source], list[ReadIssue]]:
+    """Find the sources under ``paths`` and the format of each.
+
+    Folders are walked recursively in sorted order. TensorBoard event files of one folder form
+    one run (a resumed run writes several). Of ``checkpoint-N/trainer_state.json`` files of one
+    training folder only the latest is read (each holds the whole history so far); the others
+    are listed as notes. Files of no known format inside folders are listed as notes; a file
+    named explicitly that no reader recognises is an ``UnknownFormatError``.
+
+    Returns
+    -------
+    sources : list of Source
+    notes : list of ReadIssue
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    notes: list[ReadIssue] = []
+    found: list[tuple[Path, str]] = []
+    for given in paths:
+        given = Path(given)
+        if not given.exists():
+            raise LogReadError("no such file or folder", given)
+        if given.is_dir():
+            for path in sorted(p for p in given.rglob("*") if p.is_file()):
+                if any(part.startswith(".") for part in path.relative_to(given).parts):
+                    continue
+                detected = format or detect_format(path)
+                if detected is None:
+                    notes.append(ReadIssue(str(path), "unknown_format", "info", 0, (), "no reader recognises this file; not read"))
+                    continue
+                found.append((path, detected))
+        else:
+            detected = format or detect_format(given)
+            if detected is None:
+                raise UnknownFormatError(
+                    f"no reader recognises this file (formats: {sorted(READERS)}); "
+                    "pass format='...' to choose one",
+                    given,
+                )
+            found.append((given, detected))
+
+    sources: list[Source] = []
+    tensorboard_dirs: dict[Path, list[Path]] = {}
+    states: dict[Path, list[tuple[int, Path]]] = {}
+    for path, detected in found:
+        if detected == "tensorboard":
+            tensorboard_dirs.setdefault(path.parent, []).append(path)
+        elif detected == "trl-state" and _CHECKPOINT_DIR.match(path.parent.name):
+            number = int(_CHECKPOINT_DIR.match(path.parent.name).group(1))  # type: ignore[union-attr]
+            states.setdefault(path.parent.parent, []).append((number, path))
+        else:
+            sources.append(Source(detected, (path,), _run_id_for(path)))
+    for folder, files in tensorboard_dirs.items():
+        sources.append(Source("tensorboard", tuple(sorted(files)), folder.name or "tensorboard"))
+    for folder, checkpoints in states.items():
+        checkpoints.sort()
+        latest = checkpoints[-1][1]
+        for _, older in checkpoints[:-1]:
+            notes.append(
+                ReadIssue(str(older), "older_checkpoint", "info", 0, (), f"older trainer state of the run; read {latest} instead (it holds the whole history)")
+            )
+        sources.append(Source("trl-state", (latest,), folder.name))
+    return sources, notes
+
+
+def _metadata_frame(metadata: Any) -> pd.DataFrame:
+    """User metadata (dict keyed by run_id, DataFrame, CSV or YAML path) as a frame."""
+    if metadata is None:
+        return pd.DataFrame({"run_id": pd.Series(dtype="string")})
+    if isinstance(metadata, pd.DataFrame):
+        frame = metadata.copy()
+        if "run_id" not in frame.columns:
+            if frame.index.name == "run_id":
+                frame = frame.reset_index()
+            else:
+                raise MetadataError("metadata table needs a 'run_id' column")
+        return frame
+    if isinstance(metadata, (str, Path)):
+        path = Path(metadata)
+        if not path.exists():
+            raise MetadataError(f"metadata file {path} does not exist")
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            try:
+                loaded = yaml.safe_load(path.read_text())
+            except yaml.YAMLError as exc:
+                raise MetadataError(f"{path}: not valid YAML: {exc}") from exc
+            if not isinstance(loaded, Mapping):
+                raise MetadataError(f"{path}: YAML metadata must map run_id -> fields")
+            return _metadata_frame(loaded)
+        try:
+            return _metadata_frame(pd.read_csv(path, dtype={"run_id": "string"}))
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise MetadataError(f"{path}: not a readable CSV: {exc}") from exc
+    if isinstance(metadata, Mapping):
+        rows = []
+        for run_id, fields in metadata.items():
+            if not isinstance(fields, Mapping):
+                raise MetadataError(f"metadata for run {run_id!r} must be a mapping of fields, got {type(fields).__name__}")
+            rows.append({"run_id": str(run_id), **fields})
+        return pd.DataFrame(rows)
+    raise MetadataError(f"metadata must be a dict, DataFrame or CSV/YAML path, not {type(metadata).__name__}")
+
+
+def merge_metadata(stated: pd.DataFrame, given: Any) -> tuple[pd.DataFrame, list[ReadIssue]]:
+    """Merge user metadata over what the logs state; the user's values win, conflicts noted.
+
+    Parameters
+    ----------
+    stated : DataFrame
+        One row per run, from the readers.
+    given : dict, DataFrame, str or Path, optional
+        The user's metadata keyed by ``run_id``.
+
+    Returns
+    -------
+    merged : DataFrame
+    notes : list of ReadIssue
+    """
+    user = _metadata_frame(given)
+    notes: list[ReadIssue] = []
+    if user.empty:
+        return stated, notes
+    user = user.assign(run_id=user["run_id"].astype(str))
+    if user["run_id"].duplicated().any():
+        raise MetadataError(f"metadata lists run(s) twice: {sorted(set(user.loc[user['run_id'].duplicated(), 'run_id']))}")
+    unmatched = sorted(set(user["run_id"]) - set(stated["run_id"].astype(str)))
+    if unmatched:
+        notes.append(ReadIssue("metadata", "unmatched_metadata", "info", len(unmatched), tuple(unmatched[:5]), "metadata given for runs that were not read"))
+    merged = stated.copy()
+    merged["run_id"] = merged["run_id"].astype(str)
+    merged = merged.set_index("run_id")
+    user = user.set_index("run_id").loc[lambda f: f.index.isin(merged.index)]
+    for column in user.columns:
+        values = user[column].dropna()
+        if column not in merged.columns:
+            merged[column] = pd.Series(dtype=object)
+            merged[column] = merged[column].astype(object)
+        else:
+            merged[column] = merged[column].astype(object)
+            old = merged.loc[values.index, column]
+            differs = old.notna() & (old.astype(str) != values.astype(str))
+            if differs.any():
+                notes.append(
+                    ReadIssue(
+                        "metadata",
+                        "metadata_override",
+                        "info",
+                        int(differs.sum()),
+                        tuple(differs[differs].index[:5]),
+                        f"given {column!r} replaced the value the log states",
+                    )
+                )
+        merged.loc[values.index, column] = values
+    return merged.reset_index(), notes
+
+
+def _unique_run_ids(tidied: list[Any], notes: list[ReadIssue]) -> None:
+    seen: dict[str, int] = {}
+    for run in tidied:
+        run_id = run.metadata["run_id"]
+        if run_id in seen:
+            seen[run_id] += 1
+            new_id = f"{run_id}#{seen[run_id]}"
+            notes.append(ReadIssue(run.account.source, "duplicate_run_id", "info", 1, (), f"run id {run_id!r} already used by another source; this one is {new_id!r}"))
+            run.metadata["run_id"] = new_id
+            run.points["run_id"] = new_id
+            run.account.run_ids = [new_id]
+        else:
+            seen[run_id] = 1
+
+
+def read_source(source: Source, options: ReadOptions) -> list[RawRun]:
+    """Run the reader of ``source.format`` on it."""
+    return _reader(source.format)(source, options)
+
+
+def load_runs(
+    paths: PathLike | Iterable[PathLike],
+    *,
+    format: str | None = None,
+    reward: str | None = None,
+    metadata: Mapping[str, Mapping[str, Any]] | pd.DataFrame | PathLike | None = None,
+    columns: Mapping[str, str] | None = None,
+    logging_steps: int | None = None,
+    strict: bool = False,
+    skip_unreadable: bool = False,
+    warn: bool = True,
+) -> RunsTable:
+    """Read training logs into one runs table.
+
+    Parameters
+    ----------
+    paths : path or list of paths
+        Files or folders (read recursively).
+    format : str, optional
+        Force one format for every file (see ``READERS``); detected per file by default.
+    reward : str, optional
+        The metric to forecast, by its name in the logs (``"critic/score/mean"``,
+        ``"val-core/openai/gsm8k/reward/mean@1"``) or canonical name. Default: each format's
+        train reward.
+    metadata : dict, DataFrame, or CSV/YAML path, optional
+        Run metadata keyed by ``run_id`` (family, size_b, group_size...); wins over what the
+        logs state, and each override is noted in the report.
+    columns : mapping, optional
+        For plain tables: ``{"step": ..., "reward": ..., "run_id": ...}`` -> your column names.
+    logging_steps : int, optional
+        For TRL console logs, which carry no step: the trainer's ``logging_steps``.
+    strict : bool
+        Raise at the first record that would be dropped or repaired.
+    skip_unreadable : bool
+        Skip (and report) files that raise a read error instead of raising.
+    warn : bool
+        Emit one ``ReadWarning`` summarising what was dropped or repaired.
+
+    Returns
+    -------
+    RunsTable
+
+    Raises
+    ------
+    LogReadError
+        And its subclasses, for a file that cannot be read (unless ``skip_unreadable``).
+    UnknownMetricError
+        When ``reward`` names no metric of a log.
+    MetadataError
+        For malformed ``metadata``.
+    """
+    sources, notes = discover(paths, format)
+    if not sources:
+        raise LogReadError(f"no readable log found under {paths!r}")
+    report = ReadReport(notes=list(notes))
+    tidied = []
+    for source in sources:
+        options = ReadOptions(
+            reward=reward,
+            strict=strict,
+            columns=columns,
+            logging_steps=logging_steps,
+            run_id=source.run_id,
+        )
+        try:
+            raws = read_source(source, options)
+            tidied.extend(tidy_run(raw, reward=reward, strict=strict) for raw in raws)
+        except (LogReadError, BayesGRPOError) as exc:
+            if not skip_unreadable or isinstance(exc, MetadataError):
+                raise
+            report.sources.append(SourceAccount(source.label, source.format, [], 0, 0, [ReadIssue(source.label, "unreadable", "info", 0, (), f"file skipped: {exc}")]))
+    if not tidied:
+        raise LogReadError(f"no run could be read from {paths!r}")
+    _unique_run_ids(tidied, report.notes)
+    for run in tidied:
+        report.sources.append(run.account)
+    points = pd.concat([run.points for run in tidied], ignore_index=True, sort=False)
+    points["run_id"] = points["run_id"].astype("string")
+    stated = pd.DataFrame([run.metadata for run in tidied])
+    merged, merge_notes = merge_metadata(stated, metadata)
+    report.notes.extend(merge_notes)
+    runs = coerce_metadata(merged)
+    table = RunsTable(points=points, runs=runs, report=report)
+    if warn and report.has_changes:
+        changed = [i for i in report.issues if i.action != "info"]
+        warnings.warn(
+            ReadWarning(
+                f"{len(changed)} repair(s)/drop(s) while reading {len(sources)} source(s) "
+                f"({report.records_dropped} of {report.records_read} records dropped); "
+                f"see table.report for what and where. First: {changed[0]}"
+            ),
+            stacklevel=2,
+        )
+    return table
+
+
+__all__ = ["READERS", "ReadOptions", "Source", "detect_format", "discover", "load_runs", "merge_metadata", "read_source"]
