@@ -72,6 +72,7 @@ class Source:
     format: str
     paths: tuple[Path, ...]
     run_id: str
+    reward: str | None = None
 
     @property
     def label(self) -> str:
@@ -100,6 +101,7 @@ _VERL_LINE = re.compile(r"step:\s*\d+\s+-\s+[\w/@.()\-]+:")
 _TRL_DICT_LINE = re.compile(r"^\s*\{\s*'[\w/@.\- ]+'\s*:")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 _HEAD_BYTES = 65536
+_CONSOLE_SUFFIXES = ("", ".log", ".txt", ".out", ".err", ".stdout", ".stderr")
 
 
 def _reader(format_name: str) -> ReaderFunction:
@@ -145,6 +147,8 @@ def detect_format(path: PathLike) -> str | None:
         if " - " in first_line and ("__MIN" in first_line or "__MAX" in first_line or first_line.startswith('"Step"') or first_line.startswith("Step,")):
             return "wandb-csv"
         return "csv"
+    if suffix not in _CONSOLE_SUFFIXES and ".log" not in name:
+        return None
     clean = re.sub(r"\x1b\[[0-9;]*m", "", head)
     if _VERL_LINE.search(clean):
         return "verl-console"
@@ -163,7 +167,45 @@ def _run_id_for(path: Path) -> str:
     return path.stem
 
 
-def discover(paths: PathLike | Iterable[PathLike], format: str | None = None) -> tuple[list[Source], list[ReadIssue]]:
+def _manifest_sources(folder: Path, format: str | None) -> tuple[list[Source], list[ReadIssue], pd.DataFrame]:
+    """Sources listed by ``folder/runs.csv``; files it does not list are noted, not read."""
+    from bayesgrpo.readers.manifest import MANIFEST_NAME, read_manifest
+
+    manifest = read_manifest(folder / MANIFEST_NAME)
+    sources = []
+    listed: set[Path] = {folder / MANIFEST_NAME}
+    for row in manifest.itertuples(index=False):
+        file = Path(row.file)
+        detected = format or row.format or detect_format(file)
+        if detected is None:
+            raise UnknownFormatError("the manifest gives no format and no reader recognises the file", file)
+        if detected == "tensorboard":
+            files = tuple(sorted(p for p in file.parent.iterdir() if _TFEVENTS.search(p.name.lower())))
+        else:
+            files = (file,)
+        listed.update(files)
+        reward = getattr(row, "reward_key", None)
+        sources.append(Source(detected, files, str(row.run_id), None if pd.isna(reward) else str(reward)))
+    notes = [
+        ReadIssue(str(p), "not_in_manifest", "info", 0, (), f"not listed in {folder / MANIFEST_NAME}; not read")
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.resolve() not in {q.resolve() for q in listed} and detect_format_quietly(p) is not None
+    ]
+    stated = manifest.drop(columns=["file", "format", "reward_key"], errors="ignore")
+    return sources, notes, stated
+
+
+def detect_format_quietly(path: Path) -> str | None:
+    """``detect_format`` that answers ``None`` for files it cannot open."""
+    try:
+        return detect_format(path)
+    except LogReadError:
+        return None
+
+
+def discover(
+    paths: PathLike | Iterable[PathLike], format: str | None = None
+) -> tuple[list[Source], list[ReadIssue], pd.DataFrame]:
     """Find the sources under ``paths`` and the format of each.
 
     Folders are walked recursively in sorted order. TensorBoard event files of one folder form
@@ -172,20 +214,34 @@ def discover(paths: PathLike | Iterable[PathLike], format: str | None = None) ->
     are listed as notes. Files of no known format inside folders are listed as notes; a file
     named explicitly that no reader recognises is an ``UnknownFormatError``.
 
+    A folder holding a manifest (``runs.csv`` with ``run_id`` and ``file`` columns, see
+    ``readers.manifest``) is read as the manifest says, with its metadata.
+
     Returns
     -------
     sources : list of Source
     notes : list of ReadIssue
+    manifest_metadata : DataFrame
+        Metadata stated by manifests (empty without one).
     """
+    from bayesgrpo.readers.manifest import MANIFEST_NAME, is_manifest
+
     if isinstance(paths, (str, Path)):
         paths = [paths]
     notes: list[ReadIssue] = []
     found: list[tuple[Path, str]] = []
+    manifest_sources: list[Source] = []
+    manifest_frames: list[pd.DataFrame] = []
     for given in paths:
         given = Path(given)
         if not given.exists():
             raise LogReadError("no such file or folder", given)
-        if given.is_dir():
+        if given.is_dir() and is_manifest(given / MANIFEST_NAME):
+            listed, unlisted, stated = _manifest_sources(given, format)
+            manifest_sources.extend(listed)
+            notes.extend(unlisted)
+            manifest_frames.append(stated)
+        elif given.is_dir():
             for path in sorted(p for p in given.rglob("*") if p.is_file()):
                 if any(part.startswith(".") for part in path.relative_to(given).parts):
                     continue
@@ -225,7 +281,8 @@ def discover(paths: PathLike | Iterable[PathLike], format: str | None = None) ->
                 ReadIssue(str(older), "older_checkpoint", "info", 0, (), f"older trainer state of the run; read {latest} instead (it holds the whole history)")
             )
         sources.append(Source("trl-state", (latest,), folder.name))
-    return sources, notes
+    manifest_metadata = pd.concat(manifest_frames, ignore_index=True) if manifest_frames else pd.DataFrame({"run_id": pd.Series(dtype=str)})
+    return manifest_sources + sources, notes, manifest_metadata
 
 
 def _metadata_frame(metadata: Any) -> pd.DataFrame:
@@ -392,14 +449,15 @@ def load_runs(
     MetadataError
         For malformed ``metadata``.
     """
-    sources, notes = discover(paths, format)
+    sources, notes, manifest_metadata = discover(paths, format)
     if not sources:
         raise LogReadError(f"no readable log found under {paths!r}")
     report = ReadReport(notes=list(notes))
     tidied = []
     for source in sources:
+        source_reward = reward or source.reward
         options = ReadOptions(
-            reward=reward,
+            reward=source_reward,
             strict=strict,
             columns=columns,
             logging_steps=logging_steps,
@@ -407,7 +465,7 @@ def load_runs(
         )
         try:
             raws = read_source(source, options)
-            tidied.extend(tidy_run(raw, reward=reward, strict=strict) for raw in raws)
+            tidied.extend(tidy_run(raw, reward=source_reward, strict=strict) for raw in raws)
         except (LogReadError, BayesGRPOError) as exc:
             if not skip_unreadable or isinstance(exc, MetadataError):
                 raise
@@ -420,6 +478,9 @@ def load_runs(
     points = pd.concat([run.points for run in tidied], ignore_index=True, sort=False)
     points["run_id"] = points["run_id"].astype("string")
     stated = pd.DataFrame([run.metadata for run in tidied])
+    if len(manifest_metadata.columns) > 1:
+        stated, manifest_notes = merge_metadata(stated, manifest_metadata)
+        report.notes.extend(manifest_notes)
     merged, merge_notes = merge_metadata(stated, metadata)
     report.notes.extend(merge_notes)
     runs = coerce_metadata(merged)
