@@ -137,7 +137,7 @@ def detect_format(path: PathLike) -> str | None:
         return "jsonl"
     try:
         with open(path, "rb") as handle:
-            head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+            head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
     except OSError as exc:
         raise LogReadError(f"cannot open: {exc.strerror}", path) from exc
     if suffix == ".json":

@@ -131,10 +131,11 @@ class _Issues:
 
 
 def _clean_steps(frame: pd.DataFrame, issues: _Issues) -> pd.DataFrame:
-    """Drop records whose step is not a whole number >= 0; make the step int64."""
+    """Drop records whose step is not a whole number in [0, 2**63); make the step int64."""
     step = pd.to_numeric(frame[STEP], errors="coerce").to_numpy(dtype=float)
     with np.errstate(invalid="ignore"):
-        ok = np.isfinite(step) & (step >= 0) & (np.floor(step) == step)
+        # 2**63 and above would wrap around to negative steps in int64
+        ok = np.isfinite(step) & (step >= 0) & (np.floor(step) == step) & (step < 2.0**63)
     if not ok.all():
         bad = frame.loc[~ok]
         examples = ", ".join(repr(v) for v in bad[STEP].head(3).tolist())
@@ -143,7 +144,7 @@ def _clean_steps(frame: pd.DataFrame, issues: _Issues) -> pd.DataFrame:
             "dropped",
             int((~ok).sum()),
             issues.where(bad[LOC]),
-            f"step is missing, negative or not a whole number (found {examples}); record dropped",
+            f"step is missing, negative, not a whole number or too large (>= 2**63) (found {examples}); record dropped",
         )
         frame = frame.loc[ok]
         step = step[ok]
@@ -416,7 +417,13 @@ def tidy_run(raw: RawRun, reward: str | None = None, strict: bool = False) -> Ti
     reward_key = _choose_reward(raw, metric_columns, reward)
     rename = {reward_key: "reward"}
     for name, canonical in raw.aliases.items():
-        if name in frame.columns and name != reward_key and canonical not in frame.columns and canonical != "reward":
+        if (
+            name in frame.columns
+            and name != reward_key
+            and canonical not in frame.columns
+            and canonical != "reward"
+            and canonical not in rename.values()  # two log names of one metric: the first alias wins
+        ):
             rename[name] = canonical
     if "reward" in frame.columns and reward_key != "reward":
         rename["reward"] = "reward_logged"  # a column literally named reward that is not the chosen one

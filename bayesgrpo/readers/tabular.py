@@ -8,7 +8,6 @@ other names. With a ``run_id`` column a file holds several runs.
 from __future__ import annotations
 
 import csv
-import io
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +17,7 @@ import pandas as pd
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.readers._records import LOC, STEP, RawRun
-from bayesgrpo.report import ReadIssue
+from bayesgrpo.report import MAX_LOCATIONS, ReadIssue
 
 if TYPE_CHECKING:
     from bayesgrpo.readers import ReadOptions, Source
@@ -43,60 +42,128 @@ TABLE_ALIASES: dict[str, str] = {
 REWARD_CANDIDATES = ("reward", "train/reward", "critic/score/mean", "critic/rewards/mean", "rewards/mean")
 
 
+def _split_csv_line(line: str) -> list[str]:
+    """The cells of one CSV line, as ``csv.reader`` reads them.
+
+    Parameters
+    ----------
+    line : str
+        One physical line, with or without its line end.
+
+    Returns
+    -------
+    list of str
+        The cells (an empty line gives one empty cell, or none).
+
+    Raises
+    ------
+    csv.Error
+        When the line is not valid CSV on its own (a quote opened and not closed, text after
+        a closing quote): a quoted cell never spans lines here, so one stray quote cannot
+        swallow the lines after it.
+    """
+    if '"' not in line:  # fast path: no quoting, the cells are the text between commas
+        return line.rstrip("\r\n").split(",")
+    return next(csv.reader([line], strict=True), [])
+
+
 def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
-    """Read a CSV keeping every well-formed row; malformed lines are reported with numbers."""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if not text.strip():
-        raise EmptyLogError("empty file", path)
+    """Read a CSV line by line, keeping every well-formed row; malformed lines are reported.
+
+    The first non-blank line is the header. A data line is bad when it is not valid CSV on its
+    own or has another number of cells than the header; a bad last line without line end is a
+    line cut while being written (``truncated``). A good last line without line end is kept,
+    with an ``info`` note (its last value may be cut). Blank lines are skipped, not counted.
+    """
     issues: list[ReadIssue] = []
-    bad_lines: list[tuple[int, list[str]]] = []
-    reader = csv.reader(io.StringIO(text))
-    try:
-        header = next(reader)
-    except (StopIteration, csv.Error) as exc:
-        raise EmptyLogError(f"no header line ({exc})", path) from exc
-    rows: list[list[str]] = []
+    header: list[str] | None = None
+    n_columns = 0
+    rows: list[tuple[str, ...]] = []
     locs: list[int] = []
+    bad: list[tuple[int, str]] = []  # (line number, what is wrong) of every bad data line
     n_read = 0
-    truncated_last = not text.endswith("\n")
-    try:
-        for row in reader:
-            line_number = reader.line_num
-            if not row or all(cell.strip() == "" for cell in row):
+    last_number = 0  # the last non-blank line
+    last_ended = True  # whether it has a line end
+    last_kept = False  # whether it was kept as a row
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                row = _split_csv_line(line)
+                problem = ""
+            except csv.Error as exc:
+                row = []
+                problem = f"is not valid CSV ({exc})"
+            if not problem and not "".join(row).strip():
+                continue
+            last_number, last_ended, last_kept = number, line.endswith("\n"), False
+            if header is None:
+                if problem:
+                    raise MalformedRecordError(
+                        f"the header line {problem}; fix the quoting of the column names", path, f"line {number}"
+                    )
+                header, n_columns = row, len(row)
                 continue
             n_read += 1
-            if len(row) != len(header):
-                bad_lines.append((line_number, row))
+            if not problem and len(row) != n_columns:
+                problem = f"has {len(row)} cell(s) where the header has {n_columns}"
+            if problem:
+                if strict:
+                    cut = not line.endswith("\n")
+                    error = TruncatedLogError if cut else MalformedRecordError
+                    hint = " (the file ends mid-line: cut while being written?)" if cut else ""
+                    message = f"the line {problem}{hint}; pass strict=False to drop and report such lines"
+                    raise error(message, path, f"line {number}")
+                bad.append((number, problem))
                 continue
-            rows.append(row)
-            locs.append(line_number)
-    except csv.Error as exc:  # an unterminated quote at the end of a cut file
-        n_read += 1
-        bad_lines.append((reader.line_num, [str(exc)]))
-        truncated_last = True
-    if bad_lines:
-        last_is_cut = truncated_last and bad_lines[-1][0] >= (locs[-1] if locs else 0)
-        kind = "truncated" if last_is_cut and len(bad_lines) == 1 else "bad_line"
-        if strict:
-            error = TruncatedLogError if kind == "truncated" else MalformedRecordError
-            raise error(
-                f"line has {len(bad_lines[0][1])} fields, the header {len(header)}",
-                path,
-                f"line {bad_lines[0][0]}",
-            )
+            rows.append(tuple(row))  # tuples of strings leave the garbage collector's watch: 3x faster
+            locs.append(number)
+            last_kept = True
+    if header is None:
+        raise EmptyLogError("empty file", path)
+    cut_line = last_number if not last_ended else None
+    truncated = [b for b in bad if b[0] == cut_line]
+    broken = [b for b in bad if b[0] != cut_line]
+    if broken:
         issues.append(
             ReadIssue(
                 str(path),
-                kind,
+                "bad_line",
                 "dropped",
-                len(bad_lines),
-                tuple(f"line {n}" for n, _ in bad_lines[:5]),
-                f"line(s) with a number of fields other than the header's {len(header)}"
-                + (" (the file ends mid-line: cut while being written?)" if kind == "truncated" else "")
-                + "; dropped",
+                len(broken),
+                tuple(f"line {n}" for n, _ in broken[:MAX_LOCATIONS]),
+                f"line(s) that are not valid CSV or have another number of cells than the header's "
+                f"{n_columns} (first: line {broken[0][0]} {broken[0][1]}); dropped",
             )
         )
-    frame = pd.DataFrame(rows, columns=_unique(header), dtype=object)
+    if truncated:
+        issues.append(
+            ReadIssue(
+                str(path),
+                "truncated",
+                "dropped",
+                1,
+                (f"line {cut_line}",),
+                f"the last line has no line end and {truncated[0][1]}: the file ends mid-line "
+                "(cut while being written?); dropped",
+            )
+        )
+    if cut_line is not None and last_kept:
+        issues.append(
+            ReadIssue(
+                str(path),
+                "no_line_end",
+                "info",
+                1,
+                (f"line {cut_line}",),
+                "the last line has no line end: if the file was cut while being written, its last "
+                "value may be cut too (0.03 read as 0.0); kept as read",
+            )
+        )
+    columns = _unique(header)
+    if rows:
+        frame = pd.DataFrame(rows, columns=columns, dtype=object)
+    else:
+        frame = pd.DataFrame(columns=columns, dtype=object)
     frame[LOC] = locs
     frame.attrs["location_label"] = "line"
     return frame, n_read, issues
@@ -116,22 +183,36 @@ def _unique(names: list[str]) -> list[str]:
 
 
 def _read_jsonl(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
+    """Read JSON Lines: one JSON object per line; other lines are reported and dropped.
+
+    Under ``strict`` a bad last line without line end (a record cut while being written) is a
+    ``TruncatedLogError``, any other bad line a ``MalformedRecordError``.
+    """
     records: list[dict[str, Any]] = []
     locs: list[int] = []
     bad: list[int] = []
     n_read = 0
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    with open(path, encoding="utf-8-sig", errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             n_read += 1
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # JSONDecodeError, too many digits, too deep
                 record = None
             if not isinstance(record, dict):
                 if strict:
-                    raise MalformedRecordError("not a JSON object", path, f"line {number}")
+                    if not line.endswith("\n"):  # only the last line can lack one
+                        raise TruncatedLogError(
+                            "the last line is not a JSON object and has no line end: the file ends mid-record "
+                            "(cut while being written?); pass strict=False to drop it and report",
+                            path,
+                            f"line {number}",
+                        )
+                    raise MalformedRecordError(
+                        "not a JSON object; pass strict=False to drop such lines and report", path, f"line {number}"
+                    )
                 bad.append(number)
                 continue
             records.append(record)
@@ -141,7 +222,7 @@ def _read_jsonl(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadI
     issues = []
     if bad:
         issues.append(
-            ReadIssue(str(path), "bad_line", "dropped", len(bad), tuple(f"line {n}" for n in bad[:5]), "line(s) that are not a JSON object (cut mid-write?); dropped")
+            ReadIssue(str(path), "bad_line", "dropped", len(bad), tuple(f"line {n}" for n in bad[:MAX_LOCATIONS]), "line(s) that are not a JSON object (cut mid-write?); dropped")
         )
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame()
     frame = frame.astype(object) if len(frame) else frame
@@ -156,7 +237,9 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
         raise TruncatedLogError(f"not a readable Parquet file ({type(exc).__name__}: {exc})", path) from exc
     if len(frame) == 0:
         raise EmptyLogError("Parquet file has no rows", path)
-    frame = frame.reset_index(drop=True)
+    named = [name for name in frame.index.names if name is not None]
+    # a named index (df.set_index("step").to_parquet()) is data: keep it as a column
+    frame = frame.reset_index(drop=not named or any(name in frame.columns for name in named))
     frame[LOC] = np.arange(1, len(frame) + 1)
     return frame, len(frame), []
 
@@ -172,6 +255,55 @@ def _pick(frame: pd.DataFrame, mapped: str | None, candidates: tuple[str, ...], 
         if name in frame.columns:
             return name
     return None
+
+
+def _free_name(frame: pd.DataFrame, name: str) -> str:
+    """``name``, or ``name.1``, ``name.2``... whichever is not a column of ``frame`` yet."""
+    candidate, number = name, 0
+    while candidate in frame.columns:
+        number += 1
+        candidate = f"{name}.{number}"
+    return candidate
+
+
+def _split_off_missing_run_ids(
+    frame: pd.DataFrame, run_column: str, label: str, path: Path, strict: bool
+) -> tuple[pd.DataFrame, ReadIssue | None]:
+    """Drop the records with no run id (missing, null or blank); report them as dropped.
+
+    Run ids are made text, so that ids of any JSON type group without error.
+
+    Raises
+    ------
+    MalformedRecordError
+        Under ``strict``, at the first record with no run id.
+    EmptyLogError
+        When no record has a run id.
+    """
+    values = frame[run_column]
+    blank = values.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(dtype=bool)
+    missing = values.isna().to_numpy() | blank
+    frame = frame.assign(**{run_column: values.map(str)})
+    if not missing.any():
+        return frame, None
+    where = tuple(f"{label} {loc}" for loc in frame.loc[missing, LOC].head(MAX_LOCATIONS))
+    if strict:
+        raise MalformedRecordError(
+            f"record has no run id (column {run_column!r}); pass strict=False to drop and report such records",
+            path,
+            where[0],
+        )
+    if missing.all():
+        raise EmptyLogError(f"no record has a run id in column {run_column!r}", path)
+    issue = ReadIssue(
+        str(path),
+        "no_run_id",
+        "dropped",
+        int(missing.sum()),
+        where,
+        f"record(s) with no value in the run column {run_column!r}: they belong to no run; dropped",
+    )
+    return frame.loc[~missing], issue
 
 
 def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
@@ -203,11 +335,23 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
     reward_column = columns.pop("reward", None)
     if reward_column is not None:
         _pick(frame, reward_column, (), "reward", path)
+    for canonical, source_name in columns.items():  # a typo in any entry is an error, not ignored
+        _pick(frame, source_name, (), canonical, path)
     aliases = {**TABLE_ALIASES, **{source_name: canonical for canonical, source_name in columns.items()}}
     candidates = ((reward_column,) if reward_column else ()) + REWARD_CANDIDATES
+    if step_column != STEP and STEP in frame.columns:
+        # the table's own 'step' column is a metric like any other once another column is the step
+        logged = _free_name(frame, "step_logged")
+        frame = frame.rename(columns={STEP: logged})
+        issues.append(
+            ReadIssue(str(path), "renamed_column", "info", 1, (), f"column 'step' kept as {logged!r}: {step_column!r} is the step")
+        )
     frame = frame.rename(columns={step_column: STEP})
     groups: list[tuple[str, pd.DataFrame, str]]
     if run_column is not None:
+        frame, no_run = _split_off_missing_run_ids(frame, run_column, label, path, options.strict)
+        if no_run is not None:
+            issues.append(no_run)
         groups = [(str(name), part.drop(columns=[run_column]), f"{path}#{name}") for name, part in frame.groupby(run_column, sort=False)]
     else:
         groups = [(options.run_id or source.run_id, frame, str(path))]
