@@ -1,0 +1,179 @@
+"""The PyMC graph of the hierarchical reward-curve model (a pure function of data and config).
+
+For each run ``r`` and curve parameter ``p`` (``r0``, ``asymptote`` on the logit of the
+normalised reward; ``tau`` and shape parameters on the log of normalised progress)::
+
+    theta[r, p] = p_mu + family[f(r), p] + task[k(r), p]
+                  + p_size_slope * log_size[r]
+                  + p_r0_slope * (theta[r, r0] - r0_mu)          (p != r0)
+                  + p_sd * eta[r, p]
+
+and for the noise ``log sigma[r] = sigma_mu + sigma_samples_slope * log_samples[r] + sigma_sd * eta``.
+The reward follows ``y[r, i] ~ StudentT(nu + 1, curve(t[r, i]; theta[r]), sigma[r] * s[r, i])``
+where ``s`` is 1/sqrt(points) of a bin. Runs are a ``(run, point)`` matrix with a mask, one
+compiled graph for all runs: no loop over runs.
+
+``pooling="none"`` draws every run's parameters from the population prior independently;
+``"complete"`` gives all runs one parameter vector. A run is centred (``theta ~ Normal(loc, sd)``)
+or non-centred (``theta = loc + sd * z``) by how clearly its data move (``centered_min_snr``):
+centred samples far better for informative runs, non-centred for flat, noisy or short ones
+(DESIGN.md section 7).
+Missing covariates (unknown model size, samples per step) are imputed as latent values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pymc_extras.prior import Prior
+
+from bayesgrpo.curves import get_curve, reward_curve
+from bayesgrpo.model.data import ModelData
+from bayesgrpo.model.priors import curve_params
+
+POOLINGS: tuple[str, ...] = ("partial", "none", "complete")
+
+
+def _covariate(name: str, values: np.ndarray) -> pt.TensorVariable | None:
+    """A standardised covariate with its unknown entries as latent N(0, 1) values.
+
+    Returns None when no run has a value (the covariate then plays no part).
+    """
+    missing = ~np.isfinite(values)
+    if missing.all():
+        return None
+    known = pt.as_tensor_variable(np.where(missing, 0.0, values))
+    if not missing.any():
+        return known
+    imputed = pm.Normal(f"{name}_missing", 0.0, 1.0, shape=int(missing.sum()))
+    return pt.set_subtensor(known[np.flatnonzero(missing)], imputed)
+
+
+def _with_dims(prior: Prior, dims: str) -> Prior:
+    return Prior(prior.distribution, **prior.parameters, dims=dims)
+
+
+def _run_level(
+    name: str,
+    loc: pt.TensorVariable,
+    sd: pt.TensorVariable,
+    centered: np.ndarray,
+    n_runs: int,
+) -> pt.TensorVariable:
+    """Run values around ``loc`` with spread ``sd``: centred where ``centered``, else not."""
+    loc = loc + pt.zeros(n_runs)
+    value = pt.zeros(n_runs)
+    centred_index = np.flatnonzero(centered)
+    other_index = np.flatnonzero(~centered)
+    if centred_index.size:
+        direct = pm.Normal(f"{name}_centered", mu=loc[centred_index], sigma=sd, shape=centred_index.size)
+        value = pt.set_subtensor(value[centred_index], direct)
+    if other_index.size:
+        z = pm.Normal(f"{name}_z", 0.0, 1.0, shape=other_index.size)
+        value = pt.set_subtensor(value[other_index], loc[other_index] + sd * z)
+    return pm.Deterministic(name, value, dims="run")
+
+
+def _group_effect(name: str, sd_prior: Prior, index: np.ndarray, levels: tuple[str, ...], dim: str) -> pt.TensorVariable | None:
+    """Non-centred effects of a grouping (family, task); None with fewer than two levels."""
+    if len(levels) < 2:
+        return None
+    sd = sd_prior.create_variable(f"{name}_{dim}_sd")
+    z = pm.Normal(f"{name}_{dim}_z", 0.0, 1.0, dims=dim)
+    effect = pm.Deterministic(f"{name}_{dim}", sd * z, dims=dim)
+    return effect[index]
+
+
+def create_reward_model(
+    data: ModelData,
+    curve: str,
+    priors: Mapping[str, Prior],
+    *,
+    pooling: str = "partial",
+    centered_min_snr: float = 4.0,
+) -> pm.Model:
+    """Build the PyMC model of all runs in ``data``.
+
+    Parameters
+    ----------
+    data : ModelData
+        From ``bayesgrpo.model.data.prepare``.
+    curve : str
+        A curve family of ``bayesgrpo.curves.CURVES``.
+    priors : mapping of str to Prior
+        Complete prior set (``bayesgrpo.model.priors.merge_priors``).
+    pooling : {"partial", "none", "complete"}
+    centered_min_snr : float
+        Runs whose change is at least this clear (``ModelData.signal_to_noise``) are centred,
+        the others non-centred. 0 centres all; ``inf`` makes all non-centred.
+
+    Returns
+    -------
+    pymc.Model
+        Free variables per parameter, Deterministics ``<p>_run`` (run values on the
+        unconstrained scale), ``log_sigma_run``, ``nu``, and the Potential ``loglike``.
+    """
+    if pooling not in POOLINGS:
+        from bayesgrpo.errors import BayesGRPOError
+
+        raise BayesGRPOError(f"pooling={pooling!r}; choose one of {POOLINGS}")
+    family_spec = get_curve(curve)
+    params = curve_params(curve)
+    n_runs, n_points = data.y.shape
+    coords = {
+        "run": list(data.run_ids),
+        "family": list(data.families),
+        "task": list(data.tasks),
+        "point": np.arange(n_points),
+    }
+    centered = data.signal_to_noise >= centered_min_snr
+    with pm.Model(coords=coords) as model:
+        run_values: dict[str, pt.TensorVariable] = {}
+        if pooling == "partial":
+            size = _covariate("log_size", data.log_size)
+            samples = _covariate("log_samples", data.log_samples)
+            r0_mu = None
+            for p in params:
+                mu = priors[f"{p}_mu"].create_variable(f"{p}_mu")
+                loc = mu
+                for index, levels, dim in ((data.family_index, data.families, "family"), (data.task_index, data.tasks, "task")):
+                    effect = _group_effect(p, priors[f"{p}_{dim}_sd"], index, levels, dim)
+                    if effect is not None:
+                        loc = loc + effect
+                if size is not None:
+                    loc = loc + priors[f"{p}_size_slope"].create_variable(f"{p}_size_slope") * size
+                if p != "r0":
+                    loc = loc + priors[f"{p}_r0_slope"].create_variable(f"{p}_r0_slope") * (run_values["r0"] - r0_mu)
+                else:
+                    r0_mu = mu
+                sd = priors[f"{p}_sd"].create_variable(f"{p}_sd")
+                run_values[p] = _run_level(f"{p}_run", loc, sd, centered, n_runs)
+            loc = priors["sigma_mu"].create_variable("sigma_mu")
+            if samples is not None:
+                loc = loc + priors["sigma_samples_slope"].create_variable("sigma_samples_slope") * samples
+            sigma_sd = priors["sigma_sd"].create_variable("sigma_sd")
+            log_sigma = _run_level("log_sigma_run", loc, sigma_sd, centered, n_runs)
+        elif pooling == "none":
+            for p in params:
+                run_values[p] = _with_dims(priors[f"{p}_mu"], "run").create_variable(f"{p}_run")
+            log_sigma = _with_dims(priors["sigma_mu"], "run").create_variable("log_sigma_run")
+        else:  # complete
+            for p in params:
+                mu = priors[f"{p}_mu"].create_variable(f"{p}_mu")
+                run_values[p] = pm.Deterministic(f"{p}_run", mu + pt.zeros(n_runs), dims="run")
+            sigma_mu = priors["sigma_mu"].create_variable("sigma_mu")
+            log_sigma = pm.Deterministic("log_sigma_run", sigma_mu + pt.zeros(n_runs), dims="run")
+
+        nu = pm.Deterministic("nu", priors["nu"].create_variable("nu_minus_one") + 1.0)
+        r0 = pt.sigmoid(run_values["r0"])[:, None]
+        asymptote = pt.sigmoid(run_values["asymptote"])[:, None]
+        shape = {name: pt.exp(run_values[name])[:, None] for name in family_spec.shape_params}
+        t = pt.as_tensor_variable(data.t)
+        mean = reward_curve(curve, t, r0, asymptote, **shape)
+        scale = pt.exp(log_sigma)[:, None] * data.noise_scale
+        logp = pm.logp(pm.StudentT.dist(nu=nu, mu=mean, sigma=scale), pt.as_tensor_variable(data.y))
+        pm.Potential("loglike", pt.sum(pt.where(data.mask, logp, 0.0)))
+    return model

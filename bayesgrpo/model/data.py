@@ -1,0 +1,397 @@
+"""Turn a runs table into the arrays the model is fitted on (pure functions, no PyMC).
+
+Three transformations, each stated in the fit summary:
+
+* **Progress axis.** ``"step"`` (default): steps divided by each run's horizon (its planned
+  ``total_steps``, else its last logged step), so ``t`` is the fraction of the run, the
+  normalised progress of arXiv 2507.18014. ``"epoch"``: steps / ``steps_per_epoch``.
+  ``"samples"``: samples seen (steps x batch_size x group_size) and ``"compute"`` (6 x
+  parameters x tokens, tokens = samples x mean completion length), both divided by one global
+  scale (the median over runs at their horizon) so that ``t`` is about 1 at a typical horizon.
+* **Reward scale.** Rewards are mapped to ``y = (r - lower) / (upper - lower)`` with the run's
+  known bounds (``reward_min``/``reward_max`` metadata) or, when unknown, data-driven bounds: the
+  observed range widened by ``bounds_margin`` times itself on each side.
+* **Binning.** A run with more than ``max_points`` points is cut into ``max_points`` bins of
+  (nearly) equal counts; a bin's mean reward has its noise scale divided by ``sqrt(count)``.
+
+Runs are laid out as a ``(run, point)`` matrix with a mask: the layout that samples fastest
+(DESIGN.md section 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.table import RunsTable
+
+Progress = Literal["step", "epoch", "samples", "compute"]
+PROGRESS_AXES: tuple[str, ...] = ("step", "epoch", "samples", "compute")
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Standardizer:
+    """Centre and scale of a covariate, kept so new runs are standardised the same way."""
+
+    centre: float
+    scale: float
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        return (np.asarray(values, dtype=float) - self.centre) / self.scale
+
+    @classmethod
+    def fit(cls, values: np.ndarray) -> Standardizer:
+        finite = np.asarray(values, dtype=float)
+        finite = finite[np.isfinite(finite)]
+        if finite.size == 0:
+            return cls(0.0, 1.0)
+        scale = float(finite.std()) if finite.size > 1 and finite.std() > 1e-9 else 1.0
+        return cls(float(finite.mean()), scale)
+
+
+@dataclass(frozen=True)
+class ModelData:
+    """Everything the model graph needs, as plain arrays (R runs, L points per run at most).
+
+    Attributes
+    ----------
+    run_ids : tuple of str
+    t, y, noise_scale : ndarray, shape (R, L)
+        Progress, normalised reward and relative noise scale (1/sqrt(points in the bin)) of each
+        point; padding cells hold t=0, y=0, scale=1 and are masked out.
+    mask : ndarray of bool, shape (R, L)
+    n_points : ndarray of int, shape (R,)
+        Points per run before binning.
+    signal_to_noise : ndarray, shape (R,)
+        How clearly a run moves: the difference between the means of its last and first fifth
+        of points, over the standard error of that difference (noise from successive
+        differences). Decides the parametrisation of a run (``model.build``).
+    lower, upper : ndarray, shape (R,)
+        Reward bounds used for normalisation, in reward units.
+    bounds_source : tuple of str
+        ``"metadata"`` or ``"data"`` per run.
+    progress : str
+    progress_scale : ndarray, shape (R,)
+        ``t = progress_value / progress_scale``; for ``"step"`` this is the run's horizon.
+    horizon_step : ndarray, shape (R,)
+        The step the run is planned to end at (forecast "final" reward is read there).
+    step_to_progress : ndarray, shape (R,)
+        Progress units per optimizer step (1 for ``"step"``).
+    family_index, task_index : ndarray of int, shape (R,)
+    families, tasks : tuple of str
+    log_size, log_samples : ndarray, shape (R,)
+        Standardised log model size and log samples per step; NaN where unknown.
+    size_standardizer, samples_standardizer : Standardizer
+    """
+
+    run_ids: tuple[str, ...]
+    t: np.ndarray
+    y: np.ndarray
+    noise_scale: np.ndarray
+    mask: np.ndarray
+    n_points: np.ndarray
+    signal_to_noise: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    bounds_source: tuple[str, ...]
+    progress: str
+    progress_scale: np.ndarray
+    horizon_step: np.ndarray
+    family_index: np.ndarray
+    task_index: np.ndarray
+    families: tuple[str, ...]
+    tasks: tuple[str, ...]
+    log_size: np.ndarray
+    log_samples: np.ndarray
+    step_to_progress: np.ndarray
+    size_standardizer: Standardizer = field(default_factory=lambda: Standardizer(0.0, 1.0))
+    samples_standardizer: Standardizer = field(default_factory=lambda: Standardizer(0.0, 1.0))
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.run_ids)
+
+    def to_reward(self, y: np.ndarray, run_axis: int = -2) -> np.ndarray:
+        """Map normalised values back to reward units (``run`` along ``run_axis``)."""
+        shape = [1] * np.ndim(y)
+        shape[run_axis] = self.n_runs
+        lower = self.lower.reshape(shape)
+        return lower + np.asarray(y) * (self.upper - self.lower).reshape(shape)
+
+    def to_t(self, steps: np.ndarray) -> np.ndarray:
+        """Progress of given steps for every run: shape (R, len(steps))."""
+        return np.asarray(steps, dtype=float)[None, :] * self.step_to_progress[:, None] / self.progress_scale[:, None]
+
+    def to_dataset(self) -> xr.Dataset:
+        """The data as an xarray Dataset (saved with a fitted model)."""
+        run = list(self.run_ids)
+        data = xr.Dataset(
+            {
+                "t": (("run", "point"), self.t),
+                "y": (("run", "point"), self.y),
+                "noise_scale": (("run", "point"), self.noise_scale),
+                "mask": (("run", "point"), self.mask.astype(np.int8)),
+                "n_points": ("run", self.n_points),
+                "signal_to_noise": ("run", self.signal_to_noise),
+                "lower": ("run", self.lower),
+                "upper": ("run", self.upper),
+                "bounds_source": ("run", np.array(self.bounds_source, dtype=object).astype(str)),
+                "progress_scale": ("run", self.progress_scale),
+                "horizon_step": ("run", self.horizon_step),
+                "step_to_progress": ("run", self.step_to_progress),
+                "family_index": ("run", self.family_index),
+                "task_index": ("run", self.task_index),
+                "log_size": ("run", self.log_size),
+                "log_samples": ("run", self.log_samples),
+            },
+            coords={"run": run, "family": list(self.families), "task": list(self.tasks)},
+        )
+        data.attrs.update(
+            progress=self.progress,
+            size_centre=self.size_standardizer.centre,
+            size_scale=self.size_standardizer.scale,
+            samples_centre=self.samples_standardizer.centre,
+            samples_scale=self.samples_standardizer.scale,
+        )
+        return data
+
+    @classmethod
+    def from_dataset(cls, data: xr.Dataset) -> ModelData:
+        """Inverse of :meth:`to_dataset`."""
+        return cls(
+            run_ids=tuple(str(r) for r in data["run"].values),
+            t=data["t"].values.astype(float),
+            y=data["y"].values.astype(float),
+            noise_scale=data["noise_scale"].values.astype(float),
+            mask=data["mask"].values.astype(bool),
+            n_points=data["n_points"].values.astype(int),
+            signal_to_noise=data["signal_to_noise"].values.astype(float),
+            lower=data["lower"].values.astype(float),
+            upper=data["upper"].values.astype(float),
+            bounds_source=tuple(str(b) for b in data["bounds_source"].values),
+            progress=str(data.attrs["progress"]),
+            progress_scale=data["progress_scale"].values.astype(float),
+            horizon_step=data["horizon_step"].values.astype(float),
+            family_index=data["family_index"].values.astype(int),
+            task_index=data["task_index"].values.astype(int),
+            families=tuple(str(f) for f in data["family"].values),
+            tasks=tuple(str(t) for t in data["task"].values),
+            log_size=data["log_size"].values.astype(float),
+            log_samples=data["log_samples"].values.astype(float),
+            size_standardizer=Standardizer(float(data.attrs["size_centre"]), float(data.attrs["size_scale"])),
+            samples_standardizer=Standardizer(float(data.attrs["samples_centre"]), float(data.attrs["samples_scale"])),
+            step_to_progress=data["step_to_progress"].values.astype(float),
+        )
+
+
+def _metadata_value(runs: pd.DataFrame, column: str) -> pd.Series:
+    if column not in runs.columns:
+        return pd.Series(np.nan, index=runs.index, dtype=float)
+    return pd.to_numeric(runs[column], errors="coerce").astype(float)
+
+
+def _labels(runs: pd.DataFrame, column: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    values = runs[column].astype("string").fillna(UNKNOWN) if column in runs.columns else pd.Series(UNKNOWN, index=runs.index)
+    levels = tuple(sorted(set(values.tolist())))
+    lookup = {level: i for i, level in enumerate(levels)}
+    return np.array([lookup[v] for v in values], dtype=int), levels
+
+
+def _bin(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Equal-count bins: means of t and y, and 1/sqrt(count) per bin."""
+    if len(t) <= max_points:
+        return t, y, np.ones_like(t)
+    chunks = np.array_split(np.arange(len(t)), max_points)
+    t_binned = np.array([t[c].mean() for c in chunks])
+    y_binned = np.array([y[c].mean() for c in chunks])
+    scale = np.array([1.0 / np.sqrt(len(c)) for c in chunks])
+    return t_binned, y_binned, scale
+
+
+def signal_to_noise(y: np.ndarray) -> float:
+    """t-statistic of the change between the first and last fifth of a run's points."""
+    n = len(y)
+    if n < 5:
+        return 0.0
+    fifth = max(1, n // 5)
+    diffs = np.abs(np.diff(y))
+    noise = 1.4826 * float(np.median(diffs)) / np.sqrt(2.0) if diffs.size else 0.0
+    change = abs(float(y[-fifth:].mean() - y[:fifth].mean()))
+    if noise <= 1e-12:
+        return np.inf if change > 0 else 0.0
+    return change / (noise * np.sqrt(2.0 / fifth))
+
+
+def _horizons(table: RunsTable, horizon: float | Mapping[str, float] | None) -> pd.Series:
+    """Planned last step per run: explicit > metadata total_steps > last logged step."""
+    runs = table.runs.set_index("run_id")
+    finite = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))]
+    last = finite.groupby("run_id")["step"].max().reindex(runs.index).astype(float)
+    planned = _metadata_value(runs.reset_index(), "total_steps").set_axis(runs.index)
+    out = planned.where(planned.notna() & (planned >= last), last)
+    if horizon is not None:
+        if isinstance(horizon, Mapping):
+            unknown = set(horizon) - set(runs.index)
+            if unknown:
+                raise BayesGRPOError(f"horizon given for unknown runs {sorted(unknown)}")
+            for run_id, value in horizon.items():
+                out[run_id] = float(value)
+        else:
+            out[:] = float(horizon)
+    if (out <= 0).any() or out.isna().any():
+        bad = out[(out <= 0) | out.isna()].index.tolist()
+        raise BayesGRPOError(f"runs {bad[:5]} have no positive horizon; pass horizon=...")
+    return out
+
+
+def _step_to_progress(table: RunsTable, progress: str) -> np.ndarray:
+    """Progress units per step, per run, for the chosen axis (1 for step)."""
+    runs = table.runs
+    if progress == "step":
+        return np.ones(len(runs))
+    if progress == "epoch":
+        per_epoch = _metadata_value(runs, "steps_per_epoch")
+        missing = runs.loc[per_epoch.isna() | (per_epoch <= 0), "run_id"].tolist()
+        if missing:
+            raise BayesGRPOError(f"progress='epoch' needs steps_per_epoch metadata; missing for runs {missing[:8]}")
+        return 1.0 / per_epoch.to_numpy()
+    samples = _metadata_value(runs, "batch_size") * _metadata_value(runs, "group_size").fillna(1.0)
+    missing = runs.loc[samples.isna(), "run_id"].tolist()
+    if missing:
+        raise BayesGRPOError(f"progress={progress!r} needs batch_size metadata (prompts per step); missing for runs {missing[:8]}")
+    if progress == "samples":
+        return samples.to_numpy()
+    size = _metadata_value(runs, "size_b")
+    lengths = table.points.groupby("run_id")["completion_length"].mean() if "completion_length" in table.points else pd.Series(dtype=float)
+    length = runs["run_id"].map(lengths).astype(float)
+    missing = runs.loc[size.isna() | length.isna(), "run_id"].tolist()
+    if missing:
+        raise BayesGRPOError(f"progress='compute' needs size_b metadata and a completion_length metric; missing for runs {missing[:8]}")
+    return (6.0 * size.to_numpy() * 1e9 * samples.to_numpy() * length.to_numpy()) / 1e18  # exaFLOP per step
+
+
+def prepare(
+    table: RunsTable,
+    *,
+    progress: str = "step",
+    horizon: float | Mapping[str, float] | None = None,
+    max_points: int = 40,
+    bounds_margin: float = 0.5,
+    size_standardizer: Standardizer | None = None,
+    samples_standardizer: Standardizer | None = None,
+) -> ModelData:
+    """Arrays for the model from a runs table (see the module docstring for each choice).
+
+    Parameters
+    ----------
+    table : RunsTable
+    progress : {"step", "epoch", "samples", "compute"}
+    horizon : float or mapping run_id -> step, optional
+        The step each run is planned to end at. Default: metadata ``total_steps``, else the last
+        logged step.
+    max_points : int
+        Bin runs longer than this (equal-count bins).
+    bounds_margin : float
+        Widening of data-driven reward bounds, as a fraction of the observed range per side.
+    size_standardizer, samples_standardizer : Standardizer, optional
+        Reuse the standardisation of an earlier fit (for new runs).
+
+    Returns
+    -------
+    ModelData
+    """
+    if progress not in PROGRESS_AXES:
+        raise BayesGRPOError(f"progress={progress!r}; choose one of {PROGRESS_AXES}")
+    if max_points < 3:
+        raise BayesGRPOError("max_points must be at least 3")
+    runs = table.runs.reset_index(drop=True)
+    finite = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))]
+    by_run = {run_id: frame.sort_values("step") for run_id, frame in finite.groupby("run_id", sort=False)}
+    empty = [r for r in runs["run_id"] if r not in by_run]
+    if empty:
+        raise BayesGRPOError(f"runs {empty[:5]} have no finite reward point to fit")
+
+    horizons = _horizons(table, horizon)
+    per_step = _step_to_progress(table, progress)
+    horizon_progress = horizons.reindex(runs["run_id"]).to_numpy() * per_step
+    if progress == "step":
+        progress_scale = horizon_progress.copy()
+    elif progress == "epoch":
+        progress_scale = np.ones(len(runs))
+    else:
+        progress_scale = np.full(len(runs), float(np.median(horizon_progress)))
+
+    known_lower = _metadata_value(runs, "reward_min").to_numpy()
+    known_upper = _metadata_value(runs, "reward_max").to_numpy()
+    rows_t, rows_y, rows_scale = [], [], []
+    lower = np.empty(len(runs))
+    upper = np.empty(len(runs))
+    sources = []
+    n_points = np.empty(len(runs), dtype=int)
+    snr = np.empty(len(runs))
+    for i, run_id in enumerate(runs["run_id"]):
+        frame = by_run[run_id]
+        reward = frame["reward"].to_numpy(dtype=float)
+        if np.isfinite(known_lower[i]) and np.isfinite(known_upper[i]) and known_upper[i] > known_lower[i]:
+            lower[i], upper[i] = known_lower[i], known_upper[i]
+            sources.append("metadata")
+        else:
+            low, high = float(reward.min()), float(reward.max())
+            width = high - low if high > low else max(abs(high), 1.0)
+            lower[i], upper[i] = low - bounds_margin * width, high + bounds_margin * width
+            sources.append("data")
+        t = frame["step"].to_numpy(dtype=float) * per_step[i] / progress_scale[i]
+        y = (reward - lower[i]) / (upper[i] - lower[i])
+        n_points[i] = len(t)
+        snr[i] = signal_to_noise(y)
+        t_b, y_b, s_b = _bin(t, y, max_points)
+        rows_t.append(t_b)
+        rows_y.append(y_b)
+        rows_scale.append(s_b)
+
+    width = max(len(r) for r in rows_t)
+    shape = (len(runs), width)
+    t_matrix, y_matrix = np.zeros(shape), np.zeros(shape)
+    scale_matrix, mask = np.ones(shape), np.zeros(shape, dtype=bool)
+    for i, (t, y, s) in enumerate(zip(rows_t, rows_y, rows_scale)):
+        t_matrix[i, : len(t)], y_matrix[i, : len(t)], scale_matrix[i, : len(t)] = t, y, s
+        mask[i, : len(t)] = True
+
+    family_index, families = _labels(runs, "family")
+    task_index, tasks = _labels(runs, "task")
+    raw_size = np.log(_metadata_value(runs, "size_b").to_numpy())
+    samples = (_metadata_value(runs, "group_size") * _metadata_value(runs, "batch_size")).to_numpy()
+    raw_samples = np.log(samples)
+    size_standardizer = size_standardizer or Standardizer.fit(raw_size)
+    samples_standardizer = samples_standardizer or Standardizer.fit(raw_samples)
+    return ModelData(
+        run_ids=tuple(str(r) for r in runs["run_id"]),
+        t=t_matrix,
+        y=y_matrix,
+        noise_scale=scale_matrix,
+        mask=mask,
+        n_points=n_points,
+        signal_to_noise=snr,
+        lower=lower,
+        upper=upper,
+        bounds_source=tuple(sources),
+        progress=progress,
+        progress_scale=progress_scale,
+        horizon_step=horizons.reindex(runs["run_id"]).to_numpy(dtype=float),
+        family_index=family_index,
+        task_index=task_index,
+        families=families,
+        tasks=tasks,
+        log_size=size_standardizer(raw_size),
+        log_samples=samples_standardizer(raw_samples),
+        size_standardizer=size_standardizer,
+        samples_standardizer=samples_standardizer,
+        step_to_progress=per_step.astype(float),
+    )

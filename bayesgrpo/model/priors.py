@@ -1,0 +1,128 @@
+"""Default priors of the reward-curve model, and merging the user's over them.
+
+Every run parameter lives on an unconstrained scale: ``r0`` and ``asymptote`` on the logit of
+the normalised reward (``y`` in [0, 1], see ``model.data``), ``tau`` and the shape parameters on
+the log of normalised progress (``t`` = 1 at the run's horizon for ``progress="step"``), the
+noise on the log of its scale in normalised reward units. For each curve parameter ``p``:
+
+================== ===========================================================
+``p_mu``            population mean of ``p``
+``p_sd``            spread of runs around their family/task/covariate mean
+``p_family_sd``     spread of family means around ``p_mu``
+``p_task_sd``       spread of task means around ``p_mu``
+``p_size_slope``    change of ``p`` per standard deviation of log model size
+``p_r0_slope``      change of ``p`` per unit of the run's logit start (not for ``r0``)
+================== ===========================================================
+
+and for the noise: ``sigma_mu``, ``sigma_sd``, ``sigma_samples_slope`` (per standard deviation
+of log samples per step: -0.5 * its scale is "noise falls as 1/sqrt(samples)"), ``nu`` (Student-t
+degrees of freedom, minus one).
+
+Priors are ``pymc_extras.prior.Prior`` objects: typed, serialisable to JSON (``to_dict``), and
+never mutated. A name that matches nothing raises, listing the valid names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pymc_extras.prior import Prior
+
+from bayesgrpo.curves import get_curve
+from bayesgrpo.errors import BayesGRPOError
+
+#: Curve parameters shared by every family, on their unconstrained scales.
+LEVEL_PARAMS: tuple[str, ...] = ("r0", "asymptote")
+
+
+def curve_params(curve: str) -> tuple[str, ...]:
+    """Names of a family's run parameters: ``r0``, ``asymptote``, then its shape parameters."""
+    return LEVEL_PARAMS + tuple(get_curve(curve).shape_params)
+
+
+def default_priors(curve: str) -> dict[str, Prior]:
+    """The default priors of a curve family's model, by name.
+
+    Parameters
+    ----------
+    curve : str
+        A key of ``bayesgrpo.curves.CURVES``.
+
+    Returns
+    -------
+    dict of str to Prior
+    """
+    family = get_curve(curve)
+    priors: dict[str, Prior] = {
+        # logit of the normalised start: most runs start in the lower half of their range
+        "r0_mu": Prior("Normal", mu=-0.5, sigma=1.5),
+        "r0_sd": Prior("HalfNormal", sigma=1.0),
+        # logit of the normalised asymptote
+        "asymptote_mu": Prior("Normal", mu=0.5, sigma=1.5),
+        "asymptote_sd": Prior("HalfNormal", sigma=1.0),
+    }
+    for name, shape_prior in family.priors.items():
+        priors[f"{name}_mu"] = Prior("Normal", mu=shape_prior.log_centre, sigma=shape_prior.log_scale)
+        priors[f"{name}_sd"] = Prior("HalfNormal", sigma=min(0.7, shape_prior.log_scale))
+    for name in curve_params(curve):
+        priors[f"{name}_family_sd"] = Prior("HalfNormal", sigma=0.5)
+        priors[f"{name}_task_sd"] = Prior("HalfNormal", sigma=0.5)
+        priors[f"{name}_size_slope"] = Prior("Normal", mu=0.0, sigma=0.5)
+        if name != "r0":
+            priors[f"{name}_r0_slope"] = Prior("Normal", mu=0.0, sigma=0.5)
+    priors.update(
+        {
+            # log noise scale in normalised units: about 0.05 of the range, wide
+            "sigma_mu": Prior("Normal", mu=-3.0, sigma=1.0),
+            "sigma_sd": Prior("HalfNormal", sigma=0.7),
+            "sigma_samples_slope": Prior("Normal", mu=-0.3, sigma=0.3),
+            # Student-t degrees of freedom minus one (Juarez & Steel 2010)
+            "nu": Prior("Gamma", alpha=2.0, beta=0.1),
+        }
+    )
+    return priors
+
+
+def merge_priors(curve: str, given: Mapping[str, Any] | None) -> dict[str, Prior]:
+    """Defaults with the user's priors over them; a name that matches nothing is an error.
+
+    Parameters
+    ----------
+    curve : str
+    given : mapping of str to Prior (or its ``to_dict()`` form), optional
+
+    Raises
+    ------
+    BayesGRPOError
+        When a name is not a prior of this model, or a value is not a Prior.
+    """
+    priors = default_priors(curve)
+    if not given:
+        return priors
+    unknown = sorted(set(given) - set(priors))
+    if unknown:
+        import difflib
+
+        hints = {name: difflib.get_close_matches(name, list(priors), n=1) for name in unknown}
+        hint_text = "; ".join(f"{name!r} -> did you mean {h[0]!r}?" for name, h in hints.items() if h)
+        raise BayesGRPOError(
+            f"unknown prior name(s) {unknown} for curve {curve!r}. {hint_text} Valid names: {sorted(priors)}"
+        )
+    for name, value in given.items():
+        if isinstance(value, Mapping):
+            value = Prior.from_dict(dict(value))
+        if not isinstance(value, Prior):
+            raise BayesGRPOError(f"prior {name!r} must be a pymc_extras.prior.Prior, got {type(value).__name__}")
+        priors[name] = value
+    return priors
+
+
+def priors_to_dict(priors: Mapping[str, Prior]) -> dict[str, Any]:
+    """Canonical JSON-ready form (sorted keys)."""
+    return {name: priors[name].to_dict() for name in sorted(priors)}
+
+
+def priors_from_dict(data: Mapping[str, Any]) -> dict[str, Prior]:
+    """Inverse of :func:`priors_to_dict`."""
+    return {name: Prior.from_dict(dict(value)) for name, value in data.items()}

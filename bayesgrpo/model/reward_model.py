@@ -1,0 +1,400 @@
+"""``RewardModel``: a thin class that orchestrates data preparation, graph, sampling, forecasts
+and persistence. The math lives in ``curves``, ``model.data``, ``model.build`` and
+``model.predict``; plotting, stopping, transfer and evaluation live in their own modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bayesgrpo._version import __version__
+from bayesgrpo.curves import CURVES, get_curve
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
+from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
+from bayesgrpo.model.priors import merge_priors, priors_from_dict, priors_to_dict
+from bayesgrpo.model.sampling import DEFAULT_SAMPLER, FitDiagnostics, sample_model
+from bayesgrpo.table import RunsTable
+
+logger = logging.getLogger(__name__)
+
+#: Bumped whenever the graph changes in a way that makes old posteriors meaningless.
+MODEL_FORMAT = 1
+DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+class ModelConfigError(BayesGRPOError):
+    """A saved model's configuration does not match what it claims or what this version builds."""
+
+
+class NotFittedError(BayesGRPOError):
+    """A method needs a fitted model."""
+
+
+@dataclass
+class Forecast:
+    """Posterior forecasts of reward curves.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        Tidy: ``run_id``, ``step``, ``mean``, one column per quantile (``q05``, ``q50``...),
+        and ``observed`` (the logged reward at that step, where there is one).
+    draws : xarray.DataArray
+        Dims ``(sample, run, step)``, reward units.
+    """
+
+    table: pd.DataFrame
+    draws: xr.DataArray
+
+
+class RewardModel:
+    """Hierarchical Bayesian model of RL fine-tuning reward curves.
+
+    Parameters
+    ----------
+    curve : str
+        Curve family: ``"weibull"`` (default: slow start, rapid rise, plateau), ``"exp"``,
+        ``"logistic"``, ``"power"``, ``"oscillator"``.
+    pooling : {"partial", "none", "complete"}
+        How runs share strength: around family/task means with covariates (default),
+        not at all, or one curve for all.
+    priors : mapping of str to pymc_extras.prior.Prior, optional
+        Overrides of the default priors by name (``bayesgrpo.model.priors``). A name that matches
+        nothing raises, listing the valid names.
+    progress : {"step", "epoch", "samples", "compute"}
+        The progress axis (``bayesgrpo.model.data``).
+    max_points : int
+        Runs with more points are binned to this many (equal-count bins, noise scaled).
+    bounds_margin : float
+        Widening of data-driven reward bounds (runs without ``reward_min``/``reward_max``).
+    centered_min_snr : float
+        Runs that clearly move (signal-to-noise of their change at least this) are parametrised
+        centred, the others non-centred (DESIGN.md section 7: centred samples far better when
+        the data pin a run down, non-centred when they barely do).
+
+    Examples
+    --------
+    >>> from bayesgrpo.datasets import load_bundled
+    >>> model = RewardModel(curve="weibull").fit(load_bundled())  # doctest: +SKIP
+    >>> model.forecast().table.head()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        curve: str = "weibull",
+        pooling: str = "partial",
+        priors: Mapping[str, Any] | None = None,
+        progress: str = "step",
+        max_points: int = 40,
+        bounds_margin: float = 0.5,
+        centered_min_snr: float = 4.0,
+    ):
+        get_curve(curve)
+        if pooling not in ("partial", "none", "complete"):
+            raise BayesGRPOError(f"pooling={pooling!r}; choose 'partial', 'none' or 'complete'")
+        if progress not in PROGRESS_AXES:
+            raise BayesGRPOError(f"progress={progress!r}; choose one of {PROGRESS_AXES}")
+        self.curve = curve
+        self.pooling = pooling
+        self.priors = merge_priors(curve, priors)
+        self.progress = progress
+        self.max_points = int(max_points)
+        self.bounds_margin = float(bounds_margin)
+        self.centered_min_snr = float(centered_min_snr)
+        self.idata: az.InferenceData | None = None
+        self.data: ModelData | None = None
+        self.diagnostics: FitDiagnostics | None = None
+
+    # configuration -----------------------------------------------------------------------
+    @property
+    def config(self) -> dict[str, Any]:
+        """The model's configuration as canonical JSON-ready data."""
+        return {
+            "curve": self.curve,
+            "pooling": self.pooling,
+            "progress": self.progress,
+            "max_points": self.max_points,
+            "bounds_margin": self.bounds_margin,
+            "centered_min_snr": self.centered_min_snr,
+            "priors": priors_to_dict(self.priors),
+            "model_format": MODEL_FORMAT,
+        }
+
+    @property
+    def config_hash(self) -> str:
+        """SHA-256 of the canonical configuration JSON."""
+        text = json.dumps(self.config, sort_keys=True, separators=(",", ":"), default=float)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def __repr__(self) -> str:
+        state = f"fitted on {self.data.n_runs} runs" if self.data is not None else "not fitted"
+        return f"RewardModel(curve={self.curve!r}, pooling={self.pooling!r}, progress={self.progress!r}; {state})"
+
+    # fitting -----------------------------------------------------------------------------
+    def build(self, runs: RunsTable, horizon: float | Mapping[str, float] | None = None):
+        """Prepare the data and build (not sample) the PyMC model; returns the ``pymc.Model``."""
+        from bayesgrpo.model.build import create_reward_model
+
+        self.data = prepare(
+            runs,
+            progress=self.progress,
+            horizon=horizon,
+            max_points=self.max_points,
+            bounds_margin=self.bounds_margin,
+        )
+        return create_reward_model(
+            self.data, self.curve, self.priors, pooling=self.pooling, centered_min_snr=self.centered_min_snr
+        )
+
+    def fit(
+        self,
+        runs: RunsTable,
+        *,
+        horizon: float | Mapping[str, float] | None = None,
+        sampler: str = DEFAULT_SAMPLER,
+        draws: int = 1000,
+        tune: int = 1000,
+        chains: int = 2,
+        target_accept: float = 0.9,
+        random_seed: int | None = None,
+        progressbar: bool = True,
+    ) -> RewardModel:
+        """Fit the model to the runs of a runs table.
+
+        Parameters
+        ----------
+        runs : RunsTable
+        horizon : float or mapping run_id -> step, optional
+            The step each run is planned to end at (default: metadata ``total_steps``, else the
+            last logged step). With ``progress="step"`` it is the unit of normalised progress.
+        sampler : {"nutpie", "pymc", "numpyro", "advi", "pathfinder"}
+        draws, tune, chains, target_accept, random_seed, progressbar
+            Passed to the sampler.
+
+        Returns
+        -------
+        RewardModel
+            ``self``, fitted: ``idata``, ``data`` and ``diagnostics`` are set.
+        """
+        model = self.build(runs, horizon)
+        idata, diagnostics = sample_model(
+            model,
+            sampler=sampler,
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            target_accept=target_accept,
+            random_seed=random_seed,
+            progressbar=progressbar,
+        )
+        self.idata = idata
+        self.diagnostics = diagnostics
+        for message in diagnostics.warnings:
+            warnings.warn(message, stacklevel=2)
+        return self
+
+    def _require_fit(self) -> tuple[az.InferenceData, ModelData]:
+        if self.idata is None or self.data is None:
+            raise NotFittedError("the model is not fitted: call fit(runs) or RewardModel.load(path)")
+        return self.idata, self.data
+
+    # answers -----------------------------------------------------------------------------
+    def forecast(
+        self,
+        steps: Sequence[float] | np.ndarray | None = None,
+        runs: Sequence[str] | None = None,
+        *,
+        quantiles: Sequence[float] = DEFAULT_QUANTILES,
+        include_noise: bool = False,
+        observed: RunsTable | None = None,
+        random_seed: int | None = None,
+        max_samples: int | None = 1000,
+    ) -> Forecast:
+        """Posterior forecasts of the fitted runs' reward curves.
+
+        Parameters
+        ----------
+        steps : array of steps, optional
+            Default: 101 steps from 0 to the largest horizon.
+        runs : list of run ids, optional
+            Default: every fitted run.
+        quantiles : sequence of float
+        include_noise : bool
+            Intervals for an observed (noisy) logged reward instead of the expected reward.
+        observed : RunsTable, optional
+            Adds an ``observed`` column with the logged reward at each step where one exists.
+        random_seed : int, optional
+        max_samples : int, optional
+            Thin the posterior to at most this many samples.
+
+        Returns
+        -------
+        Forecast
+        """
+        idata, data = self._require_fit()
+        if steps is None:
+            steps = np.unique(np.round(np.linspace(0, float(data.horizon_step.max()), 101)))
+        draws = reward_draws(
+            idata.posterior,
+            data,
+            self.curve,
+            np.asarray(steps, dtype=float),
+            include_noise=include_noise,
+            random_seed=random_seed,
+            max_samples=max_samples,
+        )
+        if runs is not None:
+            unknown = sorted(set(runs) - set(data.run_ids))
+            if unknown:
+                raise BayesGRPOError(f"runs {unknown[:5]} were not fitted; fitted runs: {list(data.run_ids)[:10]}...")
+            draws = draws.sel(run=list(runs))
+        return Forecast(table=_tidy(draws, quantiles, observed), draws=draws)
+
+    def final_reward(self, quantiles: Sequence[float] = (0.05, 0.5, 0.95)) -> pd.DataFrame:
+        """Forecast expected reward at each run's horizon: ``run_id, horizon_step, mean, q..``."""
+        idata, data = self._require_fit()
+        rows = []
+        # one step per run: evaluate at every run's own horizon (vectorised by a diagonal pick)
+        draws = reward_draws(idata.posterior, data, self.curve, data.horizon_step, max_samples=2000)
+        values = draws.to_numpy()[:, np.arange(data.n_runs), np.arange(data.n_runs)]
+        names = quantile_columns(quantiles)
+        qs = np.quantile(values, quantiles, axis=0)
+        for i, run_id in enumerate(data.run_ids):
+            row = {"run_id": run_id, "horizon_step": int(data.horizon_step[i]), "mean": float(values[:, i].mean())}
+            row.update({name: float(qs[j, i]) for j, name in enumerate(names)})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def run_parameters(self) -> pd.DataFrame:
+        """Posterior means and 90% intervals of each run's curve on natural scales.
+
+        ``r0`` and ``asymptote`` are in reward units; shape parameters in normalised progress.
+        """
+        idata, data = self._require_fit()
+        draws = run_draws(idata.posterior, self.curve)
+        rows = []
+        for name, values in draws.items():
+            if name == "nu":
+                continue
+            if name in ("r0", "asymptote"):
+                values = data.lower[None, :] + values * (data.upper - data.lower)[None, :]
+            if name == "sigma":
+                values = values * (data.upper - data.lower)[None, :]
+            low, high = np.quantile(values, [0.05, 0.95], axis=0)
+            for i, run_id in enumerate(data.run_ids):
+                rows.append({"run_id": run_id, "parameter": name, "mean": float(values[:, i].mean()), "q05": float(low[i]), "q95": float(high[i])})
+        return pd.DataFrame(rows)
+
+    def fit_summary(self) -> dict[str, Any]:
+        """How the fit was made and how reliable it is, in one dict."""
+        _, data = self._require_fit()
+        assert self.diagnostics is not None
+        return {
+            **{k: v for k, v in self.config.items() if k != "priors"},
+            "n_runs": data.n_runs,
+            "n_points": int(data.n_points.sum()),
+            "n_cells_fitted": int(data.mask.sum()),
+            "bounds_from_data": [r for r, s in zip(data.run_ids, data.bounds_source) if s == "data"],
+            "families": list(data.families),
+            "tasks": list(data.tasks),
+            **self.diagnostics.to_dict(),
+        }
+
+    # persistence -------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write the posterior, fit data, configuration and version to one netCDF file."""
+        idata, data = self._require_fit()
+        assert self.diagnostics is not None
+        path = Path(path)
+        out = az.InferenceData(posterior=idata.posterior)
+        if "sample_stats" in idata:
+            out.add_groups(sample_stats=idata.sample_stats)
+        out.add_groups(constant_data=data.to_dataset())
+        out.posterior.attrs.update(
+            bayesgrpo_config=json.dumps(self.config, sort_keys=True),
+            bayesgrpo_config_hash=self.config_hash,
+            bayesgrpo_version=__version__,
+            bayesgrpo_diagnostics=json.dumps(self.diagnostics.to_dict(), default=float),
+        )
+        out.to_netcdf(str(path))
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> RewardModel:
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        ModelConfigError
+            When the stored configuration does not match its stored hash (it was changed), or
+            the posterior does not hold the variables this version's graph has.
+        """
+        path = Path(path)
+        if not path.exists():
+            raise BayesGRPOError(f"no saved model at {path}")
+        idata = az.from_netcdf(str(path))
+        attrs = idata.posterior.attrs
+        if "bayesgrpo_config" not in attrs:
+            raise ModelConfigError(f"{path} was not written by RewardModel.save (no bayesgrpo_config attribute)")
+        config = json.loads(attrs["bayesgrpo_config"])
+        if config.get("model_format") != MODEL_FORMAT:
+            raise ModelConfigError(
+                f"{path} holds a model of format {config.get('model_format')}, this bayesgrpo reads format {MODEL_FORMAT}"
+            )
+        model = cls(
+            curve=config["curve"],
+            pooling=config["pooling"],
+            priors=priors_from_dict(config["priors"]),
+            progress=config["progress"],
+            max_points=config["max_points"],
+            bounds_margin=config["bounds_margin"],
+            centered_min_snr=config["centered_min_snr"],
+        )
+        if model.config_hash != attrs.get("bayesgrpo_config_hash"):
+            raise ModelConfigError(
+                f"{path}: the stored configuration does not match its hash (saved by bayesgrpo "
+                f"{attrs.get('bayesgrpo_version')}); it was changed after saving"
+            )
+        missing = [f"{p}_run" for p in ("r0", "asymptote", *CURVES[model.curve].shape_params)] + ["log_sigma_run", "nu"]
+        missing = [name for name in missing if name not in idata.posterior]
+        if missing:
+            raise ModelConfigError(f"{path}: posterior lacks {missing}, which a {model.curve!r} model has")
+        model.idata = idata
+        model.data = ModelData.from_dataset(idata.constant_data)
+        diagnostics = json.loads(attrs.get("bayesgrpo_diagnostics", "{}"))
+        model.diagnostics = FitDiagnostics(**diagnostics) if diagnostics else None
+        return model
+
+
+def _tidy(draws: xr.DataArray, quantiles: Sequence[float], observed: RunsTable | None) -> pd.DataFrame:
+    """Long table of mean and quantiles per (run, step)."""
+    values = draws.to_numpy()
+    qs = np.quantile(values, list(quantiles), axis=0)
+    runs = draws["run"].to_numpy()
+    steps = draws["step"].to_numpy()
+    frame = pd.DataFrame(
+        {
+            "run_id": np.repeat(runs, len(steps)),
+            "step": np.tile(steps, len(runs)),
+            "mean": values.mean(axis=0).ravel(),
+            **{name: qs[j].ravel() for j, name in enumerate(quantile_columns(quantiles))},
+        }
+    )
+    if observed is not None:
+        logged = observed.points[["run_id", "step", "reward"]].rename(columns={"reward": "observed"})
+        logged = logged.assign(run_id=logged["run_id"].astype(str), step=logged["step"].astype(float))
+        frame = frame.merge(logged, on=["run_id", "step"], how="left")
+    return frame

@@ -1,0 +1,198 @@
+"""The reward model without real sampling: data preparation, graph, priors, forecasts, save/load.
+
+Sampling is replaced by prior draws standing in for a posterior (shapes and plumbing are what is
+tested here); real NUTS recovery is in test_model_recovery.py (slow lane).
+"""
+
+from __future__ import annotations
+
+import json
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytest
+from pymc_extras.prior import Prior
+
+from bayesgrpo.curves import CURVES
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model import reward_model as reward_model_module
+from bayesgrpo.model.data import prepare
+from bayesgrpo.model.priors import default_priors, merge_priors
+from bayesgrpo.model.reward_model import ModelConfigError, NotFittedError, RewardModel
+from bayesgrpo.model.sampling import FitDiagnostics
+from bayesgrpo.simulate import simulate_runs
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    return simulate_runs(6, n_steps=[50, 80, 120, 60, 100, 40], observed_fraction=[1, 1, 0.5, 1, 0.3, 1], random_seed=3)
+
+
+def fake_sample(model, *, draws=40, chains=2, random_seed=None, **_):
+    """Prior draws shaped like a posterior: enough to test everything downstream of sampling."""
+    with model:
+        prior = pm.sample_prior_predictive(draws=draws * chains, random_seed=random_seed).prior
+    posterior = prior.isel(chain=0, drop=True).coarsen(draw=draws).construct(draw=("chain", "draw"))
+    posterior = posterior.assign_coords(chain=np.arange(chains), draw=np.arange(draws)).transpose("chain", "draw", ...)
+    diagnostics = FitDiagnostics("fake", 0.1, draws, chains, 0, 1.0, 400.0, 400.0)
+    return az.InferenceData(posterior=posterior), diagnostics
+
+
+@pytest.fixture(autouse=True)
+def fast_compile():
+    """Python-mode PyTensor: these tests check plumbing, not speed, and C compiles are slow."""
+    import pytensor
+
+    with pytensor.config.change_flags(mode="FAST_COMPILE"):
+        yield
+
+
+@pytest.fixture
+def mocked(monkeypatch):
+    monkeypatch.setattr(reward_model_module, "sample_model", fake_sample)
+
+
+# data preparation ----------------------------------------------------------------------------
+def test_prepare_normalises_bins_and_masks(simulated):
+    data = prepare(simulated.table, max_points=30)
+    assert data.t.shape == (6, 30)
+    assert data.n_points.tolist() == [51, 81, 61, 61, 31, 41]
+    # run 2 was observed for half of its 120 planned steps: t runs to 0.5 of its horizon
+    assert data.horizon_step.tolist() == [50, 80, 120, 60, 100, 40]
+    assert data.t[2, data.mask[2]].max() == pytest.approx(0.5, abs=0.02)
+    # binned runs: noise scale 1/sqrt(count); counts add up to the points
+    counts = np.where(data.mask, 1 / data.noise_scale**2, 0).sum(axis=1)
+    np.testing.assert_allclose(counts, data.n_points)
+    assert set(data.bounds_source) == {"metadata"} and data.lower.tolist() == [0.0] * 6
+
+
+def test_data_driven_bounds_are_widened(simulated):
+    table = simulated.table
+    runs = table.runs.assign(reward_min=np.nan, reward_max=np.nan)
+    data = prepare(type(table)(table.points, runs), bounds_margin=0.5)
+    assert set(data.bounds_source) == {"data"}
+    y = data.y[data.mask]
+    assert y.min() == pytest.approx(0.25, abs=0.05) and y.max() == pytest.approx(0.75, abs=0.05)
+
+
+@pytest.mark.parametrize(("progress", "needs"), [("epoch", "steps_per_epoch"), ("samples", "batch_size")])
+def test_progress_axes_say_what_metadata_they_need(simulated, progress, needs):
+    with pytest.raises(BayesGRPOError, match=needs):
+        prepare(simulated.table, progress=progress)
+
+
+def test_model_data_round_trips_through_xarray(simulated):
+    data = prepare(simulated.table)
+    back = type(data).from_dataset(data.to_dataset())
+    for name in ("t", "y", "noise_scale", "mask", "lower", "upper", "horizon_step", "log_size"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(data, name))
+    assert back.run_ids == data.run_ids and back.families == data.families
+
+
+# priors ----------------------------------------------------------------------------------------
+def test_unknown_prior_name_lists_valid_names():
+    with pytest.raises(BayesGRPOError, match="tau_mu") as info:
+        RewardModel(priors={"tau_muu": Prior("Normal", mu=0, sigma=1)})
+    assert "did you mean 'tau_mu'" in str(info.value)
+
+
+def test_user_prior_wins_and_defaults_are_not_mutated():
+    model = RewardModel(priors={"tau_mu": Prior("Normal", mu=-2, sigma=0.1)})
+    assert model.priors["tau_mu"].parameters == {"mu": -2, "sigma": 0.1}
+    assert default_priors("weibull")["tau_mu"].parameters != {"mu": -2, "sigma": 0.1}
+
+
+# graph -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("curve", "pooling"),
+    [(curve, "partial") for curve in sorted(CURVES)] + [("weibull", "none"), ("weibull", "complete")],
+)
+def test_graph_has_run_parameters_and_finite_logp(simulated, curve, pooling):
+    model = RewardModel(curve=curve, pooling=pooling).build(simulated.table)
+    names = {v.name for v in model.deterministics}
+    for p in ("r0", "asymptote", *CURVES[curve].shape_params):
+        assert f"{p}_run" in names or f"{p}_run" in {v.name for v in model.free_RVs}
+    logps = model.point_logps()
+    assert all(np.isfinite(v) for v in logps.values()), logps
+
+
+def test_centering_follows_signal_to_noise(simulated):
+    model = RewardModel()
+    model.build(simulated.table)
+    threshold = float(np.median(model.data.signal_to_noise))
+    n_centred = int((model.data.signal_to_noise >= threshold).sum())
+    graph = RewardModel(centered_min_snr=threshold).build(simulated.table)
+    free = {v.name: v for v in graph.free_RVs}
+    assert free["tau_run_centered"].eval().shape == (n_centred,)
+    assert free["tau_run_z"].eval().shape == (6 - n_centred,)
+    assert "tau_run_z" not in {v.name for v in RewardModel(centered_min_snr=0).build(simulated.table).free_RVs}
+
+
+def test_signal_to_noise_separates_moving_from_flat_runs():
+    from bayesgrpo.model.data import signal_to_noise
+
+    rng = np.random.default_rng(0)
+    flat = rng.normal(0, 0.1, 200)
+    moving = np.linspace(0, 1, 200) + rng.normal(0, 0.1, 200)
+    assert signal_to_noise(flat) < 3 < 20 < signal_to_noise(moving)
+
+
+# fit, forecast, save, load (sampling mocked) -----------------------------------------------------
+def test_forecast_table_and_draws(mocked, simulated):
+    model = RewardModel().fit(simulated.table, random_seed=1)
+    forecast = model.forecast(steps=[0, 10, 20], observed=simulated.table, random_seed=1)
+    assert list(forecast.table.columns) == ["run_id", "step", "mean", "q05", "q25", "q50", "q75", "q95", "observed"]
+    assert len(forecast.table) == 6 * 3
+    assert forecast.draws.dims == ("sample", "run", "step")
+    ordered = forecast.table[["q05", "q25", "q50", "q75", "q95"]].to_numpy()
+    assert (np.diff(ordered, axis=1) >= -1e-12).all()
+    observed = forecast.table.dropna(subset=["observed"])
+    assert len(observed) == 18  # every run logged steps 0, 10, 20
+    noisy = model.forecast(steps=[10], include_noise=True, random_seed=1).table
+    plain = model.forecast(steps=[10]).table
+    assert ((noisy["q95"] - noisy["q05"]) >= (plain["q95"] - plain["q05"]) - 1e-9).all()
+
+
+def test_final_reward_is_at_each_horizon(mocked, simulated):
+    model = RewardModel().fit(simulated.table)
+    final = model.final_reward()
+    assert final["horizon_step"].tolist() == [50, 80, 120, 60, 100, 40]
+    assert (final["q05"] <= final["q50"]).all() and (final["q50"] <= final["q95"]).all()
+
+
+def test_unfitted_model_says_so():
+    with pytest.raises(NotFittedError):
+        RewardModel().forecast()
+
+
+def test_save_load_round_trip_is_exact(mocked, simulated, tmp_path):
+    model = RewardModel(curve="exp", priors={"tau_mu": Prior("Normal", mu=-1, sigma=0.5)}).fit(simulated.table)
+    path = model.save(tmp_path / "model.nc")
+    loaded = RewardModel.load(path)
+    assert loaded.config == model.config and loaded.config_hash == model.config_hash
+    for name in model.idata.posterior.data_vars:
+        np.testing.assert_array_equal(loaded.idata.posterior[name].values, model.idata.posterior[name].values)
+    pd.testing.assert_frame_equal(loaded.final_reward(), model.final_reward())
+    assert loaded.diagnostics.to_dict() == model.diagnostics.to_dict()
+
+
+def test_load_detects_a_changed_configuration(mocked, simulated, tmp_path):
+    model = RewardModel().fit(simulated.table)
+    path = model.save(tmp_path / "model.nc")
+    idata = az.from_netcdf(str(path))
+    config = json.loads(idata.posterior.attrs["bayesgrpo_config"])
+    config["pooling"] = "none"
+    idata.posterior.attrs["bayesgrpo_config"] = json.dumps(config, sort_keys=True)
+    tampered = tmp_path / "tampered.nc"
+    idata.to_netcdf(str(tampered))
+    with pytest.raises(ModelConfigError, match="changed after saving"):
+        RewardModel.load(tampered)
+
+
+def test_load_rejects_foreign_files(tmp_path):
+    path = tmp_path / "other.nc"
+    az.from_dict(posterior={"x": np.zeros((2, 5))}).to_netcdf(str(path))
+    with pytest.raises(ModelConfigError, match="not written by RewardModel.save"):
+        RewardModel.load(path)
