@@ -42,7 +42,8 @@ METADATA_DTYPES: dict[str, str] = {
     "size_b": "float64",
     "algorithm": "string",
     "group_size": "Float64",
-    "batch_size": "Float64",
+    "batch_size": "Float64",  # prompts per optimizer step (verl's train_batch_size)
+    "samples_per_step": "Float64",  # completions per optimizer step (TRL's total batch; batch_size x group_size)
     "learning_rate": "float64",
     "total_steps": "Float64",
     "steps_per_epoch": "Float64",

@@ -77,7 +77,7 @@ def test_data_driven_bounds_are_widened(simulated):
     assert y.min() == pytest.approx(0.25, abs=0.05) and y.max() == pytest.approx(0.75, abs=0.05)
 
 
-@pytest.mark.parametrize(("progress", "needs"), [("epoch", "steps_per_epoch"), ("samples", "batch_size")])
+@pytest.mark.parametrize(("progress", "needs"), [("epoch", "steps_per_epoch"), ("samples", "samples_per_step")])
 def test_progress_axes_say_what_metadata_they_need(simulated, progress, needs):
     with pytest.raises(BayesGRPOError, match=needs):
         prepare(simulated.table, progress=progress)

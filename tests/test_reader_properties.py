@@ -64,6 +64,7 @@ WRITERS: dict[str, Callable[[pd.DataFrame, Path], Path] | None] = {
     "trl-state": _optional("bayesgrpo.writers.trl", "write_trainer_state", "trainer_state.json"),
     "trl-console": _optional("bayesgrpo.writers.trl", "write_trl_console", "run.log"),
     "wandb-csv": _optional("bayesgrpo.writers.wandb", "write_wandb_csv", "export.csv"),
+    "notebook": _optional("bayesgrpo.writers.notebook", "write_notebook", "run.ipynb"),
     "tensorboard": _optional("bayesgrpo.writers.tensorboard", "write_tensorboard", "tb"),
 }
 

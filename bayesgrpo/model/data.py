@@ -251,6 +251,13 @@ def _horizons(table: RunsTable, horizon: float | Mapping[str, float] | None) -> 
     return out
 
 
+def _samples_per_step(runs: pd.DataFrame) -> pd.Series:
+    """Completions per optimizer step: stated, else prompts per step x group size."""
+    stated = _metadata_value(runs, "samples_per_step")
+    derived = _metadata_value(runs, "batch_size") * _metadata_value(runs, "group_size")
+    return stated.where(stated.notna(), derived)
+
+
 def _step_to_progress(table: RunsTable, progress: str) -> np.ndarray:
     """Progress units per step, per run, for the chosen axis (1 for step)."""
     runs = table.runs
@@ -262,10 +269,12 @@ def _step_to_progress(table: RunsTable, progress: str) -> np.ndarray:
         if missing:
             raise BayesGRPOError(f"progress='epoch' needs steps_per_epoch metadata; missing for runs {missing[:8]}")
         return 1.0 / per_epoch.to_numpy()
-    samples = _metadata_value(runs, "batch_size") * _metadata_value(runs, "group_size").fillna(1.0)
+    samples = _samples_per_step(runs)
     missing = runs.loc[samples.isna(), "run_id"].tolist()
     if missing:
-        raise BayesGRPOError(f"progress={progress!r} needs batch_size metadata (prompts per step); missing for runs {missing[:8]}")
+        raise BayesGRPOError(
+            f"progress={progress!r} needs samples_per_step metadata (or batch_size and group_size); missing for runs {missing[:8]}"
+        )
     if progress == "samples":
         return samples.to_numpy()
     size = _metadata_value(runs, "size_b")
@@ -367,8 +376,7 @@ def prepare(
     family_index, families = _labels(runs, "family")
     task_index, tasks = _labels(runs, "task")
     raw_size = np.log(_metadata_value(runs, "size_b").to_numpy())
-    samples = (_metadata_value(runs, "group_size") * _metadata_value(runs, "batch_size")).to_numpy()
-    raw_samples = np.log(samples)
+    raw_samples = np.log(_samples_per_step(runs).to_numpy())
     size_standardizer = size_standardizer or Standardizer.fit(raw_size)
     samples_standardizer = samples_standardizer or Standardizer.fit(raw_samples)
     return ModelData(

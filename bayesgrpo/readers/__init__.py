@@ -98,9 +98,10 @@ ReaderFunction = Callable[[Source, ReadOptions], list[RawRun]]
 
 _TFEVENTS = re.compile(r"(^|\.)tfevents\.")
 _VERL_LINE = re.compile(r"step:\s*\d+\s+-\s+[\w/@.()\-]+:")
-_TRL_DICT_LINE = re.compile(r"^\s*\{\s*'[\w/@.\- ]+'\s*:")
+_TRL_DICT_LINE = re.compile(r"\{\s*'(?:loss|epoch|learning_rate|grad_norm|reward|train_runtime|eval_[\w/]+)'\s*:")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 _HEAD_BYTES = 65536
+_CONSOLE_HEAD_BYTES = 4 * 2**20
 _CONSOLE_SUFFIXES = ("", ".log", ".txt", ".out", ".err", ".stdout", ".stderr")
 
 
@@ -137,7 +138,8 @@ def detect_format(path: PathLike) -> str | None:
         return "jsonl"
     try:
         with open(path, "rb") as handle:
-            head = handle.read(_HEAD_BYTES).decode("utf-8", errors="replace").lstrip("\ufeff")
+            head_bytes = handle.read(_HEAD_BYTES)
+        head = head_bytes.decode("utf-8", errors="replace").lstrip("\ufeff")
     except OSError as exc:
         raise LogReadError(f"cannot open: {exc.strerror}", path) from exc
     if suffix == ".json":
@@ -152,8 +154,17 @@ def detect_format(path: PathLike) -> str | None:
     clean = re.sub(r"\x1b\[[0-9;]*m", "", head)
     if _VERL_LINE.search(clean):
         return "verl-console"
-    if any(_TRL_DICT_LINE.match(line) for line in clean.splitlines()):
+    if _TRL_DICT_LINE.search(clean):
         return "trl-console"
+    if len(head_bytes) >= _HEAD_BYTES:  # long start-up output before the first log line
+        from bayesgrpo.readers.verl import looks_like_verl_console
+
+        if looks_like_verl_console(path):
+            return "verl-console"
+        with open(path, "rb") as handle:
+            more = re.sub(r"\x1b\[[0-9;]*m", "", handle.read(_CONSOLE_HEAD_BYTES).decode("utf-8", errors="replace"))
+        if _TRL_DICT_LINE.search(more):
+            return "trl-console"
     return None
 
 

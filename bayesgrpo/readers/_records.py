@@ -184,7 +184,7 @@ def _coerce_values(values: pd.Series, locs: pd.Series, name: str, issues: _Issue
     elif values.dtype == bool:
         out = values.astype("float64")
     else:
-        out = values.astype("float64")
+        out = values.astype("float64")  # lazy under copy-on-write
     array = out.to_numpy()
     infinite = np.isinf(array)
     if infinite.any():
@@ -260,8 +260,8 @@ def _merge_duplicate_steps(
             continue
         last = present.groupby(STEP, sort=False).tail(1)
         contributing.update(last.index.tolist())
-        counts = present.groupby(STEP, sort=False)[column].transform("size")
-        conflicts.update(present.index[counts.to_numpy() > 1].tolist())
+        distinct = present.groupby(STEP, sort=False)[column].transform("nunique")
+        conflicts.update(present.index[distinct.to_numpy() > 1].tolist())
     merged = dup.groupby(STEP, sort=False).last()  # last non-null value per column
     merged[LOC] = dup.groupby(STEP, sort=False)[LOC].min()
     merged = merged.reset_index()
@@ -306,6 +306,39 @@ def _has_later_duplicate(dup: pd.DataFrame, index: int) -> bool:
     step = dup.at[index, STEP]
     same = dup.index[(dup[STEP] == step).to_numpy()]
     return bool((same > index).any())
+
+
+def _merge_alias_gaps(frame: pd.DataFrame, raw: RawRun, rename: dict[str, str], issues: _Issues) -> None:
+    """Fill a canonical column's gaps from the log's other names of the same metric (in place).
+
+    verl, for example, wrote the step-0 validation as ``test_score/<ds>`` and later ones as
+    ``val/test_score/<ds>``: both are ``val_reward``. The other names stay as columns too.
+    """
+    source_of = {canonical: name for name, canonical in rename.items() if canonical != "reward"}
+    for name, canonical in raw.aliases.items():
+        if canonical not in source_of or name == source_of[canonical] or name not in frame.columns:
+            continue
+        target, other = frame[canonical], frame[name]
+        fill = (target.isna() & other.notna()).to_numpy()
+        differ = (target.notna() & other.notna() & (target != other)).to_numpy()
+        if fill.any():
+            frame[canonical] = target.where(~fill, other)
+            issues.add(
+                "alias_merged",
+                "info",
+                int(fill.sum()),
+                issues.where(frame.loc[fill, STEP], "step"),
+                f"{canonical!r} (from {source_of[canonical]!r}) filled where only {name!r}, another name of "
+                "the same metric, has a value",
+            )
+        if differ.any():
+            issues.add(
+                "alias_conflict",
+                "info",
+                int(differ.sum()),
+                issues.where(frame.loc[differ, STEP], "step"),
+                f"{source_of[canonical]!r} and {name!r} (both {canonical!r}) differ; kept {source_of[canonical]!r}",
+            )
 
 
 def _choose_reward(raw: RawRun, columns: list[str], reward: str | None) -> str:
@@ -428,6 +461,7 @@ def tidy_run(raw: RawRun, reward: str | None = None, strict: bool = False) -> Ti
     if "reward" in frame.columns and reward_key != "reward":
         rename["reward"] = "reward_logged"  # a column literally named reward that is not the chosen one
     frame = frame.rename(columns=rename)
+    _merge_alias_gaps(frame, raw, rename, issues)
     no_reward = int(frame["reward"].isna().sum())
     if no_reward:
         issues.add(
