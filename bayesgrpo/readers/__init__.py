@@ -404,6 +404,13 @@ def _unique_run_ids(tidied: list[Any], notes: list[ReadIssue]) -> None:
             seen[run_id] = 1
 
 
+def _is_scalar_free_tensorboard(source: Source, exc: BaseException) -> bool:
+    """An event folder that holds only non-scalar data (hyperparameters, graphs)."""
+    from bayesgrpo.errors import EmptyLogError
+
+    return source.format == "tensorboard" and isinstance(exc, EmptyLogError) and "no scalar summary" in str(exc)
+
+
 def read_source(source: Source, options: ReadOptions) -> list[RawRun]:
     """Run the reader of ``source.format`` on it."""
     return _reader(source.format)(source, options)
@@ -478,6 +485,10 @@ def load_runs(
             raws = read_source(source, options)
             tidied.extend(tidy_run(raw, reward=source_reward, strict=strict) for raw in raws)
         except (LogReadError, BayesGRPOError) as exc:
+            if _is_scalar_free_tensorboard(source, exc) and len(sources) > 1:
+                # transformers writes add_hparams into a sub-folder of its own: not a run
+                report.notes.append(ReadIssue(source.label, "no_scalars", "info", 0, (), f"not a run: {exc}"))
+                continue
             if not skip_unreadable or isinstance(exc, MetadataError):
                 raise
             report.sources.append(SourceAccount(source.label, source.format, [], 0, 0, [ReadIssue(source.label, "unreadable", "info", 0, (), f"file skipped: {exc}")]))

@@ -231,6 +231,16 @@ def _long_to_wide(raw: RawRun, frame: pd.DataFrame, issues: _Issues) -> tuple[pd
             f"first steps {steps[:5]}; kept the latest value",
         )
         frame = frame.loc[~duplicated]
+    backwards = frame.groupby("metric", sort=False, observed=True)[STEP].diff().to_numpy() < 0
+    if backwards.any():
+        bad = frame.loc[backwards]
+        issues.add(
+            "out_of_order",
+            "repaired",
+            int(backwards.sum()),
+            issues.where(bad[LOC]),
+            f"steps out of order (step {int(bad[STEP].iloc[0])} logged after a later step); sorted by step",
+        )
     kept = len(frame)
     wide = frame.pivot(index=STEP, columns="metric", values="value")
     wide.columns.name = None
