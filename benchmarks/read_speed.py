@@ -107,7 +107,12 @@ def main() -> None:
     rows = []
     for label, target, fmt in cases:
         result = measure(target, fmt)
-        size_mib = sum(p.stat().st_size for p in Path(target).rglob("*") if p.is_file()) / 2**20 if target != "bundled" else None
+        if target == "bundled":
+            size_mib = None
+        elif Path(target).is_file():
+            size_mib = Path(target).stat().st_size / 2**20
+        else:
+            size_mib = sum(p.stat().st_size for p in Path(target).rglob("*") if p.is_file()) / 2**20
         extra_mib = result["peak_mib"] - baseline["peak_mib"]
         rows.append(
             {

@@ -94,6 +94,7 @@ def create_reward_model(
     *,
     pooling: str = "partial",
     centered_min_snr: float = 4.0,
+    noise_floor: float = 0.01,
 ) -> pm.Model:
     """Build the PyMC model of all runs in ``data``.
 
@@ -109,12 +110,15 @@ def create_reward_model(
     centered_min_snr : float
         Runs whose change is at least this clear (``ModelData.signal_to_noise``) are centred,
         the others non-centred. 0 centres all; ``inf`` makes all non-centred.
+    noise_floor : float
+        Smallest noise scale of one logged point, in normalised reward units.
 
     Returns
     -------
     pymc.Model
         Free variables per parameter, Deterministics ``<p>_run`` (run values on the
-        unconstrained scale), ``log_sigma_run``, ``nu``, and the Potential ``loglike``.
+        unconstrained scale), ``log_sigma_run``, ``sigma_run`` (noise scale with its floor),
+        ``nu``, and the Potential ``loglike``.
     """
     if pooling not in POOLINGS:
         from bayesgrpo.errors import BayesGRPOError
@@ -173,7 +177,11 @@ def create_reward_model(
         shape = {name: pt.exp(run_values[name])[:, None] for name in family_spec.shape_params}
         t = pt.as_tensor_variable(data.t)
         mean = reward_curve(curve, t, r0, asymptote, **shape)
-        scale = pt.exp(log_sigma)[:, None] * data.noise_scale
+        # a noise floor (the resolution of a logged reward): without it a run whose points sit on
+        # one value (a sparse 0/1 reward that is mostly 0) drives its scale to 0 and the
+        # posterior into a spike no sampler can explore
+        sigma = pm.Deterministic("sigma_run", pt.sqrt(pt.exp(2 * log_sigma) + noise_floor**2), dims="run")
+        scale = sigma[:, None] * data.noise_scale
         logp = pm.logp(pm.StudentT.dist(nu=nu, mu=mean, sigma=scale), pt.as_tensor_variable(data.y))
         pm.Potential("loglike", pt.sum(pt.where(data.mask, logp, 0.0)))
     return model

@@ -30,7 +30,7 @@ def run_draws(posterior: xr.Dataset, curve: str) -> dict[str, np.ndarray]:
     for name in curve_params(curve):
         values = stacked[f"{name}_run"].transpose("sample", "run").to_numpy()
         out[name] = _sigmoid(values) if name in ("r0", "asymptote") else np.exp(values)
-    out["sigma"] = np.exp(stacked["log_sigma_run"].transpose("sample", "run").to_numpy())
+    out["sigma"] = stacked["sigma_run"].transpose("sample", "run").to_numpy()
     out["nu"] = stacked["nu"].to_numpy()[:, None]
     return out
 

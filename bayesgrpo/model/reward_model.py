@@ -84,6 +84,9 @@ class RewardModel:
         Runs that clearly move (signal-to-noise of their change at least this) are parametrised
         centred, the others non-centred (DESIGN.md section 7: centred samples far better when
         the data pin a run down, non-centred when they barely do).
+    noise_floor : float
+        Smallest noise scale of one logged point, in normalised reward units (the resolution of
+        a logged reward; keeps runs whose points repeat one value from collapsing the noise).
 
     Examples
     --------
@@ -101,6 +104,7 @@ class RewardModel:
         max_points: int = 40,
         bounds_margin: float = 0.5,
         centered_min_snr: float = 4.0,
+        noise_floor: float = 0.01,
     ):
         get_curve(curve)
         if pooling not in ("partial", "none", "complete"):
@@ -114,6 +118,7 @@ class RewardModel:
         self.max_points = int(max_points)
         self.bounds_margin = float(bounds_margin)
         self.centered_min_snr = float(centered_min_snr)
+        self.noise_floor = float(noise_floor)
         self.idata: az.InferenceData | None = None
         self.data: ModelData | None = None
         self.diagnostics: FitDiagnostics | None = None
@@ -129,6 +134,7 @@ class RewardModel:
             "max_points": self.max_points,
             "bounds_margin": self.bounds_margin,
             "centered_min_snr": self.centered_min_snr,
+            "noise_floor": self.noise_floor,
             "priors": priors_to_dict(self.priors),
             "model_format": MODEL_FORMAT,
         }
@@ -156,7 +162,8 @@ class RewardModel:
             bounds_margin=self.bounds_margin,
         )
         return create_reward_model(
-            self.data, self.curve, self.priors, pooling=self.pooling, centered_min_snr=self.centered_min_snr
+            self.data, self.curve, self.priors, pooling=self.pooling, centered_min_snr=self.centered_min_snr,
+            noise_floor=self.noise_floor,
         )
 
     def fit(
@@ -362,13 +369,14 @@ class RewardModel:
             max_points=config["max_points"],
             bounds_margin=config["bounds_margin"],
             centered_min_snr=config["centered_min_snr"],
+            noise_floor=config["noise_floor"],
         )
         if model.config_hash != attrs.get("bayesgrpo_config_hash"):
             raise ModelConfigError(
                 f"{path}: the stored configuration does not match its hash (saved by bayesgrpo "
                 f"{attrs.get('bayesgrpo_version')}); it was changed after saving"
             )
-        missing = [f"{p}_run" for p in ("r0", "asymptote", *CURVES[model.curve].shape_params)] + ["log_sigma_run", "nu"]
+        missing = [f"{p}_run" for p in ("r0", "asymptote", *CURVES[model.curve].shape_params)] + ["sigma_run", "nu"]
         missing = [name for name in missing if name not in idata.posterior]
         if missing:
             raise ModelConfigError(f"{path}: posterior lacks {missing}, which a {model.curve!r} model has")

@@ -148,9 +148,7 @@ def _clean_steps(frame: pd.DataFrame, issues: _Issues) -> pd.DataFrame:
         )
         frame = frame.loc[ok]
         step = step[ok]
-    frame = frame.copy()
-    frame[STEP] = step.astype(np.int64)
-    return frame
+    return frame.assign(**{STEP: step.astype(np.int64)})  # copy-on-write: only the step column is new
 
 
 def _coerce_values(values: pd.Series, locs: pd.Series, name: str, issues: _Issues) -> pd.Series:
@@ -203,51 +201,76 @@ def _coerce_values(values: pd.Series, locs: pd.Series, name: str, issues: _Issue
 def _long_to_wide(raw: RawRun, frame: pd.DataFrame, issues: _Issues) -> tuple[pd.DataFrame, int]:
     """Pivot long records (one value each) into one row per step; dedupe (step, metric).
 
+    Done on integer codes with numpy (no pandas pivot or hashing of the long frame), so that a
+    200 MB event file's millions of records cost a few arrays of their size, not a multiple.
+
     Returns the wide frame (``_loc`` = location of the first record of the step) and the
     number of long records kept.
     """
-    values = _coerce_values(frame["value"], frame[LOC], "value", issues)
-    frame = frame.assign(value=values)
-    missing = frame["value"].isna()
+    locs = frame[LOC].to_numpy()
+    steps = frame[STEP].to_numpy(dtype=np.int64)
+    values = _coerce_values(frame["value"], frame[LOC], "value", issues).to_numpy(dtype=float)
+    metric = frame["metric"]
+    if isinstance(metric.dtype, pd.CategoricalDtype):
+        metric_codes = metric.cat.codes.to_numpy().astype(np.int64)
+        metric_names = [str(c) for c in metric.cat.categories]
+    else:
+        codes, uniques = pd.factorize(metric, sort=False)
+        metric_codes, metric_names = codes.astype(np.int64), [str(u) for u in uniques]
+    del frame, metric
+
+    missing = np.isnan(values)
     if missing.any():
         issues.add(
             "no_values",
             "dropped",
             int(missing.sum()),
-            issues.where(frame.loc[missing, LOC]),
+            issues.where(locs[missing]),
             "record holds no usable value (NaN); dropped",
         )
-        frame = frame.loc[~missing]
-    duplicated = frame.duplicated(subset=[STEP, "metric"], keep="last")
-    if duplicated.any():
-        dup = frame.loc[duplicated]
-        steps = sorted(set(dup[STEP].tolist()))
+        keep = ~missing
+        locs, steps, values, metric_codes = locs[keep], steps[keep], values[keep], metric_codes[keep]
+
+    step_values, step_codes = np.unique(steps, return_inverse=True)
+    n_metrics = max(len(metric_names), 1)
+    key = step_codes.astype(np.int64) * n_metrics + metric_codes
+    # the last record of each (step, metric) in file order: first index in the reversed arrays
+    _, first_in_reversed = np.unique(key[::-1], return_index=True)
+    last = len(key) - 1 - first_in_reversed
+    if last.size < key.size:
+        superseded = np.ones(key.size, dtype=bool)
+        superseded[last] = False
+        dup_steps = np.unique(steps[superseded])
         issues.add(
             "duplicate_step",
             "dropped",
-            int(duplicated.sum()),
-            issues.where(dup[LOC]),
-            f"{len(steps)} step(s) logged more than once for the same metric (resumed run?), "
-            f"first steps {steps[:5]}; kept the latest value",
+            int(superseded.sum()),
+            issues.where(locs[superseded]),
+            f"{dup_steps.size} step(s) logged more than once for the same metric (resumed run?), "
+            f"first steps {dup_steps[:5].tolist()}; kept the latest value",
         )
-        frame = frame.loc[~duplicated]
-    backwards = frame.groupby("metric", sort=False, observed=True)[STEP].diff().to_numpy() < 0
-    if backwards.any():
-        bad = frame.loc[backwards]
+    last.sort()  # back to file order for the order check
+    order = np.argsort(metric_codes[last], kind="stable")
+    by_metric = last[order]
+    same_metric = metric_codes[by_metric][1:] == metric_codes[by_metric][:-1]
+    backwards_at = by_metric[1:][same_metric & (np.diff(steps[by_metric]) < 0)]
+    if backwards_at.size:
+        first_bad = int(steps[np.sort(backwards_at)[0]])
         issues.add(
             "out_of_order",
             "repaired",
-            int(backwards.sum()),
-            issues.where(bad[LOC]),
-            f"steps out of order (step {int(bad[STEP].iloc[0])} logged after a later step); sorted by step",
+            int(backwards_at.size),
+            issues.where(np.sort(locs[backwards_at])),
+            f"steps out of order (step {first_bad} logged after a later step); sorted by step",
         )
-    kept = len(frame)
-    wide = frame.pivot(index=STEP, columns="metric", values="value")
-    wide.columns.name = None
-    first_loc = frame.groupby(STEP, sort=True)[LOC].min()
-    wide.insert(0, LOC, first_loc.reindex(wide.index).to_numpy())
-    wide = wide.reset_index()
-    return wide, kept
+    wide = np.full((step_values.size, len(metric_names)), np.nan)
+    wide[step_codes[last], metric_codes[last]] = values[last]
+    first_loc = np.full(step_values.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_loc, step_codes[last], locs[last].astype(np.int64))
+    out = pd.DataFrame(wide, columns=metric_names)
+    out.insert(0, STEP, step_values)
+    out.insert(0, LOC, first_loc)
+    return out, int(last.size)
 
 
 def _merge_duplicate_steps(
