@@ -125,8 +125,21 @@ def _print_table(table: Any, args: argparse.Namespace) -> None:
             print(line)
 
 
+def _cut_table(table: Any, fraction: float) -> Any:
+    """The first ``fraction`` of each run's logged steps (for forecasting what followed)."""
+    import numpy as np
+
+    from bayesgrpo.table import RunsTable
+
+    points = table.points
+    last = points.groupby("run_id")["step"].transform("max")
+    first = points.groupby("run_id")["step"].transform("min")
+    keep = points["step"] <= first + fraction * (last - first)
+    return RunsTable(points=points[keep.to_numpy(dtype=bool) & np.isfinite(points["step"])].reset_index(drop=True), runs=table.runs, report=table.report)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    """``bayesgrpo demo``: the main job on the bundled real runs."""
+    """``bayesgrpo demo``: the main job on the bundled real runs (for now: their summary)."""
     from bayesgrpo.datasets import load_bundled
 
     table = load_bundled(warn=False)
@@ -139,6 +152,98 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"families: {', '.join(sorted(table.runs['family'].dropna().unique()))}"
         )
     return EXIT_OK
+
+
+def cmd_forecast(args: argparse.Namespace) -> int:
+    """``bayesgrpo forecast``: fit the pooled model on logs (or the bundled runs), print each
+    run's forecast final reward with its 90% interval, write a figure and the fitted model."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from bayesgrpo.model.reward_model import RewardModel
+
+    if args.bundled or not args.paths:
+        from bayesgrpo.datasets import load_bundled
+
+        table = load_bundled(warn=False)
+    else:
+        from bayesgrpo.readers import load_runs
+
+        table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+    summary = table.summary()
+    fitted_on = table
+    horizon = None
+    if args.cut is not None:
+        if not 0 < args.cut < 1:
+            raise SystemExit("--cut must be a fraction between 0 and 1")
+        fitted_on = _cut_table(table, args.cut)
+        horizon = {row.run_id: float(row.last_step) for row in summary.itertuples()}
+    if not args.json:
+        print(
+            f"{len(summary)} runs, {int(summary['n_points'].sum())} reward points, "
+            f"families: {', '.join(sorted(table.runs['family'].dropna().unique()))}"
+        )
+        what = "all logged points" if args.cut is None else f"the first {args.cut:.0%} of each run"
+        print(f"fitting a {args.curve} reward-curve model with partial pooling on {what} ({args.sampler}, {args.chains} chains x {args.draws} draws)...", flush=True)
+    model = RewardModel(curve=args.curve).fit(
+        fitted_on,
+        horizon=horizon,
+        sampler=args.sampler,
+        draws=args.draws,
+        tune=args.tune,
+        chains=args.chains,
+        random_seed=args.seed,
+        progressbar=not args.json and not args.quiet,
+    )
+    final = model.final_reward(quantiles=(0.05, 0.5, 0.95))
+    last = summary.set_index("run_id")
+    final["family"] = final["run_id"].map(table.runs.set_index("run_id")["family"]).astype(str)
+    final["size_b"] = final["run_id"].map(last["size_b"])
+    final["last_logged"] = final["run_id"].map(_smoothed_last(table))
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    final.to_csv(out / "final_reward.csv", index=False)
+    model.save(out / "model.nc")
+    figure_path = out / "forecast.png"
+    if not args.no_figure:
+        from bayesgrpo.plotting import plot_forecast_grid
+
+        figure = plot_forecast_grid(model, observed=table)
+        figure.savefig(figure_path, dpi=70)
+    diagnostics = model.diagnostics
+    if args.json:
+        json.dump({"final_reward": final.replace({np.nan: None}).to_dict("records"), "fit": model.fit_summary()}, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    print()
+    header = f"{'run_id':<48} {'family':<8} {'size_b':>6} {'horizon':>7} {'last logged':>11} {'forecast final [90% interval]':>32}"
+    print(header)
+    for row in final.itertuples(index=False):
+        run_id = row.run_id if len(row.run_id) <= 48 else row.run_id[:45] + "..."
+        interval = f"{row.q50:8.3g} [{row.q05:.3g}, {row.q95:.3g}]"
+        print(f"{run_id:<48} {row.family[:8]:<8} {_format_number(row.size_b):>6} {row.horizon_step:>7} {_format_number(row.last_logged):>11} {interval:>32}")
+    print()
+    print(
+        f"fit: {diagnostics.sampler}, {diagnostics.seconds:.0f} s, {diagnostics.divergences} divergences, "
+        f"max r_hat {diagnostics.max_r_hat:.3f}, min bulk ESS {diagnostics.min_ess_bulk:.0f}"
+    )
+    for message in diagnostics.warnings:
+        print(f"warning: {message}")
+    print(f"wrote {out / 'final_reward.csv'}, {out / 'model.nc'}" + ("" if args.no_figure else f", {figure_path}"))
+    return EXIT_OK
+
+
+def _smoothed_last(table: Any) -> dict[str, float]:
+    """Mean of each run's last 10% of logged rewards (at least 3 points): the level it ended at."""
+    import numpy as np
+
+    out = {}
+    for run_id, frame in table.points.groupby("run_id", sort=False):
+        reward = frame["reward"].dropna().to_numpy()
+        tail = max(3, len(reward) // 10)
+        out[str(run_id)] = float(np.mean(reward[-tail:])) if reward.size else float("nan")
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,6 +277,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the main job on the bundled real runs")
     output_flags(demo)
     demo.set_defaults(handler=cmd_demo)
+
+    forecast = sub.add_parser("forecast", help="fit the pooled model and forecast each run's final reward")
+    forecast.add_argument("paths", nargs="*", help="log files or folders (default: the bundled runs)")
+    forecast.add_argument("--bundled", action="store_true", help="use the bundled real runs")
+    forecast.add_argument("--reward", help="metric to use as the reward")
+    forecast.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
+    output_flags(forecast)
+    forecast.add_argument("--curve", default="weibull", help="curve family (weibull, exp, logistic, power, oscillator)")
+    forecast.add_argument("--sampler", default="nutpie", help="nutpie (default), pymc, numpyro, advi, pathfinder")
+    forecast.add_argument("--draws", type=int, default=500, help="posterior draws per chain")
+    forecast.add_argument("--tune", type=int, default=500, help="tuning steps per chain")
+    forecast.add_argument("--chains", type=int, default=2)
+    forecast.add_argument("--seed", type=int, default=1)
+    forecast.add_argument("--cut", type=float, help="fit on this fraction of each run and forecast the rest")
+    forecast.add_argument("--output", default="out", help="folder for final_reward.csv, model.nc and forecast.png")
+    forecast.add_argument("--no-figure", action="store_true", help="skip the figure")
+    forecast.set_defaults(handler=cmd_forecast)
     return parser
 
 

@@ -1,0 +1,109 @@
+"""Samplers on the same model and the same bundled real runs: wall time, ESS, ESS per second.
+
+Each sampler runs in its own process (so compilation caches and threads do not leak between
+them) on ``RewardModel(curve=...)`` fitted to all bundled runs. ESS is the minimum bulk ESS
+over the model's parameters (hyper-parameters and every run's parameters, not the latent z's);
+wall time includes compilation, tuning and sampling, as a user waits for it.
+
+Usage::
+
+    python benchmarks/sampler_speed.py                        # nutpie, pymc, numpyro, advi, pathfinder
+    python benchmarks/sampler_speed.py --samplers nutpie pymc --draws 500 --tune 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+CHILD = r"""
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+from bayesgrpo.datasets import load_bundled
+from bayesgrpo.model.reward_model import RewardModel
+sampler, curve, draws, tune, chains, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+table = load_bundled(warn=False)
+start = time.perf_counter()
+model = RewardModel(curve=curve).fit(table, sampler=sampler, draws=draws, tune=tune, chains=chains, random_seed=seed, progressbar=False)
+wall = time.perf_counter() - start
+d = model.diagnostics.to_dict()
+d["wall"] = wall
+final = model.final_reward()
+d["final_median_mean"] = float(final["q50"].mean())
+print(json.dumps(d, default=float))
+"""
+
+
+def run(sampler: str, args: argparse.Namespace) -> dict:
+    completed = subprocess.run(
+        [sys.executable, "-c", CHILD, sampler, args.curve, str(args.draws), str(args.tune), str(args.chains), str(args.seed)],
+        capture_output=True,
+        text=True,
+        timeout=args.timeout,
+        check=False,
+    )
+    if completed.returncode != 0:
+        return {"sampler": sampler, "error": completed.stderr.strip().splitlines()[-1][:200]}
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samplers", nargs="+", default=["nutpie", "pymc", "numpyro", "advi", "pathfinder"])
+    parser.add_argument("--curve", default="weibull")
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--timeout", type=int, default=3600)
+    parser.add_argument("--out", default=str(RESULTS / "sampler_speed.md"))
+    args = parser.parse_args()
+
+    rows = []
+    for sampler in args.samplers:
+        started = time.perf_counter()
+        result = run(sampler, args)
+        result.setdefault("sampler", sampler)
+        print(json.dumps(result, default=float), flush=True)
+        rows.append(result)
+    reference = next((r for r in rows if r["sampler"] == "pymc" and "error" not in r), None)
+    lines = [
+        "# Sampler speed on the bundled real runs",
+        "",
+        f"Command: `python benchmarks/sampler_speed.py --samplers {' '.join(args.samplers)} --curve {args.curve} "
+        f"--draws {args.draws} --tune {args.tune} --chains {args.chains}`  ",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
+        "Wall time includes compilation, tuning and sampling. ESS: minimum bulk ESS over parameters.",
+        "",
+        "| sampler | wall s | compile s | divergences | max r_hat | min bulk ESS | min tail ESS | ESS/s | ESS/s vs PyMC NUTS |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['sampler']} | failed: {r['error']} | | | | | | | |")
+            continue
+        ess_per_s = r["min_ess_bulk"] / r["wall"]
+        ratio = ess_per_s / (reference["min_ess_bulk"] / reference["wall"]) if reference else float("nan")
+        lines.append(
+            f"| {r['sampler']} | {r['wall']:.0f} | {r['compile_seconds']:.0f} | {r['divergences']} | {r['max_r_hat']:.3f} | "
+            f"{r['min_ess_bulk']:.0f} | {r['min_ess_tail']:.0f} | {ess_per_s:.2f} | {ratio:.1f}x |"
+        )
+    lines.append("")
+    lines.append("ADVI and Pathfinder are approximations: their r_hat/ESS are over independent draws of the "
+                 "approximation and say nothing about its bias; they are listed for speed only.")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
