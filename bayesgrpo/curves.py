@@ -67,6 +67,9 @@ from bayesgrpo.errors import BayesGRPOError
 
 __all__ = [
     "CURVES",
+    "asymptote_from_levels",
+    "gain_fraction_at_one",
+    "reward_curve_by_levels",
     "CurveFamily",
     "ShapePrior",
     "dg_dt_exp",
@@ -778,6 +781,36 @@ def reward_curve(family: str, t: ArrayLike, r0: ArrayLike, asymptote: ArrayLike,
     curve = get_curve(family)
     g = curve.g(t, **_shape_args(curve, shape))
     return r0 + (asymptote - r0) * g
+
+
+def gain_fraction_at_one(family: str, **shape: ArrayLike) -> ArrayLike:
+    """``g(1)``: the fraction of the total gain reached at progress 1 (the run's horizon)."""
+    curve = get_curve(family)
+    args = _shape_args(curve, shape)
+    first = next(iter(args.values()))
+    one = first * 0 + 1.0  # a 1 of the parameters' kind and broadcast shape (numpy or tensor)
+    return curve.g(one, **args)
+
+
+def reward_curve_by_levels(family: str, t: ArrayLike, r0: ArrayLike, r1: ArrayLike,
+                           **shape: ArrayLike) -> ArrayLike:
+    """Reward curve written by its levels at ``t = 0`` and ``t = 1``:
+    :math:`R(t) = R_0 + (R_1 - R_0)\, g(t) / g(1)`.
+
+    The same curve as :func:`reward_curve` with asymptote
+    ``A = R_0 + (R_1 - R_0) / g(1)`` (:func:`asymptote_from_levels`), parametrised so that its
+    parameters are the ones data pin down: the start and the level at the horizon. A run that
+    has not saturated by its horizon leaves ``A`` and ``tau`` on a curved ridge; ``R_1`` and
+    ``tau`` are far less entangled, which is what lets NUTS sample it.
+    """
+    curve = get_curve(family)
+    args = _shape_args(curve, shape)
+    return r0 + (r1 - r0) * (curve.g(t, **args) / gain_fraction_at_one(family, **args))
+
+
+def asymptote_from_levels(family: str, r0: ArrayLike, r1: ArrayLike, **shape: ArrayLike) -> ArrayLike:
+    """The asymptote ``A = R_0 + (R_1 - R_0) / g(1)`` of a curve given by its levels."""
+    return r0 + (r1 - r0) / gain_fraction_at_one(family, **shape)
 
 
 def reward_curve_dt(family: str, t: ArrayLike, r0: ArrayLike, asymptote: ArrayLike,

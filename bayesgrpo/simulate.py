@@ -27,7 +27,8 @@ class SimulatedRuns:
     table : RunsTable
     truth : pandas.DataFrame
         One row per run: ``run_id``, ``family``, ``size_b``, the natural-scale curve parameters
-        (``r0``, ``asymptote`` in reward units, shape parameters in fraction of the horizon),
+        (``r0``, ``r1`` (level at the horizon) and ``asymptote`` in reward units, shape parameters
+        in fraction of the horizon),
         ``sigma`` (reward units), and their unconstrained values (``<p>_run``).
     curve : str
     """
@@ -112,6 +113,7 @@ def simulate_runs(
     r0 = 1 / (1 + np.exp(-unconstrained["r0"]))
     asymptote = 1 / (1 + np.exp(-unconstrained["asymptote"]))
     shapes = {name: np.exp(unconstrained[name]) for name in spec.shape_params}
+    r1 = reward_curve(curve, 1.0, r0, asymptote, **shapes)
 
     rows = []
     for i in range(n_runs):
@@ -144,9 +146,11 @@ def simulate_runs(
             "size_b": size_of,
             "r0": r0,
             "asymptote": asymptote,
+            "r1": r1,
             **shapes,
             "sigma": noises,
-            **{f"{p}_run": v for p, v in unconstrained.items()},
+            **{f"{p}_run": v for p, v in unconstrained.items() if p != "asymptote"},
+            "r1_run": _logit(r1),
         }
     )
     return SimulatedRuns(table=RunsTable(points=points, runs=runs, report=ReadReport()), truth=truth, curve=curve)

@@ -458,3 +458,17 @@ def test_g_bounded_and_monotone(family_shape, t_values):
         assert np.all(g <= 1.0)
         assert np.all(np.diff(g) >= -1e-12)
         assert np.all(dg >= 0.0)
+
+
+@pytest.mark.parametrize("family", sorted(CURVES))
+def test_curve_by_levels_is_the_same_curve_and_passes_through_its_levels(family):
+    from bayesgrpo.curves import asymptote_from_levels, reward_curve, reward_curve_by_levels
+
+    shape = {name: np.array([0.3, 1.7])[:, None] for name in CURVES[family].shape_params}
+    r0, r1 = np.array([[0.1], [0.6]]), np.array([[0.5], [0.4]])
+    t = np.linspace(0, 3, 31)
+    by_levels = reward_curve_by_levels(family, t, r0, r1, **shape)
+    asymptote = asymptote_from_levels(family, r0, r1, **shape)
+    np.testing.assert_allclose(by_levels, reward_curve(family, t, r0, asymptote, **shape), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(by_levels[:, 0], r0[:, 0])
+    np.testing.assert_allclose(by_levels[:, 10], r1[:, 0])  # t = 1

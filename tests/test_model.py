@@ -112,7 +112,7 @@ def test_user_prior_wins_and_defaults_are_not_mutated():
 def test_graph_has_run_parameters_and_finite_logp(simulated, curve, pooling):
     model = RewardModel(curve=curve, pooling=pooling).build(simulated.table)
     names = {v.name for v in model.deterministics}
-    for p in ("r0", "asymptote", *CURVES[curve].shape_params):
+    for p in ("r0", "r1", *CURVES[curve].shape_params):
         assert f"{p}_run" in names or f"{p}_run" in {v.name for v in model.free_RVs}
     logps = model.point_logps()
     assert all(np.isfinite(v) for v in logps.values()), logps

@@ -1,7 +1,7 @@
 """The PyMC graph of the hierarchical reward-curve model (a pure function of data and config).
 
-For each run ``r`` and curve parameter ``p`` (``r0``, ``asymptote`` on the logit of the
-normalised reward; ``tau`` and shape parameters on the log of normalised progress)::
+For each run ``r`` and curve parameter ``p`` (``r0``, ``r1`` — the levels at ``t = 0`` and
+``t = 1``, see ``curves.reward_curve_by_levels`` — on the logit of the normalised reward; ``tau`` and shape parameters on the log of normalised progress)::
 
     theta[r, p] = p_mu + family[f(r), p] + task[k(r), p]
                   + p_size_slope * log_size[r]
@@ -30,7 +30,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc_extras.prior import Prior
 
-from bayesgrpo.curves import get_curve, reward_curve
+from bayesgrpo.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.data import ModelData
 from bayesgrpo.model.priors import curve_params
 
@@ -172,11 +172,12 @@ def create_reward_model(
             log_sigma = pm.Deterministic("log_sigma_run", sigma_mu + pt.zeros(n_runs), dims="run")
 
         nu = pm.Deterministic("nu", priors["nu"].create_variable("nu_minus_one") + 1.0)
-        r0 = pt.sigmoid(run_values["r0"])[:, None]
-        asymptote = pt.sigmoid(run_values["asymptote"])[:, None]
-        shape = {name: pt.exp(run_values[name])[:, None] for name in family_spec.shape_params}
+        r0 = pt.sigmoid(run_values["r0"])
+        r1 = pt.sigmoid(run_values["r1"])
+        shape = {name: pt.exp(run_values[name]) for name in family_spec.shape_params}
+        pm.Deterministic("asymptote_run", asymptote_from_levels(curve, r0, r1, **shape), dims="run")
         t = pt.as_tensor_variable(data.t)
-        mean = reward_curve(curve, t, r0, asymptote, **shape)
+        mean = reward_curve_by_levels(curve, t, r0[:, None], r1[:, None], **{k: v[:, None] for k, v in shape.items()})
         # a noise floor (the resolution of a logged reward): without it a run whose points sit on
         # one value (a sparse 0/1 reward that is mostly 0) drives its scale to 0 and the
         # posterior into a spike no sampler can explore

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from bayesgrpo.curves import get_curve, reward_curve
+from bayesgrpo.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.data import ModelData
 from bayesgrpo.model.priors import curve_params
 
@@ -22,14 +22,16 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 def run_draws(posterior: xr.Dataset, curve: str) -> dict[str, np.ndarray]:
     """Run parameters per posterior sample on their natural scales, each of shape (S, R).
 
-    Returns ``r0`` and ``asymptote`` (normalised reward), the shape parameters (progress units),
-    ``sigma`` (normalised reward) and ``nu`` (shape (S, 1)).
+    Returns ``r0``, ``r1`` and ``asymptote`` (normalised reward), the shape parameters
+    (progress units), ``sigma`` (normalised reward) and ``nu`` (shape (S, 1)).
     """
     stacked = posterior.stack(sample=("chain", "draw"))
     out: dict[str, np.ndarray] = {}
     for name in curve_params(curve):
         values = stacked[f"{name}_run"].transpose("sample", "run").to_numpy()
-        out[name] = _sigmoid(values) if name in ("r0", "asymptote") else np.exp(values)
+        out[name] = _sigmoid(values) if name in ("r0", "r1") else np.exp(values)
+    shape = {name: out[name] for name in get_curve(curve).shape_params}
+    out["asymptote"] = asymptote_from_levels(curve, out["r0"], out["r1"], **shape)
     out["sigma"] = stacked["sigma_run"].transpose("sample", "run").to_numpy()
     out["nu"] = stacked["nu"].to_numpy()[:, None]
     return out
@@ -38,7 +40,7 @@ def run_draws(posterior: xr.Dataset, curve: str) -> dict[str, np.ndarray]:
 def mean_curve_draws(draws: dict[str, np.ndarray], curve: str, t: np.ndarray) -> np.ndarray:
     """Expected normalised reward, shape (S, R, N), at progress ``t`` of shape (R, N)."""
     shape = {name: draws[name][:, :, None] for name in get_curve(curve).shape_params}
-    return reward_curve(curve, t[None, :, :], draws["r0"][:, :, None], draws["asymptote"][:, :, None], **shape)
+    return reward_curve_by_levels(curve, t[None, :, :], draws["r0"][:, :, None], draws["r1"][:, :, None], **shape)
 
 
 def add_noise(mean: np.ndarray, draws: dict[str, np.ndarray], rng: np.random.Generator) -> np.ndarray:

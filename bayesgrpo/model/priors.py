@@ -1,7 +1,9 @@
 """Default priors of the reward-curve model, and merging the user's over them.
 
-Every run parameter lives on an unconstrained scale: ``r0`` and ``asymptote`` on the logit of
-the normalised reward (``y`` in [0, 1], see ``model.data``), ``tau`` and the shape parameters on
+A run's curve is written by its levels (``curves.reward_curve_by_levels``): ``r0``, the reward
+at ``t = 0``, and ``r1``, the reward at ``t = 1`` (the run's horizon for ``progress="step"``),
+plus the family's shape parameters; the asymptote is derived. Every run parameter lives on an
+unconstrained scale: ``r0`` and ``r1`` on the logit of the normalised reward (``y`` in [0, 1], see ``model.data``), ``tau`` and the shape parameters on
 the log of normalised progress (``t`` = 1 at the run's horizon for ``progress="step"``), the
 noise on the log of its scale in normalised reward units. For each curve parameter ``p``:
 
@@ -33,11 +35,11 @@ from bayesgrpo.curves import get_curve
 from bayesgrpo.errors import BayesGRPOError
 
 #: Curve parameters shared by every family, on their unconstrained scales.
-LEVEL_PARAMS: tuple[str, ...] = ("r0", "asymptote")
+LEVEL_PARAMS: tuple[str, ...] = ("r0", "r1")
 
 
 def curve_params(curve: str) -> tuple[str, ...]:
-    """Names of a family's run parameters: ``r0``, ``asymptote``, then its shape parameters."""
+    """Names of a family's run parameters: ``r0``, ``r1``, then its shape parameters."""
     return LEVEL_PARAMS + tuple(get_curve(curve).shape_params)
 
 
@@ -58,19 +60,21 @@ def default_priors(curve: str) -> dict[str, Prior]:
         # logit of the normalised start: most runs start in the lower half of their range
         "r0_mu": Prior("Normal", mu=-0.5, sigma=1.5),
         "r0_sd": Prior("HalfNormal", sigma=1.0),
-        # logit of the normalised asymptote
-        "asymptote_mu": Prior("Normal", mu=0.5, sigma=1.5),
-        "asymptote_sd": Prior("HalfNormal", sigma=1.0),
+        # logit of the normalised level at the horizon: runs mostly end above where they start
+        "r1_mu": Prior("Normal", mu=0.5, sigma=1.5),
+        "r1_sd": Prior("HalfNormal", sigma=1.0),
     }
     for name, shape_prior in family.priors.items():
         priors[f"{name}_mu"] = Prior("Normal", mu=shape_prior.log_centre, sigma=shape_prior.log_scale)
-        priors[f"{name}_sd"] = Prior("HalfNormal", sigma=min(0.7, shape_prior.log_scale))
+        priors[f"{name}_sd"] = Prior("HalfNormal", sigma=shape_prior.log_scale)
     for name in curve_params(curve):
         priors[f"{name}_family_sd"] = Prior("HalfNormal", sigma=0.5)
         priors[f"{name}_task_sd"] = Prior("HalfNormal", sigma=0.5)
         priors[f"{name}_size_slope"] = Prior("Normal", mu=0.0, sigma=0.5)
         if name != "r0":
-            priors[f"{name}_r0_slope"] = Prior("Normal", mu=0.0, sigma=0.5)
+            # the end level follows the start closely (logit r1 - logit r0 pools); shapes barely
+            centre = 1.0 if name == "r1" else 0.0
+            priors[f"{name}_r0_slope"] = Prior("Normal", mu=centre, sigma=0.5)
     priors.update(
         {
             # log noise scale in normalised units: about 0.05 of the range, wide

@@ -31,7 +31,7 @@ from bayesgrpo.table import RunsTable
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the graph changes in a way that makes old posteriors meaningless.
-MODEL_FORMAT = 1
+MODEL_FORMAT = 2
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
@@ -288,7 +288,8 @@ class RewardModel:
     def run_parameters(self) -> pd.DataFrame:
         """Posterior means and 90% intervals of each run's curve on natural scales.
 
-        ``r0`` and ``asymptote`` are in reward units; shape parameters in normalised progress.
+        ``r0`` (start), ``r1`` (level at the horizon) and ``asymptote`` are in reward units;
+        shape parameters in normalised progress; ``sigma`` in reward units.
         """
         idata, data = self._require_fit()
         draws = run_draws(idata.posterior, self.curve)
@@ -296,7 +297,7 @@ class RewardModel:
         for name, values in draws.items():
             if name == "nu":
                 continue
-            if name in ("r0", "asymptote"):
+            if name in ("r0", "r1", "asymptote"):
                 values = data.lower[None, :] + values * (data.upper - data.lower)[None, :]
             if name == "sigma":
                 values = values * (data.upper - data.lower)[None, :]
@@ -376,7 +377,7 @@ class RewardModel:
                 f"{path}: the stored configuration does not match its hash (saved by bayesgrpo "
                 f"{attrs.get('bayesgrpo_version')}); it was changed after saving"
             )
-        missing = [f"{p}_run" for p in ("r0", "asymptote", *CURVES[model.curve].shape_params)] + ["sigma_run", "nu"]
+        missing = [f"{p}_run" for p in ("r0", "r1", *CURVES[model.curve].shape_params)] + ["sigma_run", "nu"]
         missing = [name for name in missing if name not in idata.posterior]
         if missing:
             raise ModelConfigError(f"{path}: posterior lacks {missing}, which a {model.curve!r} model has")

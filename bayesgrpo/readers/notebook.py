@@ -25,17 +25,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
+from bayesgrpo.readers._common import locations, unique_names
 from bayesgrpo.readers._records import RawRun
 from bayesgrpo.readers.trl import (
     TRL_ALIASES,
-    TRL_REWARD_CANDIDATES,
     BannerParser,
     ColumnStore,
-    byte_offset,
+    json_error_place,
     json_is_cut,
     parse_dict_line,
     read_text_file,
     summary_metadata,
+    trl_run,
 )
 from bayesgrpo.report import MAX_LOCATIONS, ReadIssue
 
@@ -210,7 +211,7 @@ def _load_notebook(path: Path) -> dict[str, Any]:
     except RecursionError as exc:
         raise LogReadError("JSON nested too deeply to be a notebook", path) from exc
     except json.JSONDecodeError as exc:
-        where = f"byte {byte_offset(text, exc.pos)} (line {exc.lineno}, column {exc.colno})"
+        where = json_error_place(text, exc)
         if json_is_cut(text, exc):
             raise TruncatedLogError(
                 f"the notebook's JSON ends early at {where} (saved while being written, or cut in a copy); "
@@ -397,19 +398,6 @@ def metric_name(header: str) -> str:
     return _SPACED_SLASH.sub("/", header.strip())
 
 
-def _unique(names: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for name in names:
-        if name in seen:
-            seen[name] += 1
-            out.append(f"{name}.{seen[name]}")
-        else:
-            seen[name] = 0
-            out.append(name)
-    return out
-
-
 def _seconds(clock: str) -> float:
     parts = [int(p) for p in clock.split(":")]
     total = 0
@@ -513,7 +501,7 @@ def read_notebook(source: Source, options: ReadOptions) -> list[RawRun]:
                 f"read; read the last complete one, in {where_table}",
             )
         )
-    names = _unique([metric_name(h) for h in table.header[1:]])
+    names = unique_names(metric_name(h) for h in table.header[1:])
     width = len(table.header)
     store = ColumnStore()
     bad: list[int] = []
@@ -547,7 +535,7 @@ def read_notebook(source: Source, options: ReadOptions) -> list[RawRun]:
                 "bad_row",
                 "dropped",
                 len(bad),
-                tuple(f"{_LABEL} {n}" for n in bad[:MAX_LOCATIONS]),
+                locations(_LABEL, bad),
                 f"progress table rows ({where_table}) whose number of cells differs from the "
                 f"header's {width}; dropped",
             )
@@ -576,7 +564,7 @@ def read_notebook(source: Source, options: ReadOptions) -> list[RawRun]:
                 "no_log",
                 "info",
                 no_log,
-                tuple(f"{_LABEL} {n}" for n in no_log_rows),
+                locations(_LABEL, no_log_rows),
                 "cells reading 'No Log' (metric not logged at that step) treated as missing",
             )
         )
@@ -596,17 +584,15 @@ def read_notebook(source: Source, options: ReadOptions) -> list[RawRun]:
 
     metadata, count = _metadata(table, label, issues)
     return [
-        RawRun(
-            run_id=options.run_id or source.run_id,
-            source=label,
-            format=source.format,
-            records=store.frame(),
-            records_read=len(store) + dropped,
-            issues=issues,
-            metadata=metadata,
-            reward_candidates=((options.reward,) if options.reward else ()) + TRL_REWARD_CANDIDATES,
-            aliases=dict(NOTEBOOK_ALIASES),
+        trl_run(
+            source,
+            options,
+            store,
+            dropped,
+            issues,
+            metadata,
             location_label=_LABEL,
+            aliases=NOTEBOOK_ALIASES,
             text_values=True,
         )
     ]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
+from bayesgrpo.readers._common import locations, unique_names
 from bayesgrpo.readers._records import LOC, STEP, RawRun
 from bayesgrpo.report import MAX_LOCATIONS, ReadIssue
 
@@ -159,7 +160,7 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
                 "value may be cut too (0.03 read as 0.0); kept as read",
             )
         )
-    columns = _unique(header)
+    columns = unique_names(header)
     if rows:
         frame = pd.DataFrame(rows, columns=columns, dtype=object)
     else:
@@ -167,19 +168,6 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
     frame[LOC] = locs
     frame.attrs["location_label"] = "line"
     return frame, n_read, issues
-
-
-def _unique(names: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for name in names:
-        if name in seen:
-            seen[name] += 1
-            out.append(f"{name}.{seen[name]}")
-        else:
-            seen[name] = 0
-            out.append(name)
-    return out
 
 
 def _read_jsonl(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
@@ -222,7 +210,7 @@ def _read_jsonl(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadI
     issues = []
     if bad:
         issues.append(
-            ReadIssue(str(path), "bad_line", "dropped", len(bad), tuple(f"line {n}" for n in bad[:MAX_LOCATIONS]), "line(s) that are not a JSON object (cut mid-write?); dropped")
+            ReadIssue(str(path), "bad_line", "dropped", len(bad), locations("line", bad), "line(s) that are not a JSON object (cut mid-write?); dropped")
         )
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame()
     frame = frame.astype(object) if len(frame) else frame

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
+from bayesgrpo.readers._common import locations
 from bayesgrpo.readers._records import LOC, STEP, RawRun
 from bayesgrpo.report import MAX_LOCATIONS, ReadIssue
 
@@ -230,6 +231,11 @@ def byte_offset(text: str, position: int) -> int:
     return len(text[:position].encode("utf-8", errors="replace"))
 
 
+def json_error_place(text: str, exc: json.JSONDecodeError) -> str:
+    """Where a JSON error is, for messages: ``byte 1234 (line 56, column 7)``."""
+    return f"byte {byte_offset(text, exc.pos)} (line {exc.lineno}, column {exc.colno})"
+
+
 def read_text_file(path: Path) -> str:
     """A whole file as text; bytes that are not UTF-8 (a cut multi-byte character) replaced."""
     try:
@@ -238,6 +244,60 @@ def read_text_file(path: Path) -> str:
     except OSError as exc:
         raise LogReadError(f"cannot read: {exc.strerror or exc}", path) from exc
     return data.decode("utf-8", errors="replace")
+
+
+def trl_run(
+    source: Source,
+    options: ReadOptions,
+    store: ColumnStore,
+    dropped: int,
+    issues: list[ReadIssue],
+    metadata: dict[str, Any],
+    *,
+    location_label: str,
+    aliases: Mapping[str, str] = TRL_ALIASES,
+    text_values: bool = False,
+) -> RawRun:
+    """The raw run of a TRL-family log (trainer state, console, notebook table).
+
+    Parameters
+    ----------
+    source : Source
+        The log read (its first path names the run's source).
+    options : ReadOptions
+        The user's ``run_id`` and ``reward`` (tried before TRL's default reward metrics).
+    store : ColumnStore
+        The records kept.
+    dropped : int
+        Records the reader itself dropped (``records_read`` is kept + dropped).
+    issues : list of ReadIssue
+        The reader's issues.
+    metadata : dict
+        What the log states about the run.
+    location_label : str
+        What a record's location is called (``"line"``, ``"log_history entry"``...).
+    aliases : mapping, optional
+        Metric names -> canonical names (default: ``TRL_ALIASES``; copied).
+    text_values : bool, optional
+        Whether the log writes numbers as text (not reported as a repair).
+
+    Returns
+    -------
+    RawRun
+    """
+    return RawRun(
+        run_id=options.run_id or source.run_id,
+        source=str(source.paths[0]),
+        format=source.format,
+        records=store.frame(),
+        records_read=len(store) + dropped,
+        issues=issues,
+        metadata=metadata,
+        reward_candidates=((options.reward,) if options.reward else ()) + TRL_REWARD_CANDIDATES,
+        aliases=dict(aliases),
+        location_label=location_label,
+        text_values=text_values,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -424,7 +484,7 @@ def _load_state(path: Path, strict: bool) -> tuple[dict[str, Any], list[Any], li
     except json.JSONDecodeError as exc:
         cut = json_is_cut(text, exc)
         salvage = _salvage_state(text)
-        where = f"byte {byte_offset(text, exc.pos)} (line {exc.lineno}, column {exc.colno})"
+        where = json_error_place(text, exc)
         if salvage is None:
             if cut:
                 raise TruncatedLogError(
@@ -507,7 +567,7 @@ def _salvaged(
             raise TruncatedLogError(detail, path, where)
         issues.append(ReadIssue(source, "truncated", "info", 0, (where,), detail))
     else:
-        where = f"byte {byte_offset(text, exc.pos)} (line {exc.lineno}, column {exc.colno})"
+        where = json_error_place(text, exc)
         reason = "the file ends early" if cut else f"{exc.msg}"
         detail = (
             f"JSON damaged after log_history ({reason} at {where}); every log_history entry read, "
@@ -662,7 +722,7 @@ def read_trainer_state(source: Source, options: ReadOptions) -> list[RawRun]:
                 "bad_entry",
                 "dropped",
                 len(not_dicts),
-                tuple(f"{_STATE_LABEL} {n}" for n in not_dicts[:MAX_LOCATIONS]),
+                locations(_STATE_LABEL, not_dicts),
                 "log_history entries that are not JSON objects; dropped",
             )
         )
@@ -673,7 +733,7 @@ def read_trainer_state(source: Source, options: ReadOptions) -> list[RawRun]:
                 "summary_row",
                 "info",
                 len(summaries),
-                tuple(f"{_STATE_LABEL} {n}" for n in summaries[:MAX_LOCATIONS]),
+                locations(_STATE_LABEL, summaries),
                 "end-of-training summary row (train_runtime, train_loss...) read into the run's "
                 "metadata, not as a step's values",
             )
@@ -690,24 +750,7 @@ def read_trainer_state(source: Source, options: ReadOptions) -> list[RawRun]:
             f"{len(not_dicts)} not objects; {dropped} dropped)",
             path,
         )
-    return [
-        RawRun(
-            run_id=options.run_id or source.run_id,
-            source=label,
-            format=source.format,
-            records=store.frame(),
-            records_read=len(store) + dropped,
-            issues=issues,
-            metadata=metadata,
-            reward_candidates=_candidates(options.reward),
-            aliases=dict(TRL_ALIASES),
-            location_label=_STATE_LABEL,
-        )
-    ]
-
-
-def _candidates(reward: str | None) -> tuple[str, ...]:
-    return ((reward,) if reward else ()) + TRL_REWARD_CANDIDATES
+    return [trl_run(source, options, store, dropped, issues, metadata, location_label=_STATE_LABEL)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -995,24 +1038,17 @@ def read_trl_console(source: Source, options: ReadOptions) -> list[RawRun]:
         )
     text_values = state.quoted_numbers > 0 and state.quoted_numbers >= state.plain_floats
     return [
-        RawRun(
-            run_id=options.run_id or source.run_id,
-            source=label,
-            format=source.format,
-            records=state.store.frame(),
-            records_read=len(state.store) + dropped,
-            issues=issues,
-            metadata=metadata,
-            reward_candidates=_candidates(options.reward),
-            aliases=dict(TRL_ALIASES),
+        trl_run(
+            source,
+            options,
+            state.store,
+            dropped,
+            issues,
+            metadata,
             location_label="line",
             text_values=text_values,
         )
     ]
-
-
-def _where(numbers: list[int]) -> tuple[str, ...]:
-    return tuple(f"line {n}" for n in numbers[:MAX_LOCATIONS])
 
 
 def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assumed: bool) -> list[ReadIssue]:
@@ -1024,7 +1060,7 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
                 "bad_line",
                 "dropped",
                 len(state.bad),
-                _where(state.bad),
+                locations("line", state.bad),
                 "trainer dict line(s) that do not parse as a Python literal (garbled or cut); dropped",
             )
         )
@@ -1035,7 +1071,7 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
                 "truncated",
                 "dropped",
                 len(state.truncated),
-                _where(state.truncated),
+                locations("line", state.truncated),
                 "the file ends in the middle of a dict line (still being written?); the partial "
                 "line was dropped",
             )
@@ -1073,7 +1109,7 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
                 "summary_row",
                 "info",
                 len(state.summaries),
-                _where(state.summaries),
+                locations("line", state.summaries),
                 "end-of-training summary dict (train_runtime, train_loss...) read into the run's metadata",
             )
         )
@@ -1084,7 +1120,7 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
                 "other_dict",
                 "info",
                 len(state.other_dicts),
-                _where(state.other_dicts),
+                locations("line", state.other_dicts),
                 "printed dicts that are not trainer logs (no loss/epoch/eval_ keys); not read",
             )
         )

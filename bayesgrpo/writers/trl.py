@@ -18,6 +18,7 @@ iterable of mappings (written as given, NaN included).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -347,21 +348,6 @@ def write_trl_console(
     Path or None
         The path written, when a path was given.
     """
-    if isinstance(handle, (str, Path)):
-        path = Path(handle)
-        with open(path, "w", encoding="utf-8", newline="") as opened:
-            write_trl_console(
-                opened,
-                points,
-                eval_points=eval_points,
-                summary=summary,
-                max_steps=max_steps,
-                logging_steps=logging_steps,
-                number_format=number_format,
-                progress=progress,
-                banner=banner,
-            )
-        return path
     lines = console_lines(
         points,
         eval_points=eval_points,
@@ -373,11 +359,21 @@ def write_trl_console(
     )
     if banner:
         total = max_steps or len(_records(points)) * logging_steps
-        handle.write(training_banner(num_examples=total, total_steps=total))
+        lines = itertools.chain([training_banner(num_examples=total, total_steps=total)], lines)
+    if isinstance(handle, (str, Path)):
+        path = Path(handle)
+        with open(path, "w", encoding="utf-8", newline="") as opened:
+            _write_flushed(opened, lines)
+        return path
+    _write_flushed(handle, lines)
+    return None
+
+
+def _write_flushed(handle: IO[str], lines: Iterable[str]) -> None:
+    """Write text piece by piece, flushing after each (a live trainer's console)."""
     for line in lines:
         handle.write(line)
         handle.flush()
-    return None
 
 
 def training_banner(
