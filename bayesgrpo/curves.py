@@ -792,6 +792,16 @@ def gain_fraction_at_one(family: str, **shape: ArrayLike) -> ArrayLike:
     return curve.g(one, **args)
 
 
+#: Floor of g(1) when dividing by it: a curve whose knee lies astronomically far beyond its
+#: horizon (g(1) underflows to 0) stays flat at its start instead of turning into 0/0.
+_G1_FLOOR = 1e-12
+
+
+def _floored_g1(family: str, args: dict[str, ArrayLike]) -> ArrayLike:
+    g1 = gain_fraction_at_one(family, **args)
+    return _ops(g1).maximum(g1, _G1_FLOOR)
+
+
 def reward_curve_by_levels(family: str, t: ArrayLike, r0: ArrayLike, r1: ArrayLike,
                            **shape: ArrayLike) -> ArrayLike:
     """Reward curve written by its levels at ``t = 0`` and ``t = 1``:
@@ -805,12 +815,12 @@ def reward_curve_by_levels(family: str, t: ArrayLike, r0: ArrayLike, r1: ArrayLi
     """
     curve = get_curve(family)
     args = _shape_args(curve, shape)
-    return r0 + (r1 - r0) * (curve.g(t, **args) / gain_fraction_at_one(family, **args))
+    return r0 + (r1 - r0) * (curve.g(t, **args) / _floored_g1(family, args))
 
 
 def asymptote_from_levels(family: str, r0: ArrayLike, r1: ArrayLike, **shape: ArrayLike) -> ArrayLike:
     """The asymptote ``A = R_0 + (R_1 - R_0) / g(1)`` of a curve given by its levels."""
-    return r0 + (r1 - r0) / gain_fraction_at_one(family, **shape)
+    return r0 + (r1 - r0) / _floored_g1(family, _shape_args(get_curve(family), shape))
 
 
 def reward_curve_dt(family: str, t: ArrayLike, r0: ArrayLike, asymptote: ArrayLike,

@@ -472,3 +472,10 @@ def test_curve_by_levels_is_the_same_curve_and_passes_through_its_levels(family)
     np.testing.assert_allclose(by_levels, reward_curve(family, t, r0, asymptote, **shape), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(by_levels[:, 0], r0[:, 0])
     np.testing.assert_allclose(by_levels[:, 10], r1[:, 0])  # t = 1
+
+
+def test_curve_by_levels_stays_finite_when_the_knee_is_astronomically_late():
+    from bayesgrpo.curves import reward_curve_by_levels
+
+    value = reward_curve_by_levels("weibull", np.array([0.0, 0.5, 1.0]), 0.2, 0.2, tau=np.exp(40.0), k=5.0)
+    assert np.isfinite(value).all() and np.allclose(value, 0.2)
