@@ -77,13 +77,22 @@ def _run_level(
     return pm.Deterministic(name, value, dims="run")
 
 
+#: A grouping (family, task) gets effects only with at least this many levels: with two, the
+#: between-group spread is one number estimated from two, and its ridge with the population
+#: mean costs the sampler more than the effects are worth.
+MIN_GROUP_LEVELS = 3
+
+
 def _group_effect(name: str, sd_prior: Prior, index: np.ndarray, levels: tuple[str, ...], dim: str) -> pt.TensorVariable | None:
-    """Non-centred effects of a grouping (family, task); None with fewer than two levels."""
-    if len(levels) < 2:
+    """Sum-to-zero effects of a grouping (family, task), or None with too few levels.
+
+    Sum-to-zero (``ZeroSumNormal``) keeps the effects from trading off against the population
+    mean ``p_mu``: the mean is the average group, the effects are deviations from it.
+    """
+    if len(levels) < MIN_GROUP_LEVELS:
         return None
     sd = sd_prior.create_variable(f"{name}_{dim}_sd")
-    z = pm.Normal(f"{name}_{dim}_z", 0.0, 1.0, dims=dim)
-    effect = pm.Deterministic(f"{name}_{dim}", sd * z, dims=dim)
+    effect = pm.ZeroSumNormal(f"{name}_{dim}", sigma=sd, dims=dim)
     return effect[index]
 
 

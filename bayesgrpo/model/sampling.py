@@ -68,6 +68,7 @@ def diagnose(idata: az.InferenceData, sampler: str, seconds: float, compile_seco
     if "sample_stats" in idata and "diverging" in idata.sample_stats:
         divergences = int(idata.sample_stats["diverging"].sum())
     max_r_hat, min_bulk, min_tail = np.nan, np.nan, np.nan
+    poorly_mixed: list[str] = []
     if chains > 1 and draws >= 4:
         r_hat = az.rhat(posterior[names])
         bulk = az.ess(posterior[names], method="bulk")
@@ -75,6 +76,7 @@ def diagnose(idata: az.InferenceData, sampler: str, seconds: float, compile_seco
         max_r_hat = float(np.nanmax([float(r_hat[n].max()) for n in names]))
         min_bulk = float(np.nanmin([float(bulk[n].min()) for n in names]))
         min_tail = float(np.nanmin([float(tail[n].min()) for n in names]))
+        poorly_mixed = _runs_over(r_hat, names, 1.01)
     found = FitDiagnostics(sampler, seconds, draws, chains, divergences, max_r_hat, min_bulk, min_tail, compile_seconds)
     if sampler in ("advi", "pathfinder"):
         found.warnings.append(f"{sampler} is an approximation: intervals are usually too narrow; use NUTS for decisions")
@@ -84,12 +86,27 @@ def diagnose(idata: az.InferenceData, sampler: str, seconds: float, compile_seco
             "treat intervals with caution, or raise target_accept"
         )
     if np.isfinite(max_r_hat) and max_r_hat > 1.01:
-        found.warnings.append(f"chains disagree (max r_hat {max_r_hat:.3f} > 1.01): run more draws or check the data")
+        which = f"; runs concerned: {', '.join(poorly_mixed[:6])}" + (" ..." if len(poorly_mixed) > 6 else "") if poorly_mixed else ""
+        found.warnings.append(
+            f"chains disagree (max r_hat {max_r_hat:.3f} > 1.01): run more draws, or check runs whose curve "
+            f"does not rise and level off (a collapse, a rise then fall){which}"
+        )
     if np.isfinite(min_bulk) and min_bulk < 100 * chains:
         found.warnings.append(f"few effective draws (min bulk ESS {min_bulk:.0f}): quantiles are noisy; run more draws")
     for message in found.warnings:
         logger.warning(message)
     return found
+
+
+def _runs_over(r_hat: Any, names: list[str], threshold: float) -> list[str]:
+    """Run ids whose run-level parameters have r_hat above ``threshold``."""
+    runs: set[str] = set()
+    for name in names:
+        values = r_hat[name]
+        if "run" in values.dims:
+            bad = values["run"].values[(values > threshold).values]
+            runs.update(str(r) for r in bad)
+    return sorted(runs)
 
 
 def sample_model(
@@ -102,6 +119,7 @@ def sample_model(
     target_accept: float = 0.9,
     random_seed: int | None = None,
     progressbar: bool = True,
+    low_rank_mass_matrix: bool = False,
 ) -> tuple[az.InferenceData, FitDiagnostics]:
     """Sample ``model`` with the named sampler.
 
@@ -115,6 +133,9 @@ def sample_model(
     target_accept : float
     random_seed : int, optional
     progressbar : bool
+    low_rank_mass_matrix : bool
+        nutpie only: adapt a diagonal-plus-low-rank mass matrix, which follows correlated
+        parameters (a run's start, level and shape) far better than a diagonal one.
 
     Returns
     -------
@@ -139,6 +160,7 @@ def sample_model(
             seed=random_seed,
             target_accept=target_accept,
             progress_bar=progressbar,
+            low_rank_modified_mass_matrix=low_rank_mass_matrix,
         )
     elif sampler in ("pymc", "numpyro"):
         with model:
