@@ -42,6 +42,12 @@ def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p) - np.log1p(-p)
 
 
+def _per_run(value: float | Sequence[float], n_runs: int) -> np.ndarray:
+    """A scalar for every run, or a sequence assigned to runs in turn."""
+    values = np.atleast_1d(np.asarray(value, dtype=float))
+    return values[np.arange(n_runs) % values.size]
+
+
 def simulate_runs(
     n_runs: int = 12,
     *,
@@ -69,7 +75,8 @@ def simulate_runs(
     sizes_b : sequence of float
         Model sizes assigned in turn (billions of parameters).
     n_steps : int or sequence of int
-        Planned steps per run (its horizon); logged every step.
+        Planned steps per run (its horizon); logged every step. Sequences (here and below) are
+        assigned to runs in turn.
     observed_fraction : float or sequence of float
         The fraction of each run's steps that is returned (partial observation).
     noise : float or sequence of float
@@ -88,9 +95,9 @@ def simulate_runs(
     """
     rng = np.random.default_rng(random_seed)
     spec = get_curve(curve)
-    steps_per_run = np.broadcast_to(np.asarray(n_steps), (n_runs,)).astype(int)
-    fractions = np.broadcast_to(np.asarray(observed_fraction, dtype=float), (n_runs,))
-    noises = np.broadcast_to(np.asarray(noise, dtype=float), (n_runs,))
+    steps_per_run = _per_run(n_steps, n_runs).astype(int)
+    fractions = _per_run(observed_fraction, n_runs)
+    noises = _per_run(noise, n_runs)
     family_of = [families[i % len(families)] for i in range(n_runs)]
     size_of = np.array([sizes_b[i % len(sizes_b)] for i in range(n_runs)], dtype=float)
     log_size = np.log(size_of)
