@@ -11,47 +11,22 @@ import json
 import arviz as az
 import numpy as np
 import pandas as pd
-import pymc as pm
 import pytest
 from pymc_extras.prior import Prior
 
 from bayesgrpo.curves import CURVES
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.model import reward_model as reward_model_module
 from bayesgrpo.model.data import prepare
-from bayesgrpo.model.priors import default_priors, merge_priors
+from bayesgrpo.model.priors import default_priors
 from bayesgrpo.model.reward_model import ModelConfigError, NotFittedError, RewardModel
-from bayesgrpo.model.sampling import FitDiagnostics
 from bayesgrpo.simulate import simulate_runs
+
+pytestmark = pytest.mark.usefixtures("fast_compile")
 
 
 @pytest.fixture(scope="module")
 def simulated():
     return simulate_runs(6, n_steps=[50, 80, 120, 60, 100, 40], observed_fraction=[1, 1, 0.5, 1, 0.3, 1], random_seed=3)
-
-
-def fake_sample(model, *, draws=40, chains=2, random_seed=None, **_):
-    """Prior draws shaped like a posterior: enough to test everything downstream of sampling."""
-    with model:
-        prior = pm.sample_prior_predictive(draws=draws * chains, random_seed=random_seed).prior
-    posterior = prior.isel(chain=0, drop=True).coarsen(draw=draws).construct(draw=("chain", "draw"))
-    posterior = posterior.assign_coords(chain=np.arange(chains), draw=np.arange(draws)).transpose("chain", "draw", ...)
-    diagnostics = FitDiagnostics("fake", 0.1, draws, chains, 0, 1.0, 400.0, 400.0)
-    return az.InferenceData(posterior=posterior), diagnostics
-
-
-@pytest.fixture(autouse=True)
-def fast_compile():
-    """Python-mode PyTensor: these tests check plumbing, not speed, and C compiles are slow."""
-    import pytensor
-
-    with pytensor.config.change_flags(mode="FAST_COMPILE"):
-        yield
-
-
-@pytest.fixture
-def mocked(monkeypatch):
-    monkeypatch.setattr(reward_model_module, "sample_model", fake_sample)
 
 
 # data preparation ----------------------------------------------------------------------------

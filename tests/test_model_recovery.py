@@ -48,3 +48,36 @@ def test_fit_reports_its_diagnostics(fitted):
     summary = fitted.fit_summary()
     assert summary["n_runs"] == 12 and summary["sampler"] == "nutpie"
     assert summary["max_r_hat"] < 1.05
+
+
+def test_partial_pooling_beats_no_pooling_on_short_runs():
+    """Short runs borrow strength: forecasting their unseen tail, partial pooling errs less."""
+    sim = simulate_runs(
+        12,
+        curve="weibull",
+        n_steps=200,
+        observed_fraction=[1.0, 1.0, 0.15],
+        noise=0.05,
+        random_seed=21,
+    )
+    truth = sim.truth.set_index("run_id")
+    short = [r for r, f in zip(sim.truth["run_id"], [1.0, 1.0, 0.15] * 4) if f < 1]
+    steps = np.arange(40, 201, 10)
+    errors = {}
+    for pooling in ("partial", "none"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = RewardModel(curve="weibull", pooling=pooling).fit(
+                sim.table, draws=400, tune=600, chains=2, random_seed=3, progressbar=False
+            )
+        forecast = model.forecast(steps=steps, runs=short).table
+        true_curve = np.concatenate(
+            [
+                truth.loc[run_id, "r0"]
+                + (truth.loc[run_id, "asymptote"] - truth.loc[run_id, "r0"])
+                * (1 - np.exp(-((steps / 200) / truth.loc[run_id, "tau"]) ** truth.loc[run_id, "k"]))
+                for run_id in short
+            ]
+        )
+        errors[pooling] = float(np.mean(np.abs(forecast["mean"].to_numpy() - true_curve)))
+    assert errors["partial"] < errors["none"], errors

@@ -1,0 +1,36 @@
+"""Shared fixtures: sampling replaced by prior draws for tests of everything downstream of it."""
+
+from __future__ import annotations
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytest
+
+from bayesgrpo.model import reward_model as reward_model_module
+from bayesgrpo.model.sampling import FitDiagnostics
+
+
+def fake_sample(model, *, draws=40, chains=2, random_seed=None, **_):
+    """Prior draws shaped like a posterior: enough to test everything downstream of sampling."""
+    with model:
+        prior = pm.sample_prior_predictive(draws=draws * chains, random_seed=random_seed).prior
+    posterior = prior.isel(chain=0, drop=True).coarsen(draw=draws).construct(draw=("chain", "draw"))
+    posterior = posterior.assign_coords(chain=np.arange(chains), draw=np.arange(draws)).transpose("chain", "draw", ...)
+    diagnostics = FitDiagnostics("fake", 0.1, draws, chains, 0, 1.0, 400.0, 400.0)
+    return az.InferenceData(posterior=posterior), diagnostics
+
+
+@pytest.fixture
+def fast_compile():
+    """Python-mode PyTensor: tests of plumbing, not speed, and C compiles are slow."""
+    import pytensor
+
+    with pytensor.config.change_flags(mode="FAST_COMPILE"):
+        yield
+
+
+@pytest.fixture
+def mocked(monkeypatch, fast_compile):
+    """``RewardModel.fit`` draws from the prior instead of sampling the posterior."""
+    monkeypatch.setattr(reward_model_module, "sample_model", fake_sample)
