@@ -171,3 +171,13 @@ def test_load_rejects_foreign_files(tmp_path):
     az.from_dict(posterior={"x": np.zeros((2, 5))}).to_netcdf(str(path))
     with pytest.raises(ModelConfigError, match="not written by RewardModel.save"):
         RewardModel.load(path)
+
+
+def test_approximation_draws_are_split_into_pseudo_chains():
+    from bayesgrpo.model.sampling import _split_chains
+
+    idata = az.from_dict(posterior={"x": np.arange(10.0)[None, :], "y": np.zeros((1, 10, 3))})
+    split = _split_chains(idata, 2)
+    assert dict(split.posterior["x"].sizes) == {"chain": 2, "draw": 5}
+    assert split.posterior["y"].shape == (2, 5, 3)
+    np.testing.assert_array_equal(split.posterior["x"].values.ravel(), np.arange(10.0))

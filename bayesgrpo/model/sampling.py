@@ -197,7 +197,7 @@ def _split_chains(idata: az.InferenceData, chains: int) -> az.InferenceData:
         return idata
     total = int(posterior.sizes["draw"])
     per_chain = total // chains
-    trimmed = posterior.isel(chain=0, draw=slice(0, per_chain * chains))
+    trimmed = posterior.isel(chain=0, drop=True).isel(draw=slice(0, per_chain * chains))
     reshaped = trimmed.coarsen(draw=per_chain).construct(draw=("chain", "draw"))
     reshaped = reshaped.assign_coords(chain=np.arange(chains), draw=np.arange(per_chain))
     return az.InferenceData(posterior=reshaped.transpose("chain", "draw", ...))
