@@ -198,6 +198,45 @@ def _coerce_values(values: pd.Series, locs: pd.Series, name: str, issues: _Issue
     return out
 
 
+def _step_codes(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct steps (sorted) and each record's index into them.
+
+    Steps of a log span a modest range, so a direct-address table (no sort) does it in O(range)
+    memory; a sparse range falls back to ``np.unique``.
+    """
+    if steps.size == 0:
+        return steps, steps
+    low, high = int(steps.min()), int(steps.max())
+    if high - low > 4 * steps.size + 1_000_000:
+        values, codes = np.unique(steps, return_inverse=True)
+        return values, codes.astype(np.int64)
+    offset = steps - low
+    present = np.zeros(high - low + 1, dtype=bool)
+    present[offset] = True
+    code_of = np.cumsum(present, dtype=np.int64) - 1
+    return np.flatnonzero(present) + low, code_of[offset]
+
+
+def _last_of_each_key(key: np.ndarray, n_keys: int) -> np.ndarray:
+    """Indices of the last record (in file order) of each distinct key, sorted by key."""
+    if n_keys <= 4 * key.size + 1_000_000:
+        last_index = np.full(n_keys, -1, dtype=np.int64)
+        np.maximum.at(last_index, key, np.arange(key.size, dtype=np.int64))
+        return last_index[last_index >= 0]
+    _, first_in_reversed = np.unique(key[::-1], return_index=True)
+    return key.size - 1 - first_in_reversed
+
+
+def _backwards_within_metric(order: np.ndarray, steps: np.ndarray, metric_codes: np.ndarray) -> np.ndarray:
+    """Records (indices into ``order``'s targets) whose step is below the previous step of the
+    same metric, in file order. Logs nearly always write steps in order: checked first, cheaply."""
+    if np.all(np.diff(steps[order]) >= 0):
+        return order[:0]
+    by_metric = order[np.argsort(metric_codes[order], kind="stable")]
+    same_metric = metric_codes[by_metric][1:] == metric_codes[by_metric][:-1]
+    return by_metric[1:][same_metric & (np.diff(steps[by_metric]) < 0)]
+
+
 def _long_to_wide(raw: RawRun, frame: pd.DataFrame, issues: _Issues) -> tuple[pd.DataFrame, int]:
     """Pivot long records (one value each) into one row per step; dedupe (step, metric).
 
@@ -231,12 +270,10 @@ def _long_to_wide(raw: RawRun, frame: pd.DataFrame, issues: _Issues) -> tuple[pd
         keep = ~missing
         locs, steps, values, metric_codes = locs[keep], steps[keep], values[keep], metric_codes[keep]
 
-    step_values, step_codes = np.unique(steps, return_inverse=True)
+    step_values, step_codes = _step_codes(steps)
     n_metrics = max(len(metric_names), 1)
-    key = step_codes.astype(np.int64) * n_metrics + metric_codes
-    # the last record of each (step, metric) in file order: first index in the reversed arrays
-    _, first_in_reversed = np.unique(key[::-1], return_index=True)
-    last = len(key) - 1 - first_in_reversed
+    key = step_codes * n_metrics + metric_codes
+    last = _last_of_each_key(key, step_values.size * n_metrics)
     if last.size < key.size:
         superseded = np.ones(key.size, dtype=bool)
         superseded[last] = False
@@ -249,11 +286,9 @@ def _long_to_wide(raw: RawRun, frame: pd.DataFrame, issues: _Issues) -> tuple[pd
             f"{dup_steps.size} step(s) logged more than once for the same metric (resumed run?), "
             f"first steps {dup_steps[:5].tolist()}; kept the latest value",
         )
+    del key
     last.sort()  # back to file order for the order check
-    order = np.argsort(metric_codes[last], kind="stable")
-    by_metric = last[order]
-    same_metric = metric_codes[by_metric][1:] == metric_codes[by_metric][:-1]
-    backwards_at = by_metric[1:][same_metric & (np.diff(steps[by_metric]) < 0)]
+    backwards_at = _backwards_within_metric(last, steps, metric_codes)
     if backwards_at.size:
         first_bad = int(steps[np.sort(backwards_at)[0]])
         issues.add(
