@@ -37,13 +37,25 @@ from bayesgrpo.model.priors import curve_params
 POOLINGS: tuple[str, ...] = ("partial", "none", "complete")
 
 
+#: A covariate takes part only when at least this share of runs state it: imputing most of a
+#: covariate leaves its slope and the imputed values trading off freely (a ridge NUTS crawls
+#: along), and the slope would be learnt from almost nothing.
+MIN_KNOWN_SHARE = 0.5
+
+
+def covariate_used(values: np.ndarray) -> bool:
+    """Whether a covariate is known for enough runs to take part in the model."""
+    return bool(np.isfinite(values).mean() >= MIN_KNOWN_SHARE) if len(values) else False
+
+
 def _covariate(name: str, values: np.ndarray) -> pt.TensorVariable | None:
     """A standardised covariate with its unknown entries as latent N(0, 1) values.
 
-    Returns None when no run has a value (the covariate then plays no part).
+    Returns None when fewer than ``MIN_KNOWN_SHARE`` of the runs state it (the covariate then
+    plays no part; the fit summary says so).
     """
     missing = ~np.isfinite(values)
-    if missing.all():
+    if not covariate_used(values):
         return None
     known = pt.as_tensor_variable(np.where(missing, 0.0, values))
     if not missing.any():

@@ -22,6 +22,7 @@ import xarray as xr
 from bayesgrpo._version import __version__
 from bayesgrpo.curves import CURVES, get_curve
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.build import covariate_used
 from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
 from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
 from bayesgrpo.model.priors import merge_priors, priors_from_dict, priors_to_dict
@@ -316,6 +317,9 @@ class RewardModel:
             "n_points": int(data.n_points.sum()),
             "n_cells_fitted": int(data.mask.sum()),
             "bounds_from_data": [r for r, s in zip(data.run_ids, data.bounds_source) if s == "data"],
+            "covariates_used": [
+                name for name, values in (("log_size", data.log_size), ("log_samples", data.log_samples)) if covariate_used(values)
+            ],
             "families": list(data.families),
             "tasks": list(data.tasks),
             **self.diagnostics.to_dict(),
