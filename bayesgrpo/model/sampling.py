@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import arviz as az
@@ -44,18 +44,7 @@ class FitDiagnostics:
         return self.min_ess_bulk / max(self.seconds, 1e-9)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "sampler": self.sampler,
-            "seconds": self.seconds,
-            "compile_seconds": self.compile_seconds,
-            "draws": self.draws,
-            "chains": self.chains,
-            "divergences": self.divergences,
-            "max_r_hat": self.max_r_hat,
-            "min_ess_bulk": self.min_ess_bulk,
-            "min_ess_tail": self.min_ess_tail,
-            "warnings": list(self.warnings),
-        }
+        return asdict(self)
 
 
 def diagnose(idata: az.InferenceData, sampler: str, seconds: float, compile_seconds: float = 0.0) -> FitDiagnostics:
