@@ -26,6 +26,11 @@ _LAZY = {
     "RunsTable": "bayesgrpo.table",
     "load_runs": "bayesgrpo.readers",
     "load_bundled": "bayesgrpo.datasets",
+    "RewardModel": "bayesgrpo.model.reward_model",
+    "CurveDraws": "bayesgrpo.stopping",
+    "PlateauRule": "bayesgrpo.stopping",
+    "BudgetRule": "bayesgrpo.stopping",
+    "TargetRule": "bayesgrpo.stopping",
 }
 
 if TYPE_CHECKING:
@@ -43,6 +48,8 @@ if TYPE_CHECKING:
     )
     from bayesgrpo.readers import load_runs
     from bayesgrpo.report import ReadIssue, ReadReport
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.stopping import BudgetRule, CurveDraws, PlateauRule, TargetRule
     from bayesgrpo.table import RunsTable
 
 

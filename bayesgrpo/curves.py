@@ -804,7 +804,7 @@ def _floored_g1(family: str, args: dict[str, ArrayLike]) -> ArrayLike:
 
 def reward_curve_by_levels(family: str, t: ArrayLike, r0: ArrayLike, r1: ArrayLike,
                            **shape: ArrayLike) -> ArrayLike:
-    """Reward curve written by its levels at ``t = 0`` and ``t = 1``:
+    r"""Reward curve written by its levels at ``t = 0`` and ``t = 1``:
     :math:`R(t) = R_0 + (R_1 - R_0)\, g(t) / g(1)`.
 
     The same curve as :func:`reward_curve` with asymptote

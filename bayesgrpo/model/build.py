@@ -18,7 +18,10 @@ compiled graph for all runs: no loop over runs.
 or non-centred (``theta = loc + sd * z``) by how clearly its data move (``centered_min_snr``):
 centred samples far better for informative runs, non-centred for flat, noisy or short ones
 (DESIGN.md section 7).
-Missing covariates (unknown model size, samples per step) are imputed as latent values.
+A run whose covariate is unknown (model size, samples per step) sits at the covariate's mean
+(standardised value 0): imputing it as a latent value leaves the imputed value and the run's own
+deviation trading off (measured: correlation -0.94, a ridge that doubled the tree depth).
+A run of unknown family or task gets no group effect (it sits at the average group).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import pytensor.tensor as pt
 from pymc_extras.prior import Prior
 
 from bayesgrpo.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
-from bayesgrpo.model.data import ModelData
+from bayesgrpo.model.data import UNKNOWN, ModelData
 from bayesgrpo.model.priors import curve_params
 
 POOLINGS: tuple[str, ...] = ("partial", "none", "complete")
@@ -48,20 +51,15 @@ def covariate_used(values: np.ndarray) -> bool:
     return bool(np.isfinite(values).mean() >= MIN_KNOWN_SHARE) if len(values) else False
 
 
-def _covariate(name: str, values: np.ndarray) -> pt.TensorVariable | None:
-    """A standardised covariate with its unknown entries as latent N(0, 1) values.
+def _covariate(values: np.ndarray) -> pt.TensorVariable | None:
+    """A standardised covariate with its unknown entries at the mean (0).
 
     Returns None when fewer than ``MIN_KNOWN_SHARE`` of the runs state it (the covariate then
     plays no part; the fit summary says so).
     """
-    missing = ~np.isfinite(values)
     if not covariate_used(values):
         return None
-    known = pt.as_tensor_variable(np.where(missing, 0.0, values))
-    if not missing.any():
-        return known
-    imputed = pm.Normal(f"{name}_missing", 0.0, 1.0, shape=int(missing.sum()))
-    return pt.set_subtensor(known[np.flatnonzero(missing)], imputed)
+    return pt.as_tensor_variable(np.where(np.isfinite(values), values, 0.0))
 
 
 def _with_dims(prior: Prior, dims: str) -> Prior:
@@ -94,18 +92,65 @@ def _run_level(
 #: mean costs the sampler more than the effects are worth.
 MIN_GROUP_LEVELS = 3
 
+#: A level (a family, a task) gets its own effect only with at least this many runs. A level of
+#: one run cannot tell its group effect from the run's own deviation (the two add up, a ridge the
+#: sampler crawls along); such levels share one pooled level, ``OTHER_LEVEL``.
+MIN_RUNS_PER_LEVEL = 2
+
+#: The pooled level of the groups too small to have their own effect.
+OTHER_LEVEL = "(other)"
+
+
+def effect_levels(index: np.ndarray, levels: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The levels that get a group effect, and each run's position among them.
+
+    Levels with fewer than ``MIN_RUNS_PER_LEVEL`` runs are pooled into ``OTHER_LEVEL``; when the
+    pooled level itself would hold fewer than ``MIN_RUNS_PER_LEVEL`` runs, its runs get no group
+    effect (position -1: they sit at the average group). Runs of unknown level (``UNKNOWN``) get
+    no group effect either: not knowing a run's task says nothing about it.
+
+    Parameters
+    ----------
+    index : ndarray of int, shape (R,)
+        Each run's level in ``levels``.
+    levels : tuple of str
+
+    Returns
+    -------
+    effect_index : ndarray of int, shape (R,)
+        Position of each run's level among ``effect_names``, or -1.
+    effect_names : tuple of str
+    """
+    counts = np.bincount(index, minlength=len(levels))
+    unknown = [i for i, level in enumerate(levels) if level == UNKNOWN]
+    kept = [i for i, n in enumerate(counts) if n >= MIN_RUNS_PER_LEVEL and i not in unknown]
+    rare = [i for i in range(len(levels)) if i not in kept and i not in unknown]
+    rare_runs = int(counts[rare].sum()) if rare else 0
+    names = [levels[i] for i in kept]
+    position = {level: j for j, level in enumerate(kept)}
+    other = -1
+    if rare_runs >= MIN_RUNS_PER_LEVEL:
+        other = len(names)
+        names.append(OTHER_LEVEL)
+    effect_index = np.array([position.get(int(i), -1 if int(i) in unknown else other) for i in index], dtype=int)
+    return effect_index, tuple(names)
+
 
 def _group_effect(name: str, sd_prior: Prior, index: np.ndarray, levels: tuple[str, ...], dim: str) -> pt.TensorVariable | None:
-    """Sum-to-zero effects of a grouping (family, task), or None with too few levels.
+    """Non-centred sum-to-zero effects of a grouping (family, task), or None with too few levels.
 
     Sum-to-zero (``ZeroSumNormal``) keeps the effects from trading off against the population
-    mean ``p_mu``: the mean is the average group, the effects are deviations from it.
+    mean ``p_mu``: the mean is the average group, the effects are deviations from it. They are
+    non-centred (``sd * z``): a handful of groups says little about their spread, and a centred
+    effect with an uncertain spread is a funnel.
     """
     if len(levels) < MIN_GROUP_LEVELS:
         return None
     sd = sd_prior.create_variable(f"{name}_{dim}_sd")
-    effect = pm.ZeroSumNormal(f"{name}_{dim}", sigma=sd, dims=dim)
-    return effect[index]
+    z = pm.ZeroSumNormal(f"{name}_{dim}_z", sigma=1.0, dims=dim)
+    effect = pm.Deterministic(f"{name}_{dim}", sd * z, dims=dim)
+    padded = pt.concatenate([effect, pt.zeros(1)])  # position -1: no group effect
+    return padded[index]
 
 
 def create_reward_model(
@@ -148,23 +193,25 @@ def create_reward_model(
     family_spec = get_curve(curve)
     params = curve_params(curve)
     n_runs, n_points = data.y.shape
+    family_index, family_levels = effect_levels(data.family_index, data.families)
+    task_index, task_levels = effect_levels(data.task_index, data.tasks)
     coords = {
         "run": list(data.run_ids),
-        "family": list(data.families),
-        "task": list(data.tasks),
+        "family": list(family_levels),
+        "task": list(task_levels),
         "point": np.arange(n_points),
     }
     centered = data.signal_to_noise >= centered_min_snr
     with pm.Model(coords=coords) as model:
         run_values: dict[str, pt.TensorVariable] = {}
         if pooling == "partial":
-            size = _covariate("log_size", data.log_size)
-            samples = _covariate("log_samples", data.log_samples)
+            size = _covariate(data.log_size)
+            samples = _covariate(data.log_samples)
             r0_mu = None
             for p in params:
                 mu = priors[f"{p}_mu"].create_variable(f"{p}_mu")
                 loc = mu
-                for index, levels, dim in ((data.family_index, data.families, "family"), (data.task_index, data.tasks, "task")):
+                for index, levels, dim in ((family_index, family_levels, "family"), (task_index, task_levels, "task")):
                     effect = _group_effect(p, priors[f"{p}_{dim}_sd"], index, levels, dim)
                     if effect is not None:
                         loc = loc + effect

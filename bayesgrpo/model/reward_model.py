@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import arviz as az
 import numpy as np
@@ -28,6 +28,9 @@ from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
 from bayesgrpo.model.priors import merge_priors, priors_from_dict, priors_to_dict
 from bayesgrpo.model.sampling import DEFAULT_SAMPLER, FitDiagnostics, sample_model
 from bayesgrpo.table import RunsTable
+
+if TYPE_CHECKING:
+    from bayesgrpo.stopping import CurveDraws
 
 logger = logging.getLogger(__name__)
 
@@ -285,6 +288,19 @@ class RewardModel:
             row.update({name: float(qs[j, i]) for j, name in enumerate(names)})
             rows.append(row)
         return pd.DataFrame(rows)
+
+    def curve_draws(self) -> CurveDraws:
+        """Posterior draws of every fitted run's curve, for the stopping queries.
+
+        Returns
+        -------
+        bayesgrpo.stopping.CurveDraws
+            Levels in reward units, steps mapped to the model's progress, each run's horizon.
+        """
+        from bayesgrpo.stopping import CurveDraws
+
+        idata, data = self._require_fit()
+        return CurveDraws.from_model_data(run_draws(idata.posterior, self.curve), data, self.curve)
 
     def run_parameters(self) -> pd.DataFrame:
         """Posterior means and 90% intervals of each run's curve on natural scales.

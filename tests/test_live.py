@@ -1,0 +1,166 @@
+"""Live single-run update: Laplace + importance sampling on a Gaussian population prior."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import special
+
+from bayesgrpo.curves import reward_curve_by_levels
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.live import GaussianRunPrior, LiveForecaster, condition_run, log_posterior
+from bayesgrpo.model.predict import new_run_draws
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.simulate import simulate_runs
+from bayesgrpo.stopping import PlateauRule, expected_gain
+
+
+def _prior(curve: str = "weibull", spread: float = 1.0) -> GaussianRunPrior:
+    names = ("r0", "r1", "tau", "k", "log_sigma") if curve == "weibull" else ("r0", "r1", "tau", "log_sigma")
+    mean = {"r0": -1.0, "r1": 0.5, "tau": np.log(0.3), "k": 0.0, "log_sigma": np.log(0.05)}
+    return GaussianRunPrior(
+        curve=curve,
+        names=names,
+        mean=np.array([mean[n] for n in names]),
+        cov=np.eye(len(names)) * spread**2 * 0.25,
+        nu=30.0,
+    )
+
+
+def _simulate(prior: GaussianRunPrior, theta: np.ndarray, t: np.ndarray, seed: int = 0) -> np.ndarray:
+    shape = {name: np.exp(theta[2 + i]) for i, name in enumerate(prior.names[2:-1])}
+    mean = reward_curve_by_levels(prior.curve, t, special.expit(theta[0]), special.expit(theta[1]), **shape)
+    return mean + np.exp(theta[-1]) * np.random.default_rng(seed).standard_normal(len(t))
+
+
+def test_no_points_gives_the_prior():
+    prior = _prior()
+    post = condition_run(prior, [], [], n_draws=4000, random_seed=1)
+    assert post.n_points == 0
+    np.testing.assert_allclose(post.theta.mean(axis=0), prior.mean, atol=0.05)
+    np.testing.assert_allclose(np.cov(post.theta, rowvar=False), prior.cov, atol=0.03)
+
+
+@pytest.mark.parametrize("curve", ["weibull", "exp"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_many_points_recover_the_truth(curve, seed):
+    prior = _prior(curve)
+    truth = prior.mean + np.random.default_rng(100 + seed).multivariate_normal(np.zeros(prior.dim), prior.cov)
+    t = np.linspace(0.0, 0.6, 40)
+    y = _simulate(prior, truth, t, seed)
+    post = condition_run(prior, t, y, n_draws=3000, random_seed=seed)
+    assert post.pareto_k < 0.7
+    low, high = np.quantile(post.theta, [0.005, 0.995], axis=0)
+    # the levels and the noise are what 40 points pin down
+    for i in (0, -1):
+        assert low[i] <= truth[i] <= high[i], (prior.names[i], low[i], truth[i], high[i])
+    # and the posterior is narrower than the prior where data inform
+    assert post.theta[:, 0].std() < 0.5 * np.sqrt(prior.cov[0, 0])
+
+
+def test_importance_answer_matches_brute_force_prior_sampling():
+    """With 4 noisy points the posterior is close to the prior, so 400k prior draws weighted by
+    the likelihood are an exact reference the Laplace + PSIS answer must match."""
+    prior = _prior("exp")
+    truth = prior.mean + np.array([0.3, -0.2, 0.1, 0.0])
+    t = np.array([0.0, 0.05, 0.1, 0.15])
+    y = _simulate(prior, truth, t, seed=5)
+    post = condition_run(prior, t, y, n_draws=8000, random_seed=3)
+    rng = np.random.default_rng(4)
+    reference = rng.multivariate_normal(prior.mean, prior.cov, size=400_000)
+    log_w = log_posterior(reference, prior, t, y, np.ones_like(t)) - log_posterior(reference, prior, t[:0], y[:0], t[:0])
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    reference_mean = w @ reference
+    reference_sd = np.sqrt(w @ (reference - reference_mean) ** 2)
+    np.testing.assert_allclose(post.theta.mean(axis=0), reference_mean, atol=0.1 * reference_sd.max() + 0.02)
+    np.testing.assert_allclose(post.theta.std(axis=0), reference_sd, rtol=0.15)
+
+
+def test_a_collapse_is_still_sampled_reliably():
+    """Data far from what the prior expects (a collapse an exp curve cannot make): the adapted
+    proposal still gives trustworthy weights, and the posterior sits between the two levels."""
+    prior = _prior("exp", spread=0.2)
+    t = np.linspace(0, 1, 30)
+    y = np.where(t < 0.5, 0.9, 0.1)
+    post = condition_run(prior, t, y, noise_scale=np.full_like(t, 0.05), n_draws=2000, random_seed=0)
+    assert post.pareto_k <= 0.7
+    assert post.ess > 200
+
+
+def test_bad_points_are_errors():
+    prior = _prior()
+    with pytest.raises(BayesGRPOError, match="not finite"):
+        condition_run(prior, [0.1, np.nan], [0.2, 0.3])
+    with pytest.raises(BayesGRPOError, match="differ in length"):
+        condition_run(prior, [0.1, 0.2], [0.2])
+
+
+def test_from_draws_moment_matches():
+    rng = np.random.default_rng(0)
+    draws = {name: rng.normal(i, 0.5, 5000) for i, name in enumerate(("r0", "r1", "tau", "log_sigma"))}
+    draws["nu"] = np.full(5000, 7.0)
+    prior = GaussianRunPrior.from_draws(draws, "exp")
+    np.testing.assert_allclose(prior.mean, [0, 1, 2, 3], atol=0.05)
+    assert prior.nu == 7.0
+    draws["tau"][0] = np.nan
+    with pytest.raises(BayesGRPOError, match="non-finite"):
+        GaussianRunPrior.from_draws(draws, "exp")
+
+
+@pytest.fixture(scope="module")
+def population():
+    """A population 'fitted' by prior draws (mocked sampling) on simulated runs."""
+    import pytensor
+
+    from tests.conftest import fake_sample
+    from bayesgrpo.model import reward_model as module
+
+    sim = simulate_runs(n_runs=8, curve="weibull", random_seed=3)
+    original = module.sample_model
+    module.sample_model = fake_sample
+    try:
+        with pytensor.config.change_flags(mode="FAST_COMPILE"):
+            model = RewardModel(curve="weibull").fit(sim.table, random_seed=1)
+    finally:
+        module.sample_model = original
+    return model, sim
+
+
+def test_new_run_draws_place_a_new_family_by_the_between_family_spread(population):
+    model, _ = population
+    posterior = model.idata.posterior
+    known = new_run_draws(posterior, "weibull", family_level=str(posterior["r0_family"].family.values[0]), random_seed=0)
+    new = new_run_draws(posterior, "weibull", family_level="a family never fitted", random_seed=0)
+    unknown = new_run_draws(posterior, "weibull", family_level=None, random_seed=0)
+    assert set(known) == {"r0", "r1", "tau", "k", "log_sigma", "nu"}
+    # a new family adds the between-family spread: wider than an unknown one (effect 0)
+    assert new["r0"].std() > unknown["r0"].std()
+    assert all(v.shape == known["r0"].shape for v in known.values())
+
+
+def test_live_forecaster_updates_one_run(population):
+    model, sim = population
+    live = LiveForecaster(model, n_draws=1000, random_seed=0)
+    run_id = sim.table.run_ids[0]
+    one = sim.table.select([run_id])
+    cut = one.points[one.points["step"] <= one.points["step"].quantile(0.3)]
+    from bayesgrpo.table import RunsTable
+
+    partial = RunsTable(points=cut.reset_index(drop=True), runs=one.runs, report=one.report)
+    update = live.update(partial, horizon=float(one.points["step"].max()))
+    assert update.run_id == run_id
+    assert update.curve_draws.n_runs == 1 and update.curve_draws.n_draws == 1000
+    gain = expected_gain(update.curve_draws, update.step)
+    assert np.isfinite(gain[["mean", "lower", "upper"]].to_numpy()).all()
+    decision = PlateauRule(eps=0.01).decide(update.curve_draws, update.step)[0]
+    assert decision.decision in ("stop", "continue") and decision.reason
+    # the prior is cached per metadata
+    assert len(live._priors) == 1
+    live.update(partial, horizon=float(one.points["step"].max()))
+    assert len(live._priors) == 1
+
+
+def test_live_forecaster_needs_a_partial_pooling_fit():
+    with pytest.raises(BayesGRPOError):
+        LiveForecaster(RewardModel())
