@@ -139,19 +139,17 @@ def _cut_table(table: Any, fraction: float) -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """``bayesgrpo demo``: the main job on the bundled real runs (for now: their summary)."""
-    from bayesgrpo.datasets import load_bundled
+    """``bayesgrpo demo``: the main job on the bundled real runs.
 
-    table = load_bundled(warn=False)
-    _print_table(table, args)
-    if not args.json:
-        summary = table.summary()
-        print()
-        print(
-            f"{len(summary)} runs, {int(summary['n_points'].sum())} reward points, "
-            f"families: {', '.join(sorted(table.runs['family'].dropna().unique()))}"
-        )
-    return EXIT_OK
+    Fits the pooled model on the first half of each bundled run, forecasts where each run ends
+    (median and 90% interval), checks the forecast against what the run really did, says whether
+    a plateau rule would have stopped it at the cut, and writes a figure.
+    """
+    args.paths = []
+    args.bundled = True
+    args.reward = None
+    args.metadata = None
+    return cmd_forecast(args)
 
 
 def cmd_forecast(args: argparse.Namespace) -> int:
@@ -201,6 +199,16 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     final["family"] = final["run_id"].map(table.runs.set_index("run_id")["family"]).astype(str)
     final["size_b"] = final["run_id"].map(last["size_b"])
     final["last_logged"] = final["run_id"].map(_smoothed_last(table))
+    if args.cut is not None:
+        from bayesgrpo.stopping import PlateauRule, decisions_table
+
+        cut_step = fitted_on.points.groupby("run_id")["step"].max()
+        rule = PlateauRule(eps=args.eps, prob=args.stop_prob, relative=True)
+        decisions = decisions_table(rule.decide(model.curve_draws(), final["run_id"].map(cut_step).to_numpy(dtype=float)))
+        final["cut_step"] = final["run_id"].map(cut_step)
+        final["stop_at_cut"] = decisions["decision"].to_numpy()
+        final["p_gain_below_eps"] = decisions["probability"].to_numpy()
+        final["covered_90"] = (final["q05"] <= final["last_logged"]) & (final["last_logged"] <= final["q95"])
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     final.to_csv(out / "final_reward.csv", index=False)
@@ -217,12 +225,31 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return EXIT_OK
     print()
-    header = f"{'run_id':<48} {'family':<8} {'size_b':>6} {'horizon':>7} {'last logged':>11} {'forecast final [90% interval]':>32}"
+    cut = args.cut is not None
+    header = f"{'run_id':<44} {'family':<8} {'size_b':>6} {'horizon':>7} {'forecast final [90% interval]':>30}"
+    header += f" {'actual':>8} {'stop at cut?':>16}" if cut else f" {'last logged':>11}"
     print(header)
     for row in final.itertuples(index=False):
-        run_id = row.run_id if len(row.run_id) <= 48 else row.run_id[:45] + "..."
+        run_id = row.run_id if len(row.run_id) <= 44 else row.run_id[:41] + "..."
         interval = f"{row.q50:8.3g} [{row.q05:.3g}, {row.q95:.3g}]"
-        print(f"{run_id:<48} {row.family[:8]:<8} {_format_number(row.size_b):>6} {row.horizon_step:>7} {_format_number(row.last_logged):>11} {interval:>32}")
+        line = f"{run_id:<44} {row.family[:8]:<8} {_format_number(row.size_b):>6} {row.horizon_step:>7} {interval:>30}"
+        if cut:
+            mark = " " if row.covered_90 else "!"
+            stop = f"{row.stop_at_cut} (P={row.p_gain_below_eps:.2f})"
+            line += f" {_format_number(row.last_logged):>7}{mark} {stop:>16}"
+        else:
+            line += f" {_format_number(row.last_logged):>11}"
+        print(line)
+    if cut:
+        print()
+        print(
+            f"actual = mean of each run's last 10% of logged rewards; '!' = outside the 90% interval. "
+            f"{int(final['covered_90'].sum())} of {len(final)} runs ({final['covered_90'].mean():.0%}) ended inside their interval."
+        )
+        print(
+            f"stop at cut? = PlateauRule: stop when P(gain over the rest of the run < {args.eps:g} of the reward range) >= {args.stop_prob:g}; "
+            f"{int((final['stop_at_cut'] == 'stop').sum())} of {len(final)} runs would stop at the cut."
+        )
     print()
     print(
         f"fit: {diagnostics.sampler}, {diagnostics.seconds:.0f} s, {diagnostics.divergences} divergences, "
@@ -257,6 +284,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bayesgrpo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    def model_flags(p: argparse.ArgumentParser, cut: float | None, output: str) -> None:
+        p.add_argument("--curve", default="weibull", help="curve family (weibull, exp, logistic, power, oscillator)")
+        p.add_argument("--sampler", default="nutpie", help="nutpie (default), pymc, numpyro, advi, pathfinder")
+        p.add_argument("--draws", type=int, default=500, help="posterior draws per chain")
+        p.add_argument("--tune", type=int, default=500, help="tuning steps per chain")
+        p.add_argument("--chains", type=int, default=2)
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--cut", type=float, default=cut, help="fit on this fraction of each run and forecast the rest" + (f" (default {cut})" if cut else ""))
+        p.add_argument("--eps", type=float, default=0.01, help="with --cut: plateau rule threshold, share of the reward range")
+        p.add_argument("--stop-prob", type=float, default=0.9, help="with --cut: plateau rule probability")
+        p.add_argument("--output", default=output, help=f"folder for final_reward.csv, model.nc and forecast.png (default {output})")
+        p.add_argument("--no-figure", action="store_true", help="skip the figure")
+
     def output_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.add_argument("-q", "--quiet", action="store_true", help="no reader report")
@@ -274,8 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
     output_flags(runs)
     runs.set_defaults(handler=cmd_runs)
 
-    demo = sub.add_parser("demo", help="the main job on the bundled real runs")
+    demo = sub.add_parser(
+        "demo",
+        help="the main job: fit the bundled real runs on their first half, forecast where each ends, check it, say when to stop",
+    )
     output_flags(demo)
+    model_flags(demo, cut=0.5, output="bayesgrpo-demo")
     demo.set_defaults(handler=cmd_demo)
 
     forecast = sub.add_parser("forecast", help="fit the pooled model and forecast each run's final reward")
@@ -284,15 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("--reward", help="metric to use as the reward")
     forecast.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     output_flags(forecast)
-    forecast.add_argument("--curve", default="weibull", help="curve family (weibull, exp, logistic, power, oscillator)")
-    forecast.add_argument("--sampler", default="nutpie", help="nutpie (default), pymc, numpyro, advi, pathfinder")
-    forecast.add_argument("--draws", type=int, default=500, help="posterior draws per chain")
-    forecast.add_argument("--tune", type=int, default=500, help="tuning steps per chain")
-    forecast.add_argument("--chains", type=int, default=2)
-    forecast.add_argument("--seed", type=int, default=1)
-    forecast.add_argument("--cut", type=float, help="fit on this fraction of each run and forecast the rest")
-    forecast.add_argument("--output", default="out", help="folder for final_reward.csv, model.nc and forecast.png")
-    forecast.add_argument("--no-figure", action="store_true", help="skip the figure")
+    model_flags(forecast, cut=None, output="out")
     forecast.set_defaults(handler=cmd_forecast)
     return parser
 

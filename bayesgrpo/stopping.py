@@ -176,6 +176,7 @@ class CurveDraws:
     reward_scale: np.ndarray | float = 1.0
     horizon_step: np.ndarray | float | None = None
     run_ids: tuple[str, ...] | None = None
+    step_offset: float = 0.0
 
     def __post_init__(self) -> None:
         family = get_curve(self.curve)
@@ -265,6 +266,8 @@ class CurveDraws:
             Levels in reward units, ``step_scale = progress_scale / step_to_progress``,
             ``reward_scale = upper - lower``, the data's horizons and run ids.
         """
+        from bayesgrpo.model.data import UPDATES_BEFORE_STEP as updates_before_step
+
         curve = _infer_curve(draws) if curve is None else curve
         family = get_curve(curve)
         lower = np.asarray(data.lower, dtype=float)
@@ -298,6 +301,7 @@ class CurveDraws:
             reward_scale=width,
             horizon_step=np.asarray(data.horizon_step, dtype=float),
             run_ids=tuple(data.run_ids),
+            step_offset=float(updates_before_step),
         )
 
     @property
@@ -322,7 +326,7 @@ class CurveDraws:
         """Progress of steps: ``(R,)`` steps give ``(R,)``, ``(R, N)`` give ``(R, N)``."""
         steps = np.asarray(steps, dtype=float)
         scale = self.step_scale if steps.ndim <= 1 else self.step_scale[:, None]
-        return steps / scale
+        return np.maximum(steps - self.step_offset, 0.0) / scale
 
 
 # --------------------------------------------------------------------------------------------
@@ -521,7 +525,7 @@ def fraction_step_draws(cd: CurveDraws, fractions: Sequence[float] = DEFAULT_FRA
     shape = {name: value[:, :, None] for name, value in cd.shape.items()}
     with np.errstate(over="ignore"):  # a draw that never gets there within float range: inf
         t_q = time_to_fraction(cd.curve, q[None, None, :], **shape)
-        return np.asarray(t_q) * cd.step_scale[None, :, None]
+        return np.asarray(t_q) * cd.step_scale[None, :, None] + cd.step_offset
 
 
 def steps_to_fraction(

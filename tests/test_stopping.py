@@ -498,8 +498,9 @@ def test_from_model_data_reproduces_the_models_reward_curves():
     steps = np.array([0.0, 10.0, 35.0, 80.0])
     expected = data.to_reward(mean_curve_draws(draws, "weibull", data.to_t(steps)), run_axis=1)
     np.testing.assert_allclose(stopping.reward_at(cd, steps), expected, rtol=1e-12, atol=1e-12)
-    # the level at t = 1 is r1 in reward units, at step progress_scale / step_to_progress
-    at_one = stopping.reward_at(cd, np.array([[40.0], [60.0], [50.0]]))[:, :, 0]
+    # the level at t = 1 is r1 in reward units, at step progress_scale / step_to_progress + 1
+    # (the reward logged at step s comes from the policy after s - 1 updates)
+    at_one = stopping.reward_at(cd, np.array([[41.0], [61.0], [51.0]]))[:, :, 0]
     np.testing.assert_allclose(at_one, data.lower + draws["r1"] * (data.upper - data.lower), rtol=1e-12)
     with pytest.raises(BayesGRPOError, match=r"expected \(S, 3\)"):
         CurveDraws.from_model_data({k: v[:, :2] for k, v in draws.items()}, data)
