@@ -156,7 +156,7 @@ def _hessian(fun: Any, x: np.ndarray, step: float = 1e-3) -> np.ndarray:
     return hessian
 
 
-def _laplace(prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def laplace_fit(prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mode and the covariance of the Laplace approximation there."""
 
     def negative(x: np.ndarray) -> float:
@@ -281,7 +281,7 @@ def condition_run(
         theta = rng.multivariate_normal(prior.mean, prior.cov, size=n_draws)
         return RunPosterior(prior, theta, prior.mean.copy(), 0.0, float(n_draws), 0, time.perf_counter() - start)
 
-    mode, cov = _laplace(prior, t, y, noise_scale)
+    mode, cov = laplace_fit(prior, t, y, noise_scale)
     location = mode
     import arviz as az
 

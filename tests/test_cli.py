@@ -57,3 +57,49 @@ def test_user_errors_exit_2_with_a_message(tmp_path, capsys):
 def test_console_script_is_installed():
     out = subprocess.run([str(Path(sys.executable).parent / "bayesgrpo"), "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and "bayesgrpo" in out.stdout
+
+
+def _write_simulated_runs(folder: Path) -> Path:
+    """Three simulated runs as one CSV per run, with a metadata file of bounds and families."""
+    from bayesgrpo.simulate import simulate_runs
+
+    sim = simulate_runs(3, n_steps=60, random_seed=2)
+    logs = folder / "logs"
+    logs.mkdir()
+    for run_id, frame in sim.table.points.groupby("run_id"):
+        frame[["step", "reward"]].to_csv(logs / f"{run_id}.csv", index=False)
+    sim.table.runs[["run_id", "family", "size_b", "reward_min", "reward_max"]].to_csv(folder / "meta.csv", index=False)
+    return folder
+
+
+def test_forecast_with_a_cut_prints_forecast_truth_and_stop_decision(tmp_path, capsys, mocked):
+    folder = _write_simulated_runs(tmp_path)
+    out_dir = tmp_path / "out"
+    code = main(["forecast", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--cut", "0.5",
+                 "--output", str(out_dir), "--no-figure"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "forecast final [90% interval]" in out and "stop at cut?" in out
+    assert "ended inside their interval" in out and "would stop at the cut" in out
+    final = pd.read_csv(out_dir / "final_reward.csv")
+    assert len(final) == 3
+    assert {"q05", "q50", "q95", "stop_at_cut", "p_gain_below_eps", "covered_90", "cut_step"} <= set(final.columns)
+    assert (final["q05"] <= final["q95"]).all()
+    assert set(final["stop_at_cut"]) <= {"stop", "continue"}
+    assert (out_dir / "model.nc").exists()
+
+
+def test_forecast_json_is_machine_readable(tmp_path, capsys, mocked):
+    folder = _write_simulated_runs(tmp_path)
+    assert main(["forecast", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--json",
+                 "--output", str(tmp_path / "o"), "--no-figure"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["final_reward"]) == 3 and data["fit"]["n_runs"] == 3
+
+
+def test_demo_takes_the_forecast_options():
+    from bayesgrpo.cli import build_parser
+
+    args = build_parser().parse_args(["demo"])
+    assert args.cut == 0.5 and args.output == "bayesgrpo-demo" and args.sampler == "nutpie"
+    assert build_parser().parse_args(["forecast"]).cut is None

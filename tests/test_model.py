@@ -96,15 +96,39 @@ def test_graph_has_run_parameters_and_finite_logp(simulated, curve, pooling):
 
 
 def test_centering_follows_signal_to_noise(simulated):
-    model = RewardModel()
+    model = RewardModel(whiten=False)
     model.build(simulated.table)
     threshold = float(np.median(model.data.signal_to_noise))
     n_centred = int((model.data.signal_to_noise >= threshold).sum())
-    graph = RewardModel(centered_min_snr=threshold).build(simulated.table)
+    graph = RewardModel(centered_min_snr=threshold, whiten=False).build(simulated.table)
     free = {v.name: v for v in graph.free_RVs}
     assert free["tau_run_centered"].eval().shape == (n_centred,)
     assert free["tau_run_z"].eval().shape == (6 - n_centred,)
-    assert "tau_run_z" not in {v.name for v in RewardModel(centered_min_snr=0).build(simulated.table).free_RVs}
+    # levels and noise are centred for every run with enough points, however flat
+    assert free["r0_run_centered"].eval().shape == (6,)
+    assert "tau_run_z" not in {v.name for v in RewardModel(centered_min_snr=0, whiten=False).build(simulated.table).free_RVs}
+
+
+def test_runs_with_enough_points_are_sampled_whitened(simulated):
+    from bayesgrpo.model.build import MIN_POINTS_CENTERED
+
+    model = RewardModel()
+    graph = model.build(simulated.table)
+    free = {v.name: v for v in graph.free_RVs}
+    n_long = int((model.data.mask.sum(axis=1) >= MIN_POINTS_CENTERED).sum())
+    assert free["run_whitened"].eval().shape == (n_long, 5)  # r0, r1, tau, k, log_sigma
+    assert "r0_run_prior" in {p.name for p in graph.potentials}
+    # a whitened run's start is the mode of its own Laplace fit at z = 0
+    from bayesgrpo.model.precondition import run_laplace
+
+    index = np.flatnonzero(model.data.mask.sum(axis=1) >= MIN_POINTS_CENTERED)
+    mean, chol = run_laplace(model.data, "weibull", model.priors, index)
+    np.testing.assert_allclose(np.tril(chol), chol)
+    assert np.all(np.diagonal(chol, axis1=1, axis2=2) > 0)
+    truth_r0 = simulated.truth.set_index("run_id").loc[list(np.array(model.data.run_ids)[index]), "r0"].to_numpy()
+    from scipy.special import expit
+
+    np.testing.assert_allclose(expit(mean[:, 0]), truth_r0, atol=0.1)
 
 
 def test_signal_to_noise_separates_moving_from_flat_runs():

@@ -1,0 +1,31 @@
+"""The README's main job, for real: ``bayesgrpo demo`` on the bundled runs (slow lane)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+
+@pytest.mark.slow
+def test_demo_fits_forecasts_checks_and_draws(tmp_path):
+    out = tmp_path / "demo"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bayesgrpo.cli", "demo", "--draws", "200", "--tune", "200", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    text = completed.stdout
+    assert "forecast final [90% interval]" in text and "ended inside their interval" in text
+    final = pd.read_csv(out / "final_reward.csv")
+    assert len(final) == 60
+    assert (final["q05"] <= final["q50"]).all() and (final["q50"] <= final["q95"]).all()
+    # honest intervals on real runs: most runs end inside their 90% interval
+    assert final["covered_90"].mean() >= 0.6
+    assert (out / "forecast.png").stat().st_size > 10_000
+    assert (out / "model.nc").exists()
