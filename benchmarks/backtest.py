@@ -209,7 +209,7 @@ def forecast_verdict(summary: pd.DataFrame) -> list[str]:
             + ("beats every baseline" if not lost_crps else f"does not beat {', '.join(lost_crps)}")
             + f"; final-reward MAE {bayes['final_err_mean']:.3f} "
             + ("beats every baseline" if not lost_final else f"does not beat {', '.join(lost_final)}")
-            + f"; 90% intervals cover {100 * cover:.0f}% of held-out points "
+            + f"; 90% intervals cover {100 * cover:.1f}% of held-out points "
             + ("(within the 85-95% bar)." if 0.85 <= cover <= 0.95 else "(outside the 85-95% bar).")
         )
     return lines
