@@ -261,6 +261,110 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _stop_rule(args: argparse.Namespace) -> Any:
+    from bayesgrpo.stopping import BudgetRule, PlateauRule, TargetRule
+
+    if args.rule == "plateau":
+        return PlateauRule(eps=args.eps, prob=args.prob, relative=not args.absolute)
+    if args.rule == "budget":
+        if args.cost_per_step is None or args.value_per_reward is None:
+            raise SystemExit("--rule budget needs --cost-per-step and --value-per-reward")
+        return BudgetRule(cost_per_step=args.cost_per_step, value_per_unit_reward=args.value_per_reward)
+    if args.target is None:
+        raise SystemExit("--rule target needs --target")
+    return TargetRule(target=args.target, prob=args.prob)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """``bayesgrpo stop``: for each run in the logs, stop now or go on, with the probability
+    behind it, the expected remaining gain and a one-line reason.
+
+    With ``--population model.nc`` (a fitted ``RewardModel``, e.g. from ``bayesgrpo forecast``)
+    each run is conditioned on that population in milliseconds (``bayesgrpo.live``); otherwise the
+    pooled model is fitted on the runs together with the bundled real runs (``--no-bundled``:
+    the runs alone).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from bayesgrpo.readers import load_runs
+    from bayesgrpo.stopping import decisions_table
+
+    table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+    rule = _stop_rule(args)
+    last_step = table.points.dropna(subset=["reward"]).groupby("run_id")["step"].max()
+    horizons: dict[str, float] = {}
+    for run_id in table.run_ids:
+        planned = table.runs.set_index("run_id").loc[run_id].get("total_steps")
+        horizon = args.horizon if args.horizon is not None else (float(planned) if pd.notna(planned) else None)
+        if horizon is None:
+            raise SystemExit(f"run {run_id!r}: no --horizon given and its logs state no total_steps")
+        if horizon < last_step[run_id]:
+            raise SystemExit(f"run {run_id!r} is already at step {last_step[run_id]:.0f}, past the horizon {horizon:g}")
+        horizons[run_id] = float(horizon)
+    rows = []
+    if args.population:
+        from bayesgrpo.live import LiveForecaster
+        from bayesgrpo.model.reward_model import RewardModel
+
+        live = LiveForecaster(RewardModel.load(args.population), random_seed=args.seed)
+        for run_id in table.run_ids:
+            update = live.update(table.select([run_id]), horizon=horizons[run_id])
+            decision = rule.decide(update.curve_draws, update.step, horizons[run_id])[0]
+            rows.append(decisions_table([decision]).assign(run_id=run_id, pareto_k=update.posterior.pareto_k))
+        frame = pd.concat(rows, ignore_index=True)
+    else:
+        from bayesgrpo.model.reward_model import RewardModel
+
+        fitted_on = table
+        if not args.no_bundled:
+            from bayesgrpo.datasets import load_bundled
+            from bayesgrpo.table import RunsTable
+
+            bundled = load_bundled(warn=False)
+            clash = set(bundled.run_ids) & set(table.run_ids)
+            if clash:
+                raise SystemExit(f"run ids {sorted(clash)[:3]} are also bundled run ids; pass --no-bundled")
+            fitted_on = RunsTable(
+                points=pd.concat([table.points, bundled.points], ignore_index=True),
+                runs=pd.concat([table.runs, bundled.runs], ignore_index=True),
+                report=table.report,
+            )
+        if not args.json:
+            print(f"fitting the pooled model on {len(table.run_ids)} run(s)" + ("" if args.no_bundled else " and the 60 bundled runs") + "...", flush=True)
+        model = RewardModel(curve=args.curve).fit(
+            fitted_on, horizon=horizons, draws=args.draws, tune=args.tune, random_seed=args.seed,
+            progressbar=not args.json and not args.quiet,
+        )
+        draws = model.curve_draws()
+        index = [draws.run_ids.index(r) for r in table.run_ids]
+        steps = np.array([last_step[r] for r in table.run_ids], dtype=float)
+        from bayesgrpo.stopping import CurveDraws
+
+        one = CurveDraws(
+            curve=draws.curve,
+            params={k: v[:, index] for k, v in draws.params.items()},
+            step_scale=np.asarray(draws.step_scale)[index],
+            reward_scale=np.asarray(draws.reward_scale)[index],
+            horizon_step=np.asarray(draws.horizon_step)[index],
+            run_ids=tuple(table.run_ids),
+            step_offset=draws.step_offset,
+        )
+        frame = decisions_table(rule.decide(one, steps))
+    if args.json:
+        json.dump(frame.replace({np.nan: None}).to_dict("records"), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    for row in frame.itertuples(index=False):
+        print(
+            f"{row.run_id}: {row.decision.upper()} at step {row.step:.0f} of {row.horizon_step:.0f} "
+            f"(probability {row.probability:.2f}; expected remaining gain {row.expected_gain:.3g} "
+            f"[{row.gain_lower:.3g}, {row.gain_upper:.3g}])"
+        )
+        print(f"    {row.reason}")
+    return EXIT_OK
+
+
 def _smoothed_last(table: Any) -> dict[str, float]:
     """Mean of each run's last 10% of logged rewards (at least 3 points): the level it ended at."""
     import numpy as np
@@ -330,6 +434,27 @@ def build_parser() -> argparse.ArgumentParser:
     output_flags(forecast)
     model_flags(forecast, cut=None, output="out")
     forecast.set_defaults(handler=cmd_forecast)
+
+    stop = sub.add_parser("stop", help="should each run stop now? decision, probability, expected remaining gain, reason")
+    stop.add_argument("paths", nargs="+", help="log files or folders of the runs in progress")
+    stop.add_argument("--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)")
+    stop.add_argument("--rule", choices=["plateau", "budget", "target"], default="plateau")
+    stop.add_argument("--eps", type=float, default=0.01, help="plateau: gain that counts as nothing, share of the reward range (default 0.01)")
+    stop.add_argument("--absolute", action="store_true", help="plateau: --eps in reward units instead")
+    stop.add_argument("--prob", type=float, default=0.9, help="plateau/target: probability the decision needs (default 0.9)")
+    stop.add_argument("--cost-per-step", type=float, help="budget: cost of one more step")
+    stop.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
+    stop.add_argument("--target", type=float, help="target: the reward to reach")
+    stop.add_argument("--population", help="a fitted model (model.nc from `bayesgrpo forecast`): sub-second live answers")
+    stop.add_argument("--no-bundled", action="store_true", help="without --population: fit the runs alone")
+    stop.add_argument("--reward", help="metric to use as the reward")
+    stop.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
+    stop.add_argument("--curve", default="weibull")
+    stop.add_argument("--draws", type=int, default=500)
+    stop.add_argument("--tune", type=int, default=500)
+    stop.add_argument("--seed", type=int, default=1)
+    output_flags(stop)
+    stop.set_defaults(handler=cmd_stop)
     return parser
 
 

@@ -103,3 +103,42 @@ def test_demo_takes_the_forecast_options():
     args = build_parser().parse_args(["demo"])
     assert args.cut == 0.5 and args.output == "bayesgrpo-demo" and args.sampler == "nutpie"
     assert build_parser().parse_args(["forecast"]).cut is None
+
+
+def test_stop_fits_the_runs_and_says_stop_or_continue_with_a_reason(tmp_path, capsys, mocked):
+    folder = _write_simulated_runs(tmp_path)
+    code = main(["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "120",
+                 "--no-bundled", "--json"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 3
+    for row in rows:
+        assert row["decision"] in ("stop", "continue")
+        assert 0 <= row["probability"] <= 1
+        assert row["horizon_step"] == 120 and row["step"] == 60
+        assert row["reason"]
+
+
+def test_stop_with_a_saved_population_answers_by_live_update(tmp_path, capsys, mocked):
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.simulate import simulate_runs
+
+    population = RewardModel().fit(simulate_runs(6, n_steps=80, random_seed=5).table, random_seed=1)
+    population.save(tmp_path / "population.nc")
+    folder = _write_simulated_runs(tmp_path)
+    code = main(["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "200",
+                 "--population", str(tmp_path / "population.nc"), "--rule", "target", "--target", "0.5"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out.count("at step 60 of 200") == 3
+    assert "STOP" in out or "CONTINUE" in out
+
+
+def test_stop_needs_a_horizon(tmp_path, capsys):
+    folder = _write_simulated_runs(tmp_path)
+    try:
+        main(["stop", str(folder / "logs"), "--no-bundled"])
+    except SystemExit as exc:
+        assert "no --horizon" in str(exc)
+    else:
+        raise AssertionError("expected SystemExit")
