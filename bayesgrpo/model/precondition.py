@@ -1,7 +1,8 @@
 """Per-run Laplace fits that precondition the population model (pure numpy and scipy).
 
-Each clearly moving run is fitted alone, under a weak prior centred on the population priors'
-means, by the same Student-t likelihood as the model (``bayesgrpo.live.laplace_fit``): the mode
+Each run is fitted alone, first under a weak prior centred on the population priors' means,
+then (with 8 runs or more) under the spread the first fits show across runs, by the same
+Student-t likelihood as the model (``bayesgrpo.live.laplace_fit``): the mode
 ``m`` and the Cholesky factor ``L`` of the Laplace covariance. The model then samples that run's
 parameters as ``m + L z`` (``model.build``), where its posterior is close to a standard normal.
 """
@@ -18,6 +19,10 @@ from bayesgrpo.model.priors import curve_params
 
 #: Student-t degrees of freedom of the preconditioning fits (robust to the odd spike).
 PRECONDITION_NU = 5.0
+#: Runs needed before their own spread is trusted for the second (empirical-Bayes) pass.
+MIN_RUNS_EMPIRICAL = 8
+#: Smallest between-run spread of the second pass, on the unconstrained scales.
+MIN_EMPIRICAL_SD = 0.3
 
 
 def _weak_prior(priors: Mapping[str, Prior], name: str) -> tuple[float, float]:
@@ -60,12 +65,24 @@ def run_laplace(
 
     names = (*curve_params(curve), "log_sigma")
     centres, scales = zip(*(_weak_prior(priors, name) for name in names))
-    prior = GaussianRunPrior(curve, names, np.array(centres), np.diag(np.square(scales)), PRECONDITION_NU, noise_floor)
-    means = np.empty((len(index), len(names)))
-    chols = np.empty((len(index), len(names), len(names)))
-    for row, run in enumerate(index):
-        mask = data.mask[run]
-        mode, cov = laplace_fit(prior, data.t[run, mask], data.y[run, mask], data.noise_scale[run, mask])
-        means[row] = mode
-        chols[row] = np.linalg.cholesky(cov)
-    return means, chols
+    weak = GaussianRunPrior(curve, names, np.array(centres), np.diag(np.square(scales)), PRECONDITION_NU, noise_floor)
+
+    def fit_all(prior: GaussianRunPrior) -> tuple[np.ndarray, np.ndarray]:
+        means = np.empty((len(index), len(names)))
+        covs = np.empty((len(index), len(names), len(names)))
+        for row, run in enumerate(index):
+            mask = data.mask[run]
+            means[row], covs[row] = laplace_fit(prior, data.t[run, mask], data.y[run, mask], data.noise_scale[run, mask])
+        return means, covs
+
+    means, covs = fit_all(weak)
+    if len(index) >= MIN_RUNS_EMPIRICAL:
+        # second pass under the spread the runs themselves show (empirical Bayes): a run its
+        # data barely pin down is then whitened where the population will hold it, not across
+        # the whole weak prior
+        centre = np.median(means, axis=0)
+        spread = 1.4826 * np.median(np.abs(means - centre), axis=0)
+        spread = np.clip(spread, MIN_EMPIRICAL_SD, np.array(scales))
+        empirical = GaussianRunPrior(curve, names, centre, np.diag(spread**2), PRECONDITION_NU, noise_floor)
+        means, covs = fit_all(empirical)
+    return means, np.linalg.cholesky(covs)
