@@ -27,6 +27,7 @@ _LAZY = {
     "load_runs": "bayesgrpo.readers",
     "load_bundled": "bayesgrpo.datasets",
     "RewardModel": "bayesgrpo.model.reward_model",
+    "LiveForecaster": "bayesgrpo.live",
     "CurveDraws": "bayesgrpo.stopping",
     "PlateauRule": "bayesgrpo.stopping",
     "BudgetRule": "bayesgrpo.stopping",
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     )
     from bayesgrpo.readers import load_runs
     from bayesgrpo.report import ReadIssue, ReadReport
+    from bayesgrpo.live import LiveForecaster
     from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.stopping import BudgetRule, CurveDraws, PlateauRule, TargetRule
     from bayesgrpo.table import RunsTable

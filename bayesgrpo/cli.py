@@ -390,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def model_flags(p: argparse.ArgumentParser, cut: float | None, output: str) -> None:
         p.add_argument("--curve", default="weibull", help="curve family (weibull, exp, logistic, power, oscillator)")
-        p.add_argument("--sampler", default="nutpie", help="nutpie (default), pymc, numpyro, advi, pathfinder")
+        p.add_argument("--sampler", default="numpyro", help="numpyro (default), nutpie, pymc, advi, pathfinder")
         p.add_argument("--draws", type=int, default=500, help="posterior draws per chain")
         p.add_argument("--tune", type=int, default=500, help="tuning steps per chain")
         p.add_argument("--chains", type=int, default=2)

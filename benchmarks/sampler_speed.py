@@ -43,9 +43,9 @@ print(json.dumps(d, default=float))
 """
 
 
-def run(sampler: str, args: argparse.Namespace) -> dict:
+def run(sampler: str, args: argparse.Namespace, seed: int) -> dict:
     completed = subprocess.run(
-        [sys.executable, "-c", CHILD, sampler, args.curve, str(args.draws), str(args.tune), str(args.chains), str(args.seed)],
+        [sys.executable, "-c", CHILD, sampler, args.curve, str(args.draws), str(args.tune), str(args.chains), str(seed)],
         capture_output=True,
         text=True,
         timeout=args.timeout,
@@ -63,39 +63,52 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="one fit per sampler per seed")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--out", default=str(RESULTS / "sampler_speed.md"))
     args = parser.parse_args()
 
     rows = []
-    for sampler in args.samplers:
-        started = time.perf_counter()
-        result = run(sampler, args)
-        result.setdefault("sampler", sampler)
-        print(json.dumps(result, default=float), flush=True)
-        rows.append(result)
-    reference = next((r for r in rows if r["sampler"] == "pymc" and "error" not in r), None)
+    for seed in args.seeds:
+        for sampler in args.samplers:
+            result = run(sampler, args, seed)
+            result.setdefault("sampler", sampler)
+            result["seed"] = seed
+            print(json.dumps(result, default=float), flush=True)
+            rows.append(result)
     lines = [
         "# Sampler speed on the bundled real runs",
         "",
         f"Command: `python benchmarks/sampler_speed.py --samplers {' '.join(args.samplers)} --curve {args.curve} "
-        f"--draws {args.draws} --tune {args.tune} --chains {args.chains}`  ",
+        f"--draws {args.draws} --tune {args.tune} --chains {args.chains} --seeds {' '.join(map(str, args.seeds))}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
-        "Wall time includes compilation, tuning and sampling. ESS: minimum bulk ESS over parameters.",
+        "Wall time includes compilation, tuning and sampling. ESS: minimum bulk ESS over parameters. "
+        "Ratio: ESS/s over PyMC's default NUTS fitted with the same seed.",
         "",
-        "| sampler | wall s | compile s | divergences | max r_hat | min bulk ESS | min tail ESS | ESS/s | ESS/s vs PyMC NUTS |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| seed | sampler | wall s | compile s | divergences | max r_hat | min bulk ESS | min tail ESS | ESS/s | ESS/s vs PyMC NUTS |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    summary: dict[str, list[tuple[float, float, float]]] = {}
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['sampler']} | failed: {r['error']} | | | | | | | |")
+            lines.append(f"| {r['seed']} | {r['sampler']} | failed: {r['error']} | | | | | | | |")
             continue
+        reference = next((x for x in rows if x["sampler"] == "pymc" and x["seed"] == r["seed"] and "error" not in x), None)
         ess_per_s = r["min_ess_bulk"] / r["wall"]
         ratio = ess_per_s / (reference["min_ess_bulk"] / reference["wall"]) if reference else float("nan")
+        summary.setdefault(r["sampler"], []).append((r["wall"], ess_per_s, ratio, r["max_r_hat"]))
         lines.append(
-            f"| {r['sampler']} | {r['wall']:.0f} | {r['compile_seconds']:.0f} | {r['divergences']} | {r['max_r_hat']:.3f} | "
+            f"| {r['seed']} | {r['sampler']} | {r['wall']:.0f} | {r['compile_seconds']:.0f} | {r['divergences']} | {r['max_r_hat']:.3f} | "
             f"{r['min_ess_bulk']:.0f} | {r['min_ess_tail']:.0f} | {ess_per_s:.2f} | {ratio:.1f}x |"
+        )
+    lines += ["", "Medians over seeds:", "", "| sampler | wall s | ESS/s | ESS/s vs PyMC NUTS | worst r_hat |", "|---|---|---|---|---|"]
+    for sampler, values in summary.items():
+        walls, rates, ratios, rhats = (list(v) for v in zip(*values))
+        import statistics
+
+        lines.append(
+            f"| {sampler} | {statistics.median(walls):.0f} | {statistics.median(rates):.2f} | "
+            f"{statistics.median(ratios):.1f}x | {max(rhats):.3f} |"
         )
     lines.append("")
     lines.append("ADVI and Pathfinder are approximations: their r_hat/ESS are over independent draws of the "

@@ -101,7 +101,7 @@ def test_demo_takes_the_forecast_options():
     from bayesgrpo.cli import build_parser
 
     args = build_parser().parse_args(["demo"])
-    assert args.cut == 0.5 and args.output == "bayesgrpo-demo" and args.sampler == "nutpie"
+    assert args.cut == 0.5 and args.output == "bayesgrpo-demo" and args.sampler == "numpyro"
     assert build_parser().parse_args(["forecast"]).cut is None
 
 

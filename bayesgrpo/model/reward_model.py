@@ -197,7 +197,8 @@ class RewardModel:
         horizon : float or mapping run_id -> step, optional
             The step each run is planned to end at (default: metadata ``total_steps``, else the
             last logged step). With ``progress="step"`` it is the unit of normalised progress.
-        sampler : {"nutpie", "pymc", "numpyro", "advi", "pathfinder"}
+        sampler : {"numpyro", "nutpie", "pymc", "advi", "pathfinder"}
+            Default numpyro: the fastest sampler whose chains agree on the bundled runs.
         draws, tune, chains, target_accept, random_seed, progressbar
             Passed to the sampler.
 

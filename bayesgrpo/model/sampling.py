@@ -21,7 +21,10 @@ from bayesgrpo.errors import BayesGRPOError
 logger = logging.getLogger(__name__)
 
 SAMPLERS: tuple[str, ...] = ("nutpie", "pymc", "numpyro", "advi", "pathfinder")
-DEFAULT_SAMPLER = "nutpie"
+#: numpyro's NUTS (JAX): on the bundled runs the fastest sampler whose chains agree, 41x PyMC's
+#: default NUTS in ESS per second and 30 s a fit (median of 3 seeds); nutpie is close behind
+#: (26x, 46 s). ``benchmarks/results/sampler_speed.md``.
+DEFAULT_SAMPLER = "numpyro"
 
 
 @dataclass
