@@ -115,20 +115,31 @@ def test_runs_with_enough_points_are_sampled_whitened(simulated):
     model = RewardModel()
     graph = model.build(simulated.table)
     free = {v.name: v for v in graph.free_RVs}
-    n_long = int((model.data.mask.sum(axis=1) >= MIN_POINTS_CENTERED).sum())
-    assert free["run_whitened"].eval().shape == (n_long, 5)  # r0, r1, tau, k, log_sigma
-    assert "r0_run_prior" in {p.name for p in graph.potentials}
-    # a whitened run's start is the mode of its own Laplace fit at z = 0
+    index = np.flatnonzero(model.data.mask.sum(axis=1) >= MIN_POINTS_CENTERED)
     from bayesgrpo.model.precondition import run_laplace
 
-    index = np.flatnonzero(model.data.mask.sum(axis=1) >= MIN_POINTS_CENTERED)
-    mean, chol = run_laplace(model.data, "weibull", model.priors, index)
+    mean, chol, informed = run_laplace(model.data, "weibull", model.priors, index)
+    assert informed.any()
+    assert free["run_whitened"].eval().shape == (int(informed.sum()), 5)  # r0, r1, tau, k, log_sigma
+    assert "r0_run_prior" in {p.name for p in graph.potentials}
     np.testing.assert_allclose(np.tril(chol), chol)
     assert np.all(np.diagonal(chol, axis1=1, axis2=2) > 0)
+    # a run's Laplace mode recovers its start
     truth_r0 = simulated.truth.set_index("run_id").loc[list(np.array(model.data.run_ids)[index]), "r0"].to_numpy()
     from scipy.special import expit
 
     np.testing.assert_allclose(expit(mean[:, 0]), truth_r0, atol=0.1)
+
+
+def test_runs_their_data_barely_pin_down_are_left_to_the_population():
+    from bayesgrpo.model.precondition import run_laplace
+
+    sim = simulate_runs(12, curve="weibull", n_steps=200, observed_fraction=[1.0, 1.0, 0.15], noise=0.05, random_seed=21)
+    model = RewardModel()
+    model.build(sim.table)
+    _, _, informed = run_laplace(model.data, "weibull", model.priors, np.arange(12))
+    # every third run is observed for 15% of its horizon: its rate and shape are the population's
+    np.testing.assert_array_equal(informed, [True, True, False] * 4)
 
 
 def test_signal_to_noise_separates_moving_from_flat_runs():

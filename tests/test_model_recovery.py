@@ -46,14 +46,15 @@ def test_truth_lies_in_the_90_percent_interval(simulated, fitted):
 
 def test_fit_reports_its_diagnostics(fitted):
     summary = fitted.fit_summary()
-    assert summary["n_runs"] == 12 and summary["sampler"] == "nutpie"
+    assert summary["n_runs"] == 12 and summary["sampler"] == "numpyro"
     assert summary["max_r_hat"] < 1.05
 
 
 def test_partial_pooling_beats_no_pooling_on_short_runs():
     """Short runs borrow strength: forecasting their unseen tail, partial pooling errs less."""
+    # six short runs among 18: with four, one run's luck decided the comparison either way
     sim = simulate_runs(
-        12,
+        18,
         curve="weibull",
         n_steps=200,
         observed_fraction=[1.0, 1.0, 0.15],
@@ -61,7 +62,7 @@ def test_partial_pooling_beats_no_pooling_on_short_runs():
         random_seed=21,
     )
     truth = sim.truth.set_index("run_id")
-    short = [r for r, f in zip(sim.truth["run_id"], [1.0, 1.0, 0.15] * 4) if f < 1]
+    short = [r for r, f in zip(sim.truth["run_id"], [1.0, 1.0, 0.15] * 6) if f < 1]
     steps = np.arange(40, 201, 10)
     errors = {}
     for pooling in ("partial", "none"):

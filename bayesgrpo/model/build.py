@@ -198,7 +198,7 @@ WHITENED_SD = 10.0
 def _whitened_block(
     data: ModelData, curve: str, priors: Mapping[str, Prior], centered: Mapping[str, np.ndarray], noise_floor: float
 ) -> dict[str, tuple[np.ndarray, pt.TensorVariable]]:
-    """Clearly moving runs' parameters as ``theta = m + L z`` with ``z`` free.
+    """The parameters of runs their data pin down as ``theta = m + L z`` with ``z`` free.
 
     ``m`` and ``L L^T`` are each run's Laplace fit on its own data (``model.precondition``): in
     ``z`` a run's posterior is close to a standard normal, its start, rate and shape no longer
@@ -213,11 +213,14 @@ def _whitened_block(
     """
     from bayesgrpo.model.precondition import run_laplace
 
-    index = np.flatnonzero(centered["levels"])
-    if index.size == 0:
+    candidates = np.flatnonzero(centered["levels"])
+    if candidates.size == 0:
         return {}
     names = (*curve_params(curve), "log_sigma")
-    mean, chol = run_laplace(data, curve, priors, index, noise_floor=noise_floor)
+    mean, chol, informed = run_laplace(data, curve, priors, candidates, noise_floor=noise_floor)
+    index, mean, chol = candidates[informed], mean[informed], chol[informed]
+    if index.size == 0:
+        return {}
     z = pm.Normal("run_whitened", 0.0, WHITENED_SD, shape=(index.size, len(names)))
     theta = pt.as_tensor_variable(mean) + (pt.as_tensor_variable(chol) * z[:, None, :]).sum(axis=-1)
     return {name: (index, theta[:, j]) for j, name in enumerate(names)}
