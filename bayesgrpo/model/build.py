@@ -198,7 +198,7 @@ WHITENED_SD = 10.0
 def _whitened_block(
     data: ModelData, curve: str, priors: Mapping[str, Prior], centered: Mapping[str, np.ndarray], noise_floor: float
 ) -> dict[str, tuple[np.ndarray, pt.TensorVariable]]:
-    """The parameters of runs their data pin down as ``theta = m + L z`` with ``z`` free.
+    """The parameters of runs whose data pin their levels down as ``theta = m + L z``, ``z`` free.
 
     ``m`` and ``L L^T`` are each run's Laplace fit on its own data (``model.precondition``): in
     ``z`` a run's posterior is close to a standard normal, its start, rate and shape no longer
