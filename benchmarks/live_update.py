@@ -106,7 +106,9 @@ def main() -> None:
             nuts_draws = CurveDraws.from_model_data(params, data, population.curve)
             nuts_answer = prob_gain_below(nuts_draws, update.step, eps=args.eps, relative=True)[0]
             nuts_gain = expected_gain(nuts_draws, update.step).iloc[0]
-            gain_sd = float(nuts_gain["upper"] - nuts_gain["lower"]) / 3.29  # 90% interval width in sd
+            # 90% interval width in sd, floored at 0.001 of the reward range (a run on its plateau
+            # has a gain interval of width ~0, where any difference is "infinitely many sd")
+            gain_sd = max(float(nuts_gain["upper"] - nuts_gain["lower"]) / 3.29, 1e-3 * float(np.ravel(nuts_draws.reward_scale)[0]))
             rows.append(
                 {
                     "run": run_id,
@@ -119,7 +121,7 @@ def main() -> None:
                     "p_gain_below_nuts": float(nuts_answer),
                     "gain_live": float(gain["mean"]),
                     "gain_nuts": float(nuts_gain["mean"]),
-                    "gain_diff_in_sd": abs(float(gain["mean"]) - float(nuts_gain["mean"])) / max(gain_sd, 1e-12),
+                    "gain_diff_in_sd": abs(float(gain["mean"]) - float(nuts_gain["mean"])) / gain_sd,
                 }
             )
             print(rows[-1], flush=True)
