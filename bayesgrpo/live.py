@@ -199,7 +199,7 @@ def _importance_draws(
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draws from the defensive mixture proposal and their log importance weights."""
-    n_prior = int(round(PRIOR_SHARE * n_draws))
+    n_prior = round(PRIOR_SHARE * n_draws)
     proposal_t = stats.multivariate_t(loc=location, shape=cov, df=PROPOSAL_DF, allow_singular=True)
     proposal_prior = stats.multivariate_normal(prior.mean, prior.cov)
     theta = np.vstack(
@@ -451,12 +451,10 @@ class LiveUpdate:
 
 
 def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    try:
-        if value != value:  # NaN / NA
-            return None
-    except (TypeError, ValueError):
+    """A metadata value as text, None when missing (None, NaN, pd.NA, empty)."""
+    import pandas as pd
+
+    if value is None or (not isinstance(value, str) and bool(pd.isna(value))):
         return None
     text = str(value)
     return None if text in ("", "<NA>", "nan", "None") else text

@@ -34,3 +34,23 @@ def fast_compile():
 def mocked(monkeypatch, fast_compile):
     """``RewardModel.fit`` draws from the prior instead of sampling the posterior."""
     monkeypatch.setattr(reward_model_module, "sample_model", fake_sample)
+
+
+@pytest.fixture(scope="module")
+def population():  # shared by the live, transfer and CLI tests
+    """A population 'fitted' by prior draws (mocked sampling) on simulated runs."""
+    import pytensor
+
+    from bayesgrpo.model import reward_model as module
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.simulate import simulate_runs
+
+    sim = simulate_runs(n_runs=8, curve="weibull", random_seed=3)
+    original = module.sample_model
+    module.sample_model = fake_sample
+    try:
+        with pytensor.config.change_flags(mode="FAST_COMPILE"):
+            model = RewardModel(curve="weibull").fit(sim.table, random_seed=1)
+    finally:
+        module.sample_model = original
+    return model, sim

@@ -11,7 +11,6 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.live import GaussianRunPrior, LiveForecaster, condition_run, log_posterior
 from bayesgrpo.model.predict import new_run_draws
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.simulate import simulate_runs
 from bayesgrpo.stopping import PlateauRule, expected_gain
 
 
@@ -106,25 +105,6 @@ def test_from_draws_moment_matches():
     draws["tau"][0] = np.nan
     with pytest.raises(BayesGRPOError, match="non-finite"):
         GaussianRunPrior.from_draws(draws, "exp")
-
-
-@pytest.fixture(scope="module")
-def population():
-    """A population 'fitted' by prior draws (mocked sampling) on simulated runs."""
-    import pytensor
-
-    from tests.conftest import fake_sample
-    from bayesgrpo.model import reward_model as module
-
-    sim = simulate_runs(n_runs=8, curve="weibull", random_seed=3)
-    original = module.sample_model
-    module.sample_model = fake_sample
-    try:
-        with pytensor.config.change_flags(mode="FAST_COMPILE"):
-            model = RewardModel(curve="weibull").fit(sim.table, random_seed=1)
-    finally:
-        module.sample_model = original
-    return model, sim
 
 
 def test_new_run_draws_place_a_new_family_by_the_between_family_spread(population):

@@ -1,0 +1,146 @@
+"""Cross-model transfer: the curve of a run not trained yet, from the population posterior.
+
+A run described by its metadata (family, size, task, samples per step, and its initial reward
+if measured) is placed in a fitted population as the model places a fitted run
+(``model.predict.new_run_draws``): a known family by its fitted effect, a new family by a fresh
+draw from the between-family spread, an unknown one at the average family. Its first logged
+points, when given, sharpen the prediction by the live update (``bayesgrpo.live``).
+
+Examples
+--------
+>>> population = RewardModel.load("model.nc")  # doctest: +SKIP
+>>> predict_new_run(population, {"family": "Qwen", "size_b": 14, "reward_min": 0, "reward_max": 1},
+...                 horizon=500).table  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from bayesgrpo.errors import BayesGRPOError
+
+if TYPE_CHECKING:
+    from bayesgrpo.live import RunPosterior
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.stopping import CurveDraws
+    from bayesgrpo.table import RunsTable
+
+
+@dataclass(frozen=True)
+class TransferPrediction:
+    """A new run's predicted reward curve.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        ``step, mean, q..`` of the expected reward (the curve, without logging noise).
+    curve_draws : CurveDraws
+        Draws of the run's curve, for the stopping queries (t80, phase, expected gain).
+    posterior : RunPosterior
+        The run's parameter draws; ``n_points`` is 0 for a zero-shot prediction.
+    """
+
+    table: pd.DataFrame
+    curve_draws: CurveDraws
+    posterior: RunPosterior
+
+
+def _bounds(metadata: Mapping[str, Any]) -> tuple[float, float] | None:
+    try:
+        low, high = float(metadata.get("reward_min")), float(metadata.get("reward_max"))
+    except (TypeError, ValueError):
+        return None
+    return (low, high) if np.isfinite(low) and np.isfinite(high) and high > low else None
+
+
+def predict_new_run(
+    population: RewardModel,
+    metadata: Mapping[str, Any],
+    *,
+    horizon: float,
+    steps: Sequence[float] | None = None,
+    first_points: RunsTable | None = None,
+    quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+    n_draws: int = 2000,
+    random_seed: int | None = None,
+) -> TransferPrediction:
+    """Predict the reward curve of a run from its metadata, and its first points if any.
+
+    Parameters
+    ----------
+    population : RewardModel
+        Fitted with ``pooling="partial"`` and ``progress="step"``.
+    metadata : mapping
+        ``family``, ``size_b``, ``task``, ``samples_per_step`` (or ``batch_size`` and
+        ``group_size``): anything missing is treated as unknown. ``reward_min`` and
+        ``reward_max`` (the reward's range) are needed without ``first_points``. ``initial_reward``
+        (the reward of the model before training, e.g. a validation score at step 0), when
+        given, is conditioned on as the run's first point.
+    horizon : float
+        The step the run is planned to end at.
+    steps : sequence of float, optional
+        Steps to predict (default: 50 steps from 1 to the horizon).
+    first_points : RunsTable, optional
+        The run's first logged points (one run): the prediction is then updated by them.
+    quantiles : sequence of float
+    n_draws : int
+    random_seed : int, optional
+
+    Returns
+    -------
+    TransferPrediction
+    """
+    from bayesgrpo.live import LiveForecaster, condition_run
+    from bayesgrpo.model.data import UPDATES_BEFORE_STEP
+    from bayesgrpo.model.predict import quantile_columns
+    from bayesgrpo.stopping import CurveDraws, reward_at
+
+    if population.progress != "step":
+        raise BayesGRPOError(f"transfer predicts on progress='step' populations; this one uses {population.progress!r}")
+    if horizon <= UPDATES_BEFORE_STEP:
+        raise BayesGRPOError(f"horizon must be more than {UPDATES_BEFORE_STEP} step; got {horizon}")
+    live = LiveForecaster(population, n_draws=n_draws, random_seed=random_seed)
+    if first_points is not None:
+        update = live.update(first_points, horizon=horizon)
+        curve_draws, posterior = update.curve_draws, update.posterior
+    else:
+        bounds = _bounds(metadata)
+        if bounds is None:
+            raise BayesGRPOError(
+                "a prediction before the run's first step needs its reward range: give reward_min and reward_max in the "
+                "metadata (e.g. 0 and 1 for an accuracy reward), or pass first_points"
+            )
+        low, high = bounds
+        prior = live.prior_for(metadata)
+        t = y = np.empty(0)
+        initial = metadata.get("initial_reward")
+        if initial is not None and np.isfinite(float(initial)):
+            t, y = np.array([0.0]), np.array([(float(initial) - low) / (high - low)])
+        posterior = condition_run(prior, t, y, n_draws=n_draws, random_seed=random_seed)
+        natural = posterior.natural()
+        family_shapes = [name for name in prior.names[2:-1]]
+        params = {
+            "r0": low + natural["r0"][:, None] * (high - low),
+            "asymptote": low + natural["asymptote"][:, None] * (high - low),
+            **{name: natural[name][:, None] for name in family_shapes},
+        }
+        curve_draws = CurveDraws(
+            curve=population.curve,
+            params=params,
+            step_scale=np.array([max(horizon - UPDATES_BEFORE_STEP, 1.0)]),
+            reward_scale=np.array([high - low]),
+            horizon_step=np.array([float(horizon)]),
+            run_ids=(str(metadata.get("run_id", "new run")),),
+            step_offset=float(UPDATES_BEFORE_STEP),
+        )
+    grid = np.linspace(1.0, float(horizon), 50) if steps is None else np.asarray(steps, dtype=float)
+    values = reward_at(curve_draws, grid)[:, 0, :]
+    table = pd.DataFrame({"step": grid, "mean": values.mean(axis=0)})
+    for name, q in zip(quantile_columns(quantiles), np.quantile(values, quantiles, axis=0)):
+        table[name] = q
+    return TransferPrediction(table=table, curve_draws=curve_draws, posterior=posterior)
