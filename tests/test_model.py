@@ -218,3 +218,10 @@ def test_approximation_draws_are_split_into_pseudo_chains():
     assert dict(split.posterior["x"].sizes) == {"chain": 2, "draw": 5}
     assert split.posterior["y"].shape == (2, 5, 3)
     np.testing.assert_array_equal(split.posterior["x"].values.ravel(), np.arange(10.0))
+
+
+def test_fit_summary_reports_how_runs_are_parametrised(mocked):
+    sim = simulate_runs(12, curve="weibull", n_steps=200, observed_fraction=[1.0, 1.0, 0.15], noise=0.05, random_seed=21)
+    model = RewardModel().fit(sim.table, random_seed=1)
+    counts = model.fit_summary()["parametrisation"]
+    assert counts["whitened"] == 8 and sum(counts.values()) == 12

@@ -226,6 +226,38 @@ def _whitened_block(
     return {name: (index, theta[:, j]) for j, name in enumerate(names)}
 
 
+def parametrisation(
+    data: ModelData,
+    curve: str,
+    priors: Mapping[str, Prior],
+    centered_min_snr: float = 4.0,
+    noise_floor: float = 0.01,
+    whiten: bool = True,
+) -> dict[str, str]:
+    """How each run's parameters are sampled (for the fit summary), by run id.
+
+    ``"whitened"`` (``m + L z`` from the run's Laplace fit), ``"centred"`` (levels and shape),
+    ``"centred levels, non-centred shape"`` or ``"non-centred"``, as ``create_reward_model``
+    builds them with ``pooling="partial"``.
+    """
+    centered = centering(data, centered_min_snr)
+    whitened = np.zeros(data.n_runs, dtype=bool)
+    candidates = np.flatnonzero(centered["levels"])
+    if whiten and candidates.size:
+        from bayesgrpo.model.precondition import run_laplace
+
+        whitened[candidates[run_laplace(data, curve, priors, candidates, noise_floor=noise_floor)[2]]] = True
+    labels = {}
+    for i, run_id in enumerate(data.run_ids):
+        if whitened[i]:
+            labels[run_id] = "whitened"
+        elif centered["levels"][i]:
+            labels[run_id] = "centred" if centered["shape"][i] else "centred levels, non-centred shape"
+        else:
+            labels[run_id] = "non-centred levels, centred shape" if centered["shape"][i] else "non-centred"
+    return labels
+
+
 def create_reward_model(
     data: ModelData,
     curve: str,

@@ -345,8 +345,21 @@ class RewardModel:
             ],
             "families": list(data.families),
             "tasks": list(data.tasks),
+            "parametrisation": self._parametrisation_counts(data),
             **self.diagnostics.to_dict(),
         }
+
+    def _parametrisation_counts(self, data: ModelData) -> dict[str, int]:
+        """How many runs are sampled whitened, centred or non-centred (``model.build.parametrisation``)."""
+        if self.pooling != "partial":
+            return {self.pooling: data.n_runs}
+        from bayesgrpo.model.build import parametrisation
+
+        labels = parametrisation(data, self.curve, self.priors, self.centered_min_snr, self.noise_floor, self.whiten)
+        counts: dict[str, int] = {}
+        for label in labels.values():
+            counts[label] = counts.get(label, 0) + 1
+        return counts
 
     # persistence -------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
