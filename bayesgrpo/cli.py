@@ -365,6 +365,47 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    """``bayesgrpo diagnose``: failure modes found in each run's logged signals, with evidence."""
+    import numpy as np
+
+    from bayesgrpo.diagnostics import diagnose
+
+    if args.bundled or not args.paths:
+        from bayesgrpo.datasets import load_bundled
+
+        table = load_bundled(warn=False)
+    else:
+        from bayesgrpo.readers import load_runs
+
+        table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+    fitted = None
+    if args.model:
+        from bayesgrpo.model.reward_model import RewardModel
+
+        fitted = RewardModel.load(args.model)
+    findings = diagnose(table, fitted)
+    if args.min_severity != "info":
+        keep = ("warning", "high") if args.min_severity == "warning" else ("high",)
+        findings = findings[findings["severity"].isin(keep)]
+    if args.json:
+        json.dump(findings.replace({np.nan: None}).to_dict("records"), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    if findings.empty:
+        print(f"{len(table.run_ids)} runs: no findings at severity {args.min_severity} or above")
+        return EXIT_OK
+    for run_id, frame in findings.groupby("run_id", sort=False):
+        print(run_id)
+        for row in frame.itertuples(index=False):
+            evidence = ", ".join(f"{k}={_format_number(v) if isinstance(v, float) else v}" for k, v in dict(row.evidence).items())
+            print(f"  [{row.severity}] {row.name} (steps {row.first_step:.0f}-{row.last_step:.0f}): {evidence}")
+            print(f"      -> {row.action}")
+    clean = len(table.run_ids) - findings["run_id"].nunique()
+    print(f"\n{findings['run_id'].nunique()} of {len(table.run_ids)} runs with findings; {clean} without")
+    return EXIT_OK
+
+
 def _smoothed_last(table: Any) -> dict[str, float]:
     """Mean of each run's last 10% of logged rewards (at least 3 points): the level it ended at."""
     import numpy as np
@@ -455,6 +496,16 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--seed", type=int, default=1)
     output_flags(stop)
     stop.set_defaults(handler=cmd_stop)
+
+    diag = sub.add_parser("diagnose", help="failure modes in each run's signals: collapse, stall, degeneracy, entropy collapse, reward hacking")
+    diag.add_argument("paths", nargs="*", help="log files or folders (default: the bundled runs)")
+    diag.add_argument("--bundled", action="store_true", help="diagnose the bundled real runs")
+    diag.add_argument("--model", help="a fitted model (model.nc): stall judged by its posterior")
+    diag.add_argument("--min-severity", choices=["info", "warning", "high"], default="info")
+    diag.add_argument("--reward", help="metric to use as the reward")
+    diag.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
+    output_flags(diag)
+    diag.set_defaults(handler=cmd_diagnose)
     return parser
 
 

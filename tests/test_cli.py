@@ -142,3 +142,13 @@ def test_stop_needs_a_horizon(tmp_path, capsys):
         assert "no --horizon" in str(exc)
     else:
         raise AssertionError("expected SystemExit")
+
+
+def test_diagnose_names_the_collapsed_bundled_run(capsys):
+    assert main(["diagnose", "--bundled", "--min-severity", "high"]) == 0
+    out = capsys.readouterr().out
+    assert "Gemma4_E2B_Reinforcement_Learning_Sudoku_Game_d5e51b2" in out and "[high] collapse" in out
+    assert "verl_asyncRA_q7b_fsdp_base" not in out
+    assert main(["diagnose", "--bundled", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {"run_id", "name", "severity", "evidence", "action"} <= set(rows[0])
