@@ -26,6 +26,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -96,9 +97,13 @@ class GaussianRunPrior:
     def dim(self) -> int:
         return len(self.names)
 
+    @cached_property
+    def _chol(self) -> np.ndarray:
+        return np.linalg.cholesky(self.cov)
+
     def log_density(self, theta: np.ndarray) -> np.ndarray:
         """Gaussian log density of a batch of parameter vectors, shape (B,)."""
-        chol = np.linalg.cholesky(self.cov)
+        chol = self._chol
         centred = np.linalg.solve(chol, (np.atleast_2d(theta) - self.mean).T)
         return -0.5 * (centred * centred).sum(axis=0) - np.log(np.diag(chol)).sum() - 0.5 * self.dim * np.log(2 * np.pi)
 

@@ -39,6 +39,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import markdown_table
+from backtest import pick_runs  # the same run selection as the backtest
 
 RESULTS = HERE / "results"
 QUICK_OUTPUT = HERE / "_scratch" / "transfer_eval_quick"
@@ -74,22 +75,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.forecast_draws = min(args.forecast_draws, 300)
     args.output_dir = args.output_dir or (QUICK_OUTPUT if args.quick else RESULTS)
     return args
-
-
-def pick_runs(table, n: int, seed: int) -> list[str]:
-    """``n`` runs spread over sources: one per source in turn, in a seeded order."""
-    rng = np.random.default_rng(seed)
-    runs = table.runs.assign(source=table.runs["source"].astype("string").fillna("?"))
-    by_source = {
-        s: list(rng.permutation(frame["run_id"].astype(str).to_numpy()))
-        for s, frame in runs.groupby("source", sort=True)
-    }
-    picked: list[str] = []
-    while len(picked) < n and any(by_source.values()):
-        for source in sorted(by_source):
-            if by_source[source] and len(picked) < n:
-                picked.append(by_source[source].pop())
-    return picked
 
 
 def cached_populations(cache: Path | None, key: dict, fit: Callable[[], dict]) -> dict:

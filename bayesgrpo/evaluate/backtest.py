@@ -272,19 +272,55 @@ def kfold_populations(
     dict
         ``run_id -> fitted RewardModel`` (runs of one fold share one object).
     """
+    folds = fold_assignment(table, n_folds, random_seed, strata)
+    groups = {fold: [r for r in table.run_ids if folds[r] == fold] for fold in range(int(n_folds))}
+    return held_out_populations(
+        table, groups, fit_kwargs, random_seed, model_kwargs=model_kwargs, label="fold %s"
+    )
+
+
+def held_out_populations(
+    table: RunsTable,
+    groups: Mapping[Any, Sequence[str]],
+    fit_kwargs: Mapping[str, Any] | None = None,
+    random_seed: int = 0,
+    *,
+    model_kwargs: Mapping[str, Any] | None = None,
+    label: str = "group %s",
+) -> dict[str, RewardModel]:
+    """One population per group of runs, fitted on every run outside the group.
+
+    Parameters
+    ----------
+    table : RunsTable
+    groups : mapping label -> run ids
+        The runs each population must not see (a fold, a model size).
+    fit_kwargs : mapping, optional
+        Passed to :meth:`RewardModel.fit`; ``progressbar`` defaults to False and
+        ``random_seed`` to ``random_seed + i`` for the i-th group.
+    random_seed : int
+    model_kwargs : mapping, optional
+        Passed to :class:`RewardModel`.
+    label : str
+        How a group is named in the log (``%s`` is its label).
+
+    Returns
+    -------
+    dict
+        ``run_id -> fitted RewardModel`` for the runs of every group (a group shares one object).
+    """
     from bayesgrpo.model.reward_model import RewardModel
 
-    folds = fold_assignment(table, n_folds, random_seed, strata)
     populations: dict[str, RewardModel] = {}
-    for fold in range(int(n_folds)):
-        held = [r for r in table.run_ids if folds[r] == fold]
-        train = table.select([r for r in table.run_ids if folds[r] != fold])
-        kwargs = {"progressbar": False, "random_seed": int(random_seed) + fold, **dict(fit_kwargs or {})}
+    for i, (name, held) in enumerate(groups.items()):
+        held_set = set(held)
+        train = table.select([r for r in table.run_ids if r not in held_set])
+        kwargs = {"progressbar": False, "random_seed": int(random_seed) + i, **dict(fit_kwargs or {})}
         start = time.perf_counter()
         model = RewardModel(**dict(model_kwargs or {})).fit(train, **kwargs)
         logger.info(
-            "fold %d: population of %d runs fitted in %.0f s (held out %d)",
-            fold,
+            label + ": population of %d runs fitted in %.0f s (held out %d)",
+            name,
             len(train),
             time.perf_counter() - start,
             len(held),

@@ -65,6 +65,7 @@ from bayesgrpo.evaluate.backtest import (
     MIN_OBSERVED,
     BacktestError,
     cut_points,
+    held_out_populations,
     planned_horizon,
     run_points,
 )
@@ -252,8 +253,6 @@ def size_out_populations(
         share one object). Runs of unknown size and of smaller groups are never held out but
         are in every population.
     """
-    from bayesgrpo.model.reward_model import RewardModel
-
     groups = size_groups(table, min_runs)
     if sizes is not None:
         unknown = [s for s in sizes if float(s) not in groups]
@@ -264,21 +263,9 @@ def size_out_populations(
         groups = {float(s): groups[float(s)] for s in sizes}
     if not groups:
         raise BacktestError(f"no model size has {min_runs} or more runs to hold out")
-    populations: dict[str, RewardModel] = {}
-    for i, (size, held) in enumerate(groups.items()):
-        train = table.select([r for r in table.run_ids if r not in set(held)])
-        kwargs = {"progressbar": False, "random_seed": int(random_seed) + i, **dict(fit_kwargs or {})}
-        start = time.perf_counter()
-        model = RewardModel(**dict(model_kwargs or {})).fit(train, **kwargs)
-        logger.info(
-            "size %g held out: population of %d runs fitted in %.0f s (held out %d)",
-            size,
-            len(train),
-            time.perf_counter() - start,
-            len(held),
-        )
-        populations.update({run_id: model for run_id in held})
-    return populations
+    return held_out_populations(
+        table, groups, fit_kwargs, random_seed, model_kwargs=model_kwargs, label="size %g held out"
+    )
 
 
 # --------------------------------------------------------------------------------------------
