@@ -152,3 +152,13 @@ def test_diagnose_names_the_collapsed_bundled_run(capsys):
     assert main(["diagnose", "--bundled", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {"run_id", "name", "severity", "evidence", "action"} <= set(rows[0])
+
+
+def test_stop_refuses_a_horizon_the_run_has_passed(tmp_path):
+    folder = _write_simulated_runs(tmp_path)
+    try:
+        main(["stop", str(folder / "logs"), "--horizon", "10", "--no-bundled"])
+    except SystemExit as exc:
+        assert "past the horizon 10" in str(exc)
+    else:
+        raise AssertionError("expected SystemExit")
