@@ -553,6 +553,90 @@ def _oscillator_time_to_fraction(q: np.ndarray, tau: np.ndarray, zeta: np.ndarra
 
 
 # --------------------------------------------------------------------------------------------
+# two_timescale
+# --------------------------------------------------------------------------------------------
+
+
+def two_timescale_parts(odds: ArrayLike, ratio: ArrayLike, tau: ArrayLike) -> tuple[ArrayLike, ArrayLike]:
+    """The slow term's share ``s = odds / (1 + odds)`` and time constant ``tau (1 + ratio)``."""
+    return odds / (1.0 + odds), tau * (1.0 + ratio)
+
+
+def g_two_timescale(t: ArrayLike, tau: ArrayLike, k: ArrayLike, odds: ArrayLike, ratio: ArrayLike) -> ArrayLike:
+    r"""A fast Weibull rise followed by a slow exponential climb.
+
+    .. math:: g(t) = (1 - s)\left(1 - e^{-(t/\tau)^k}\right) + s \left(1 - e^{-t/\tau_s}\right),
+              \quad s = \frac{o}{1 + o}, \quad \tau_s = \tau (1 + \rho)
+
+    Many GRPO runs make most of their gain in a few dozen steps (format and easy problems) and
+    then keep climbing slowly for the rest of the epoch; one Weibull term reads the slow climb
+    as a plateau. ``tau_s > tau`` by construction, so the two terms never swap roles.
+
+    Parameters
+    ----------
+    t : array_like or TensorVariable
+        Progress, ``t >= 0``.
+    tau : array_like or TensorVariable
+        Scale of the fast term (> 0).
+    k : array_like or TensorVariable
+        Shape of the fast term (> 0; > 1 a slow start).
+    odds : array_like or TensorVariable
+        Odds of the slow term's share of the total gain (> 0).
+    ratio : array_like or TensorVariable
+        ``tau_s / tau - 1`` (> 0): how much slower the slow term is.
+
+    Returns
+    -------
+    ndarray or TensorVariable
+    """
+    ops, t, (tau, k, odds, ratio) = _inputs(t, tau=tau, k=k, odds=odds, ratio=ratio)
+    share, tau_slow = two_timescale_parts(odds, ratio, tau)
+    z = ops.exp(_weibull_log_z(ops, t, tau, k))
+    fast = ops.switch(t > 0, -ops.expm1(-z), 0.0)
+    return (1.0 - share) * fast - share * ops.expm1(-t / tau_slow)
+
+
+def dg_dt_two_timescale(t: ArrayLike, tau: ArrayLike, k: ArrayLike, odds: ArrayLike, ratio: ArrayLike) -> ArrayLike:
+    """Derivative of :func:`g_two_timescale`: the two terms' rates weighted by their shares."""
+    ops, t, (tau, k, odds, ratio) = _inputs(t, tau=tau, k=k, odds=odds, ratio=ratio)
+    share, tau_slow = two_timescale_parts(odds, ratio, tau)
+    log_z = _weibull_log_z(ops, t, tau, k)
+    fast = ops.exp(ops.log(k) - ops.log_clipped(t) + log_z - ops.exp(log_z))
+    return (1.0 - share) * fast + share * ops.exp(-t / tau_slow) / tau_slow
+
+
+def _bisect_monotone(g: Callable[..., np.ndarray], q: np.ndarray, scale: np.ndarray, *params: np.ndarray,
+                     iterations: int = 64) -> np.ndarray:
+    """First ``t`` with ``g(t, *params) = q`` for a non-decreasing ``g`` with ``g(inf) = 1``.
+
+    Vectorised over all elements: the bracket ``[0, hi]`` starts at ``scale`` and doubles where
+    ``g(hi) < q``, then 64 halvings (float64 accuracy).
+    """
+    q, scale, *params = np.broadcast_arrays(q, scale, *params)
+    hi = np.array(scale, dtype=float)
+    for _ in range(2000):
+        short = g(hi, *params) < q
+        if not np.any(short):
+            break
+        hi = np.where(short, 2.0 * hi, hi)
+    else:  # pragma: no cover - g -> 1 > q, so doubling always ends
+        raise BayesGRPOError("time_to_fraction: could not bracket the crossing.")
+    lo = np.zeros_like(hi)
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        below = g(mid, *params) < q
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+def _two_timescale_time_to_fraction(q: np.ndarray, tau: np.ndarray, k: np.ndarray, odds: np.ndarray,
+                                    ratio: np.ndarray) -> np.ndarray:
+    """First ``t`` with ``g_two_timescale(t) = q`` (``g`` is increasing: bisection)."""
+    return _bisect_monotone(g_two_timescale, q, tau, tau, k, odds, ratio)
+
+
+# --------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------
 
@@ -706,6 +790,27 @@ CURVES: Mapping[str, CurveFamily] = MappingProxyType({
                             "damping ratio: < 1 rings, 1 critical (95% in 0.16-3.0)"),
         ),
     ),
+    "two_timescale": CurveFamily(
+        name="two_timescale",
+        shape_params=("tau", "k", "odds", "ratio"),
+        g=g_two_timescale,
+        dg_dt=dg_dt_two_timescale,
+        inverse=None,
+        monotone=True,
+        formula="g = (1 - s)(1 - exp(-(t/tau)^k)) + s (1 - exp(-t/tau_s)), s = odds/(1 + odds), "
+                "tau_s = tau (1 + ratio)",
+        citation="Weibull rise (Domhan et al. 2015) plus a slow saturating term; the fast-then-slow "
+                 "gain of GRPO runs (arXiv 2507.18014's rapid phase followed by a long tail).",
+        doc="A fast rise (Weibull) and a slow exponential climb with a share of the gain of its own.",
+        priors=_priors(
+            tau=ShapePrior(_TIME_PRIOR.log_centre, 1.0, "scale of the fast term, span units"),
+            k=ShapePrior(math.log(1.5), 0.5, "shape of the fast term: 1 is exp, > 1 sigmoidal"),
+            odds=ShapePrior(math.log(0.25), 1.0,
+                            "odds of the slow term's share of the gain (share 95% in 0.03-0.64)"),
+            ratio=ShapePrior(math.log(4.0), 1.0,
+                             "tau_s / tau - 1: how much slower the slow term is (95% in 0.6-28)"),
+        ),
+    ),
 })
 
 
@@ -713,6 +818,7 @@ CURVES: Mapping[str, CurveFamily] = MappingProxyType({
 #: each takes ``(q, *shape_params)`` as numpy arrays in ``shape_params`` order.
 _NUMERIC_INVERSE: Mapping[str, Callable[..., np.ndarray]] = MappingProxyType({
     "oscillator": _oscillator_time_to_fraction,
+    "two_timescale": _two_timescale_time_to_fraction,
 })
 
 

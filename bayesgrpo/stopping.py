@@ -587,7 +587,9 @@ def _rate_mode(curve: str, shape: Mapping[str, np.ndarray]) -> np.ndarray:
     """Progress at which ``g'`` is largest over ``t >= 0`` (0 where it is largest at ``t = 0``)."""
     if curve in ("exp", "power"):
         return np.zeros_like(next(iter(shape.values())))
-    if curve == "weibull":
+    if curve in ("weibull", "two_timescale"):
+        # two_timescale: the fast term's peak (the slow term's rate, share / tau_s at most, is
+        # far below it wherever the fast term rises)
         tau, k = shape["tau"], shape["k"]
         # mode of the Weibull density: tau ((k - 1)/k)^(1/k) for k > 1
         return np.where(k > 1, tau * (np.maximum(k - 1.0, 0.0) / k) ** (1.0 / k), 0.0)

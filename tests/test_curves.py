@@ -27,6 +27,7 @@ GRIDS: dict[str, dict[str, list[float]]] = {
     "power": {"tau": [0.05, 1.0, 10.0], "alpha": [0.2, 1.0, 5.0]},
     "oscillator": {"tau": [0.1, 1.0, 5.0],
                    "zeta": [0.05, 0.3, 0.9, 0.999, 1.0, 1.001, 2.0, 50.0, 1e4]},
+    "two_timescale": {"tau": [0.05, 1.0], "k": [0.5, 2.5], "odds": [0.01, 0.5, 5.0], "ratio": [0.5, 20.0]},
 }
 
 
@@ -63,7 +64,7 @@ def test_registry_entry_is_complete(name):
     for prior in family.priors.values():
         assert np.isfinite(prior.log_centre) and prior.log_scale > 0 and prior.meaning
     assert family.formula and family.citation and family.doc
-    assert (family.inverse is None) == (name == "oscillator")
+    assert (family.inverse is None) == (name in ("oscillator", "two_timescale"))
     with pytest.raises(dataclasses.FrozenInstanceError):
         family.name = "other"  # type: ignore[misc]
 
@@ -158,6 +159,10 @@ NAIVE = {
     "logistic": lambda t, t_mid, B: 1 / (1 + (t_mid / t) ** B),
     "power": lambda t, tau, alpha: 1 - (1 + t / tau) ** (-alpha),
     "oscillator": naive_oscillator,
+    "two_timescale": lambda t, tau, k, odds, ratio: (
+        (1 - odds / (1 + odds)) * (1 - np.exp(-((t / tau) ** k)))
+        + odds / (1 + odds) * (1 - np.exp(-t / (tau * (1 + ratio))))
+    ),
 }
 
 
@@ -176,6 +181,24 @@ def test_exp_equals_weibull_with_k_one(tau):
     np.testing.assert_allclose(curves.g_weibull(t, tau, 1.0), curves.g_exp(t, tau), rtol=1e-14, atol=0)
     np.testing.assert_allclose(curves.dg_dt_weibull(t[1:], tau, 1.0), curves.dg_dt_exp(t[1:], tau),
                                rtol=1e-13)
+
+
+@pytest.mark.parametrize("tau, k", [(0.05, 0.7), (0.5, 2.0)])
+def test_two_timescale_without_slow_share_is_weibull(tau, k):
+    t = np.linspace(0.0, 10 * tau, 101)
+    np.testing.assert_allclose(curves.g_two_timescale(t, tau, k, 1e-300, 3.0), curves.g_weibull(t, tau, k),
+                               rtol=1e-14, atol=0)
+
+
+def test_two_timescale_slow_term_keeps_climbing_after_the_fast_one():
+    # share 1/3 on a time constant 10x the fast one: at t = 3 tau the fast term is done and the
+    # curve sits at 2/3 + 1/3 (1 - e^-0.3); the rest comes on the slow term's clock
+    tau, k, odds, ratio = 0.1, 2.0, 0.5, 9.0
+    slow = (1 - np.exp(-0.3)) / 3
+    assert curves.g_two_timescale(0.3, tau, k, odds, ratio) == pytest.approx(2 / 3 * (1 - np.exp(-9)) + slow)
+    t80 = time_to_fraction("two_timescale", 0.8, tau=tau, k=k, odds=odds, ratio=ratio)
+    # 0.8 = 2/3 + (1/3)(1 - exp(-t/1.0)) once the fast term is complete: t = -log(0.6)
+    assert t80 == pytest.approx(-np.log(0.6), rel=1e-6)
 
 
 @pytest.mark.parametrize("t_mid, B", [(0.05, 0.3), (1.0, 1.0), (7.0, 3.0), (100.0, 20.0)])
@@ -330,7 +353,7 @@ def test_time_to_fraction_inverts_g(family, shape):
         t = scale_of(family, shape) * np.array([0.01, 0.3, 1.0, 2.0])
         g = curve.g(t, **shape)
         keep = (g > 1e-12) & (g < 1 - 1e-6)  # inverse is ill-conditioned where g is flat
-        np.testing.assert_allclose(curve.inverse(g[keep], **shape), t[keep], rtol=1e-6)
+        np.testing.assert_allclose(time_to_fraction(family, g[keep], **shape), t[keep], rtol=1e-6)
 
 
 def test_time_to_fraction_oscillator_vectorised_over_draws():
