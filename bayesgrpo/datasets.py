@@ -7,11 +7,18 @@ TRL/Unsloth tables) with a manifest, ``data/runs.csv``, that keeps each run's pr
 
 from __future__ import annotations
 
+import argparse
+import functools
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.table import RunsTable
+
+if TYPE_CHECKING:
+    from bayesgrpo.model.reward_model import RewardModel
 
 #: Environment variable that points at another copy of the bundled data folder.
 DATA_ENV = "BAYESGRPO_DATA"
@@ -63,4 +70,87 @@ def load_bundled(reward: str | None = None, warn: bool = True) -> RunsTable:
     return load_runs(data_dir(), reward=reward, warn=warn)
 
 
-__all__ = ["DATA_ENV", "data_dir", "load_bundled"]
+#: The population fitted on every bundled run, shipped with the package: the prior a live update,
+#: the TRL callback and ``bayesgrpo watch`` use when they are given no population of their own.
+POPULATION_FILE = Path(__file__).resolve().parent / "_data" / "bundled_population.nc"
+
+#: How the shipped population is fitted (``python -m bayesgrpo.datasets --population``).
+POPULATION_FIT = {"draws": 500, "tune": 1000, "chains": 2, "random_seed": 20261121}
+
+
+@functools.cache
+def _load_population(path: str, mtime_ns: int) -> RewardModel:
+    from bayesgrpo.model.reward_model import RewardModel
+
+    return RewardModel.load(path)
+
+
+def bundled_population(path: str | Path | None = None) -> RewardModel:
+    """The pooled model fitted on all bundled real runs, as shipped with the package.
+
+    It is the default prior of a run in progress (``LiveForecaster``, the TRL callback,
+    ``bayesgrpo watch``): a new run is placed in this population by its family, task, size and
+    batch, then conditioned on its own points. Loaded once per process.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        Another file written by :func:`fit_bundled_population` (default :data:`POPULATION_FILE`).
+
+    Returns
+    -------
+    RewardModel
+        Fitted with ``pooling="partial"`` on the 60 bundled runs, whole.
+
+    Raises
+    ------
+    BayesGRPOError
+        When the file is missing, or was written by a version of bayesgrpo whose model format
+        differs (``python -m bayesgrpo.datasets --population`` rebuilds it).
+    """
+    from bayesgrpo.model.reward_model import ModelConfigError
+
+    file = Path(path) if path is not None else POPULATION_FILE
+    if not file.is_file():
+        raise BayesGRPOError(
+            f"no fitted population at {file}; build it with `python -m bayesgrpo.datasets --population` "
+            "(about a minute) or pass a model of your own (RewardModel.save)"
+        )
+    try:
+        return _load_population(str(file), file.stat().st_mtime_ns)
+    except ModelConfigError as exc:
+        raise BayesGRPOError(
+            f"the shipped population at {file} does not fit this bayesgrpo ({exc}); rebuild it with "
+            "`python -m bayesgrpo.datasets --population`"
+        ) from exc
+
+
+def fit_bundled_population(path: str | Path = POPULATION_FILE, *, progressbar: bool = True) -> Path:
+    """Fit the default pooled model on every bundled run, whole, and save it to ``path``.
+
+    Uses :data:`POPULATION_FIT` (a fixed seed), so the shipped file is reproducible.
+    """
+    from bayesgrpo.model.reward_model import RewardModel
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = RewardModel(pooling="partial").fit(load_bundled(warn=False), progressbar=progressbar, **POPULATION_FIT)
+    return model.save(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bayesgrpo.datasets --population [PATH]``: rebuild the shipped population."""
+    parser = argparse.ArgumentParser(prog="python -m bayesgrpo.datasets", description=main.__doc__)
+    parser.add_argument("--population", nargs="?", const=str(POPULATION_FILE), required=True, metavar="PATH",
+                        help=f"fit the bundled runs and write the population (default {POPULATION_FILE})")
+    args = parser.parse_args(argv)
+    written = fit_bundled_population(args.population)
+    print(f"wrote {written} ({written.stat().st_size / 2**20:.1f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["DATA_ENV", "POPULATION_FILE", "bundled_population", "data_dir", "fit_bundled_population", "load_bundled"]
