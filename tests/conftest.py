@@ -36,8 +36,8 @@ def mocked(monkeypatch, fast_compile):
     monkeypatch.setattr(reward_model_module, "sample_model", fake_sample)
 
 
-@pytest.fixture(scope="module")
-def population():  # shared by the live, transfer and CLI tests
+@pytest.fixture(scope="session")
+def population():  # shared by the live, transfer, CLI, watch, report and integration tests (read-only)
     """A population 'fitted' by prior draws (mocked sampling) on simulated runs."""
     import pytensor
 
