@@ -365,6 +365,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    """``bayesgrpo watch``: follow growing logs; per run, redraw its forecast and the rule's advice
+    every few seconds (``bayesgrpo.watch``)."""
+    from bayesgrpo.watch import main_from_args
+
+    return main_from_args(args, _stop_rule(args))
+
+
 def cmd_diagnose(args: argparse.Namespace) -> int:
     """``bayesgrpo diagnose``: failure modes found in each run's logged signals, with evidence."""
     import numpy as np
@@ -406,6 +414,16 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """``bayesgrpo report LOGS... -o report.html``: a self-contained HTML report (``bayesgrpo.html_report``)."""
+    from bayesgrpo.html_report import run_cli
+
+    path = run_cli(args)
+    if not args.quiet:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
 def _smoothed_last(table: Any) -> dict[str, float]:
     """Mean of each run's last 10% of logged rewards (at least 3 points): the level it ended at."""
     import numpy as np
@@ -430,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def model_flags(p: argparse.ArgumentParser, cut: float | None, output: str) -> None:
-        p.add_argument("--curve", default="weibull", help="curve family (weibull, exp, logistic, power, oscillator)")
+        p.add_argument("--curve", default="weibull", help="curve family (weibull, exp, logistic, power, oscillator, two_timescale)")
         p.add_argument("--sampler", default="numpyro", help="numpyro (default), nutpie, pymc, advi, pathfinder")
         p.add_argument("--draws", type=int, default=500, help="posterior draws per chain")
         p.add_argument("--tune", type=int, default=500, help="tuning steps per chain")
@@ -441,6 +459,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--stop-prob", type=float, default=0.9, help="with --cut: plateau rule probability")
         p.add_argument("--output", default=output, help=f"folder for final_reward.csv, model.nc and forecast.png (default {output})")
         p.add_argument("--no-figure", action="store_true", help="skip the figure")
+
+    def rule_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--rule", choices=["plateau", "budget", "target"], default="plateau")
+        p.add_argument("--eps", type=float, default=0.01, help="plateau (and P(plateau)): gain that counts as nothing, share of the reward range (default 0.01)")
+        p.add_argument("--absolute", action="store_true", help="plateau: --eps in reward units instead")
+        p.add_argument("--prob", type=float, default=0.9, help="plateau/target: probability the decision needs (default 0.9)")
+        p.add_argument("--cost-per-step", type=float, help="budget: cost of one more step")
+        p.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
+        p.add_argument("--target", type=float, help="target: the reward to reach")
 
     def output_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -479,13 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     stop = sub.add_parser("stop", help="should each run stop now? decision, probability, expected remaining gain, reason")
     stop.add_argument("paths", nargs="+", help="log files or folders of the runs in progress")
     stop.add_argument("--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)")
-    stop.add_argument("--rule", choices=["plateau", "budget", "target"], default="plateau")
-    stop.add_argument("--eps", type=float, default=0.01, help="plateau: gain that counts as nothing, share of the reward range (default 0.01)")
-    stop.add_argument("--absolute", action="store_true", help="plateau: --eps in reward units instead")
-    stop.add_argument("--prob", type=float, default=0.9, help="plateau/target: probability the decision needs (default 0.9)")
-    stop.add_argument("--cost-per-step", type=float, help="budget: cost of one more step")
-    stop.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
-    stop.add_argument("--target", type=float, help="target: the reward to reach")
+    rule_flags(stop)
     stop.add_argument("--population", help="a fitted model (model.nc from `bayesgrpo forecast`): sub-second live answers")
     stop.add_argument("--no-bundled", action="store_true", help="without --population: fit the runs alone")
     stop.add_argument("--reward", help="metric to use as the reward")
@@ -506,6 +527,43 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     output_flags(diag)
     diag.set_defaults(handler=cmd_diagnose)
+
+    report = sub.add_parser("report", help="a self-contained HTML report: forecasts, stop decisions, phases, pooling, transfer, diagnostics")
+    report.add_argument("paths", nargs="+", help="log files or folders")
+    report.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default report.html)")
+    report.add_argument("--population", help="a fitted model (model.nc): condition each run on it live instead of fitting")
+    report.add_argument("--draws", type=int, default=500, help="without --population: posterior draws per chain")
+    report.add_argument("--tune", type=int, default=500, help="without --population: tuning steps per chain")
+    report.add_argument("--horizon", type=float, help="the step each run is planned to end at (default: its total_steps, else its last step)")
+    report.add_argument("--transfer-size", type=float, action="append", help="predict a new run of this size in B parameters (repeatable)")
+    report.add_argument("--transfer-family", help="family of the transfer runs (default: the most common in the logs)")
+    report.add_argument("--transfer-task", help="task of the transfer runs (default: the most common in the logs)")
+    report.add_argument("--eps", type=float, default=0.01, help="plateau rule: gain that counts as nothing, share of the reward range (default 0.01)")
+    report.add_argument("--prob", type=float, default=0.9, help="plateau rule: probability the decision needs (default 0.9)")
+    report.add_argument("--history-points", type=int, default=8, help="cuts of each run's stop-probability history (0: none)")
+    report.add_argument("--no-diagnose", action="store_true", help="leave out the diagnostics section")
+    report.add_argument("--reward", help="metric to use as the reward")
+    report.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
+    report.add_argument("--seed", type=int, default=1)
+    report.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    report.set_defaults(handler=cmd_report)
+
+    watch = sub.add_parser("watch", help="follow growing logs (verl/TRL console, trainer_state.json, TensorBoard): live forecast and stop advice per run")
+    watch.add_argument("paths", nargs="+", help="log files or folders; they may still be empty or not exist yet")
+    watch.add_argument("--population", help="a fitted model (model.nc); default the population shipped with bayesgrpo")
+    watch.add_argument("--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)")
+    rule_flags(watch)
+    watch.add_argument("--interval", type=float, default=5.0, help="seconds between polls (default 5)")
+    watch.add_argument("--once", action="store_true", help="print one table (or JSON object) and exit")
+    watch.add_argument("--polls", type=int, help="stop after this many polls (default: until Ctrl-C)")
+    watch.add_argument("--json", action="store_true", help="one JSON object per poll, one per line")
+    watch.add_argument("--smooth", type=int, default=10, help="current reward = mean of this many last logged rewards (default 10)")
+    watch.add_argument("--format", help="force a format (as `bayesgrpo runs --format`)")
+    watch.add_argument("--reward", help="metric to use as the reward")
+    watch.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id (family, size_b: a sharper prior)")
+    watch.add_argument("--logging-steps", type=int, help="TRL console logs: the trainer's logging_steps")
+    watch.add_argument("--seed", type=int, default=1)
+    watch.set_defaults(handler=cmd_watch)
     return parser
 
 

@@ -1,0 +1,202 @@
+"""The HTML report (sampling mocked): one self-contained page, one row per run, escaped log text."""
+
+from __future__ import annotations
+
+import base64
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesgrpo.cli import main
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.html_report import _anchor, transfer_specs, write_report
+from bayesgrpo.table import RunsTable
+
+EVIL = "<script>alert('x')</script>"
+EVIL_FAMILY = "<b>qwen</b>"
+
+
+class Page(HTMLParser):
+    """The tags, attributes, text and table rows of a page."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.images: list[dict[str, str]] = []
+        self.links: list[str] = []
+        self.text: list[str] = []
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        self.tags.append(tag)
+        if tag == "img":
+            self.images.append(attributes)
+        if tag in ("a", "link") and "href" in attributes:
+            self.links.append(attributes["href"])
+        if tag == "table":
+            self.tables.append([])
+        if tag == "tr":
+            self.tables[-1].append([])
+        if tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _parse(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    page.close()
+    return page
+
+
+def _runs(sim) -> RunsTable:
+    """Three simulated runs, one renamed to a script tag with an HTML family, two cut at 40%."""
+    table = sim.table.select(["sim000", "sim001", "sim002"])
+    points = table.points.copy()
+    runs = table.runs.copy()
+    points["run_id"] = points["run_id"].replace({"sim002": EVIL})
+    runs["run_id"] = runs["run_id"].replace({"sim002": EVIL})
+    runs.loc[runs["run_id"] == EVIL, "family"] = EVIL_FAMILY
+    cut = points["run_id"].isin(["sim001", EVIL]) & (points["step"] > 80)
+    return RunsTable(points=points[~cut].reset_index(drop=True), runs=runs, report=table.report)
+
+
+@pytest.fixture(scope="module")
+def page(population, tmp_path_factory):
+    model, sim = population
+    table = _runs(sim)
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    transfer = transfer_specs([7, 32], family="qwen", task="math", table=table)
+    written = write_report(table, path, population=model, transfer=transfer, history_points=2)
+    assert written == path
+    return table, _parse(path), path.read_text(encoding="utf-8")
+
+
+def test_the_page_has_one_summary_row_per_run(page):
+    table, parsed, _ = page
+    summary = parsed.tables[0]
+    assert summary[0][0] == "run" and "decision" in summary[0]
+    body = summary[1:]
+    assert [row[0] for row in body] == table.run_ids  # the script tag's text, as text
+    decision = summary[0].index("decision")
+    assert {row[decision] for row in body} <= {"stop", "continue"}
+    # sim000 is logged to its horizon (200): no steps remain, so the plateau rule stops it
+    assert body[0][decision] == "stop"
+    assert body[1][summary[0].index("step / horizon")] == "80 / 200"
+
+
+def test_log_text_is_escaped(page):
+    _, parsed, text = page
+    assert "script" not in parsed.tags and "b" not in parsed.tags
+    assert EVIL not in text and EVIL_FAMILY not in text
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in text
+    assert EVIL in "".join(parsed.text) and EVIL_FAMILY in "".join(parsed.text)
+    assert f'id="run-{_anchor(EVIL)}"' in text and re.fullmatch(r"[\w-]+", _anchor(EVIL))
+
+
+def test_figures_are_embedded_png_data_and_nothing_is_fetched(page):
+    table, parsed, text = page
+    # runs overview, t80, one per run, two shrinkage, one scaling, transfer
+    assert len(parsed.images) == 1 + 1 + len(table.run_ids) + 2 + 1 + 1
+    for image in parsed.images:
+        assert image["src"].startswith("data:image/png;base64,")
+        assert base64.b64decode(image["src"].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+        assert image["alt"]
+    assert all(link.startswith("#") for link in parsed.links)
+    assert "http://" not in text and "https://" not in text and "<link" not in text
+    assert "<style>" in text
+
+
+def test_transfer_section_names_each_size_family_and_task(page):
+    _, parsed, _ = page
+    transfer = next(t for t in parsed.tables if t[0][0] == "new run")
+    assert [row[0] for row in transfer[1:]] == ["qwen 7B, math", "qwen 32B, math"]
+    assert [row[3] for row in transfer[1:]] == ["7", "32"]
+    assert {row[1] for row in transfer[1:]} == {"qwen"} and {row[2] for row in transfer[1:]} == {"math"}
+    assert all("stated by the logged qwen runs" in row[-1] for row in transfer[1:])
+
+
+def test_header_and_sections(page):
+    _, parsed, _ = page
+    headings = [t.strip() for t in parsed.text if t.strip() in (
+        "Runs", "Steps to 80% of the gain", "Each run", "Pooling", "Transfer to new runs", "Diagnostics")]
+    assert headings == ["Runs", "Steps to 80% of the gain", "Each run", "Pooling", "Transfer to new runs", "Diagnostics"]
+    text = "".join(parsed.text)
+    assert "conditioned live on a fitted population" in text and "3 runs" in text
+
+
+def test_diagnostics_lists_findings_with_their_evidence(population, tmp_path):
+    model, sim = population
+    table = sim.table.select(["sim000"])
+    # a collapse: the reward rises to 0.9, then falls to its floor and stays there
+    steps = np.arange(200)
+    reward = np.where(steps < 100, 0.1 + 0.8 * steps / 100, 0.02)
+    points = pd.DataFrame({"run_id": "sim000", "step": steps, "reward": reward})
+    runs = table.runs.assign(reward_min=0.0)
+    path = write_report(RunsTable(points=points, runs=runs, report=table.report), tmp_path / "r.html",
+                        population=model, history_points=0)
+    parsed = _parse(path)
+    findings = next(t for t in parsed.tables if t[0][:3] == ["run", "finding", "severity"])
+    assert findings[1][0] == "sim000" and findings[1][1] == "collapse" and findings[1][2] == "high"
+    assert "=" in findings[1][4] and findings[1][5]
+    assert len(parsed.images) == 1 + 1 + 1 + 2 + 1  # no transfer; per-run figure without history
+
+
+def test_a_run_past_its_horizon_is_an_error(population, tmp_path):
+    model, sim = population
+    with pytest.raises(BayesGRPOError, match="past its horizon"):
+        write_report(sim.table.select(["sim000"]), tmp_path / "r.html", population=model, horizon=50)
+
+
+def test_without_a_population_the_report_fits_the_runs(mocked, tmp_path):
+    from bayesgrpo.simulate import simulate_runs
+
+    sim = simulate_runs(3, n_steps=40, random_seed=4)
+    path = write_report(sim.table, tmp_path / "fit.html", fit_kwargs={"draws": 10, "chains": 2}, history_points=0,
+                        diagnose=False)
+    parsed = _parse(path)
+    assert [row[0] for row in parsed.tables[0][1:]] == sim.table.run_ids
+    text = "".join(parsed.text)
+    assert "fitted on these runs" in text and "Diagnostics" not in text
+
+
+def test_cli_writes_the_report(population, tmp_path, capsys):
+    model, sim = population
+    model.save(tmp_path / "pop.nc")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for run_id in ("sim000", "sim001"):
+        sim.table.run(run_id)[["step", "reward"]].to_csv(logs / f"{run_id}.csv", index=False)
+    sim.table.runs[["run_id", "family", "size_b", "reward_min", "reward_max", "total_steps"]].iloc[:2].to_csv(
+        tmp_path / "meta.csv", index=False)
+    out = tmp_path / "out.html"
+    code = main(["report", str(logs), "--metadata", str(tmp_path / "meta.csv"), "-o", str(out), "--population",
+                 str(tmp_path / "pop.nc"), "--history-points", "0", "--transfer-size", "3", "--transfer-family", "llama",
+                 "--eps", "0.02", "--prob", "0.8"])
+    assert code == 0
+    assert capsys.readouterr().out.strip() == f"wrote {out}"
+    parsed = _parse(out)
+    assert len(parsed.tables[0]) == 3
+    text = "".join(parsed.text)
+    assert "PlateauRule(eps=0.02 of the reward range, prob=0.8)" in text
+    transfer = next(t for t in parsed.tables if t[0][0] == "new run")
+    assert transfer[1][1] == "llama" and transfer[1][3] == "3"
