@@ -279,10 +279,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
     """``bayesgrpo stop``: for each run in the logs, stop now or go on, with the probability
     behind it, the expected remaining gain and a one-line reason.
 
-    With ``--population model.nc`` (a fitted ``RewardModel``, e.g. from ``bayesgrpo forecast``)
-    each run is conditioned on that population in milliseconds (``bayesgrpo.live``); otherwise the
-    pooled model is fitted on the runs together with the bundled real runs (``--no-bundled``:
-    the runs alone).
+    Each run is conditioned in milliseconds (``bayesgrpo.live``) on a fitted population:
+    ``--population model.nc`` (e.g. from ``bayesgrpo forecast``), else the population shipped
+    with bayesgrpo (``bayesgrpo.datasets.bundled_population``). With ``--fit`` the pooled model
+    is fitted instead, on the runs together with the bundled real runs (``--no-bundled``: the
+    runs alone; it implies ``--fit``).
     """
     import numpy as np
     import pandas as pd
@@ -303,11 +304,13 @@ def cmd_stop(args: argparse.Namespace) -> int:
             raise SystemExit(f"run {run_id!r} is already at step {last_step[run_id]:.0f}, past the horizon {horizon:g}")
         horizons[run_id] = float(horizon)
     rows = []
-    if args.population:
+    if not (args.fit or args.no_bundled):
+        from bayesgrpo.datasets import bundled_population
         from bayesgrpo.live import LiveForecaster
         from bayesgrpo.model.reward_model import RewardModel
 
-        live = LiveForecaster(RewardModel.load(args.population), random_seed=args.seed)
+        population = RewardModel.load(args.population) if args.population else bundled_population()
+        live = LiveForecaster(population, random_seed=args.seed)
         for run_id in table.run_ids:
             update = live.update(table.select([run_id]), horizon=horizons[run_id])
             decision = rule.decide(update.curve_draws, update.step, horizons[run_id])[0]
@@ -336,21 +339,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
             fitted_on, horizon=horizons, draws=args.draws, tune=args.tune, random_seed=args.seed,
             progressbar=not args.json and not args.quiet,
         )
-        draws = model.curve_draws()
-        index = [draws.run_ids.index(r) for r in table.run_ids]
         steps = np.array([last_step[r] for r in table.run_ids], dtype=float)
-        from bayesgrpo.stopping import CurveDraws
-
-        one = CurveDraws(
-            curve=draws.curve,
-            params={k: v[:, index] for k, v in draws.params.items()},
-            step_scale=np.asarray(draws.step_scale)[index],
-            reward_scale=np.asarray(draws.reward_scale)[index],
-            horizon_step=np.asarray(draws.horizon_step)[index],
-            run_ids=tuple(table.run_ids),
-            step_offset=draws.step_offset,
-        )
-        frame = decisions_table(rule.decide(one, steps))
+        frame = decisions_table(rule.decide(model.curve_draws().select(table.run_ids), steps))
     if args.json:
         json.dump(frame.replace({np.nan: None}).to_dict("records"), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -392,7 +382,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         from bayesgrpo.model.reward_model import RewardModel
 
         fitted = RewardModel.load(args.model)
-    findings = diagnose(table, fitted)
+    findings = diagnose(table, fitted, oscillation=args.oscillation)
     if args.min_severity != "info":
         keep = ("warning", "high") if args.min_severity == "warning" else ("high",)
         findings = findings[findings["severity"].isin(keep)]
@@ -507,8 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("paths", nargs="+", help="log files or folders of the runs in progress")
     stop.add_argument("--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)")
     rule_flags(stop)
-    stop.add_argument("--population", help="a fitted model (model.nc from `bayesgrpo forecast`): sub-second live answers")
-    stop.add_argument("--no-bundled", action="store_true", help="without --population: fit the runs alone")
+    stop.add_argument("--population", help="a fitted model (model.nc from `bayesgrpo forecast`); default the population shipped with bayesgrpo")
+    stop.add_argument("--fit", action="store_true", help="fit the pooled model on the runs and the bundled runs instead of a live update (minutes)")
+    stop.add_argument("--no-bundled", action="store_true", help="fit the pooled model on the runs alone (implies --fit)")
     stop.add_argument("--reward", help="metric to use as the reward")
     stop.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     stop.add_argument("--curve", default="weibull")
@@ -518,10 +509,12 @@ def build_parser() -> argparse.ArgumentParser:
     output_flags(stop)
     stop.set_defaults(handler=cmd_stop)
 
-    diag = sub.add_parser("diagnose", help="failure modes in each run's signals: collapse, stall, degeneracy, entropy collapse, reward hacking")
+    diag = sub.add_parser("diagnose", help="failure modes in each run's signals: collapse, stall, degeneracy, entropy collapse, reward hacking, oscillation")
     diag.add_argument("paths", nargs="*", help="log files or folders (default: the bundled runs)")
     diag.add_argument("--bundled", action="store_true", help="diagnose the bundled real runs")
     diag.add_argument("--model", help="a fitted model (model.nc): stall judged by its posterior")
+    diag.add_argument("--oscillation", action="store_true",
+                      help="also test each run for ringing (oscillator vs overdamped curves by LOO; a few seconds a run)")
     diag.add_argument("--min-severity", choices=["info", "warning", "high"], default="info")
     diag.add_argument("--reward", help="metric to use as the reward")
     diag.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")

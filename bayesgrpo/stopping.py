@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -322,6 +322,28 @@ class CurveDraws:
         """``A - R0`` per draw and run, ``(S, R)``: the gain the run makes in the limit."""
         return self.params["asymptote"] - self.params["r0"]
 
+    def select(self, run_ids: Sequence[str]) -> CurveDraws:
+        """The same draws for a subset of the runs, in the order given.
+
+        Raises
+        ------
+        BayesGRPOError
+            When a run id is not among :attr:`run_ids`.
+        """
+        assert self.run_ids is not None  # set by __post_init__
+        unknown = [r for r in run_ids if r not in self.run_ids]
+        if unknown:
+            raise BayesGRPOError(f"runs {unknown[:5]} are not in these curve draws (they hold {list(self.run_ids)[:5]}...)")
+        index = [self.run_ids.index(r) for r in run_ids]
+        return replace(
+            self,
+            params={name: value[:, index] for name, value in self.params.items()},
+            step_scale=np.asarray(self.step_scale)[index],
+            reward_scale=np.asarray(self.reward_scale)[index],
+            horizon_step=None if self.horizon_step is None else np.asarray(self.horizon_step)[index],
+            run_ids=tuple(run_ids),
+        )
+
     def to_t(self, steps: np.ndarray) -> np.ndarray:
         """Progress of steps: ``(R,)`` steps give ``(R,)``, ``(R, N)`` give ``(R, N)``."""
         steps = np.asarray(steps, dtype=float)
@@ -583,16 +605,37 @@ def steps_to_fraction(
 # --------------------------------------------------------------------------------------------
 
 
+def _argmax_on(fun: Any, upper: np.ndarray, n_grid: int = 65, iterations: int = 40) -> np.ndarray:
+    """Elementwise argmax of ``fun`` over ``[0, upper]``: a grid, then golden-section search
+    between the grid neighbours of the best grid point (vectorised over all elements)."""
+    upper = np.asarray(upper, dtype=float)
+    grid = np.linspace(0.0, 1.0, n_grid).reshape((n_grid,) + (1,) * upper.ndim) * upper
+    best = np.argmax(fun(grid), axis=0)
+    spacing = upper / (n_grid - 1)
+    lo = np.maximum(np.take_along_axis(grid, best[None], axis=0)[0] - spacing, 0.0)
+    hi = np.minimum(lo + 2.0 * spacing, upper)
+    ratio = (np.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(iterations):
+        a = hi - ratio * (hi - lo)
+        b = lo + ratio * (hi - lo)
+        left = fun(a) >= fun(b)
+        hi = np.where(left, b, hi)
+        lo = np.where(left, lo, a)
+    return 0.5 * (lo + hi)
+
+
 def _rate_mode(curve: str, shape: Mapping[str, np.ndarray]) -> np.ndarray:
     """Progress at which ``g'`` is largest over ``t >= 0`` (0 where it is largest at ``t = 0``)."""
     if curve in ("exp", "power"):
         return np.zeros_like(next(iter(shape.values())))
     if curve in ("weibull", "two_timescale"):
-        # two_timescale: the fast term's peak (the slow term's rate, share / tau_s at most, is
-        # far below it wherever the fast term rises)
         tau, k = shape["tau"], shape["k"]
         # mode of the Weibull density: tau ((k - 1)/k)^(1/k) for k > 1
-        return np.where(k > 1, tau * (np.maximum(k - 1.0, 0.0) / k) ** (1.0 / k), 0.0)
+        weibull_mode = np.where(k > 1, tau * (np.maximum(k - 1.0, 0.0) / k) ** (1.0 / k), 0.0)
+        if curve == "weibull":
+            return weibull_mode
+        # adding the slow term's decreasing rate moves the mode earlier, into [0, weibull_mode]
+        return _argmax_on(lambda t: get_curve(curve).dg_dt(t, **shape), weibull_mode)
     if curve == "logistic":
         t_mid, B = shape["t_mid"], shape["B"]
         # d/dt log g' = 0  <=>  (t/t_mid)^B = (B - 1)/(B + 1), for B > 1

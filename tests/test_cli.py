@@ -134,6 +134,19 @@ def test_stop_with_a_saved_population_answers_by_live_update(tmp_path, capsys, m
     assert "STOP" in out or "CONTINUE" in out
 
 
+def test_stop_without_a_population_uses_the_shipped_one(tmp_path, capsys, monkeypatch, population):
+    import bayesgrpo.datasets
+
+    model, _ = population
+    monkeypatch.setattr(bayesgrpo.datasets, "bundled_population", lambda: model)
+    folder = _write_simulated_runs(tmp_path)
+    code = main(["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "200", "--json"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 3 and all(row["step"] == 60 and row["horizon_step"] == 200 for row in rows)
+    assert all(row["pareto_k"] is not None for row in rows)  # answered by a live update, not a fit
+
+
 def test_stop_needs_a_horizon(tmp_path, capsys):
     folder = _write_simulated_runs(tmp_path)
     try:

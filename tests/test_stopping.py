@@ -33,6 +33,7 @@ SHAPES = {
     "logistic": {"t_mid": 0.35, "B": 2.0},
     "power": {"tau": 0.2, "alpha": 0.8},
     "oscillator": {"tau": 0.3, "zeta": 0.4},
+    "two_timescale": {"tau": 0.2, "k": 2.0, "odds": 0.3, "ratio": 5.0},
 }
 
 
@@ -190,6 +191,9 @@ def test_rate_peak_time_is_the_largest_rate(family, variant):
         "logistic": [{"t_mid": 0.3, "B": 0.6}, {"t_mid": 0.3, "B": 1.5}, {"t_mid": 2.0, "B": 5.0}],
         "power": [{"tau": 0.1, "alpha": 0.3}, {"tau": 0.3, "alpha": 1.0}, {"tau": 1.0, "alpha": 4.0}],
         "oscillator": [{"tau": 0.3, "zeta": 0.2}, {"tau": 0.3, "zeta": 1 + 1e-8}, {"tau": 0.5, "zeta": 3.0}],
+        "two_timescale": [{"tau": 0.1, "k": 0.8, "odds": 1.0, "ratio": 10.0},
+                          {"tau": 0.3, "k": 2.0, "odds": 0.25, "ratio": 4.0},
+                          {"tau": 0.3, "k": 4.0, "odds": 2.0, "ratio": 0.5}],
     }
     assert set(grids) == set(CURVES)
     shape = {k: np.array(v) for k, v in grids[family][variant].items()}
@@ -596,3 +600,21 @@ def test_curve_draws_are_read_only():
         cd.params["tau"][0, 0] = 1.0
     with pytest.raises(dataclasses.FrozenInstanceError):
         cd.curve = "weibull"  # type: ignore[misc]
+
+
+def test_select_keeps_each_runs_draws_and_scales_in_the_order_given():
+    draws = CurveDraws(
+        "exp",
+        {"r0": np.array([[0.1, 0.2, 0.3]] * 2), "asymptote": np.array([[0.5, 0.6, 0.7]] * 2),
+         "tau": np.array([[1.0, 2.0, 3.0]] * 2)},
+        step_scale=[10.0, 20.0, 30.0], reward_scale=[1.0, 2.0, 3.0], horizon_step=[100.0, 200.0, 300.0],
+        run_ids=("a", "b", "c"), step_offset=1.0,
+    )
+    picked = draws.select(["c", "a"])
+    assert picked.run_ids == ("c", "a") and picked.step_offset == 1.0
+    np.testing.assert_array_equal(picked.params["tau"], [[3.0, 1.0]] * 2)
+    np.testing.assert_array_equal(picked.step_scale, [30.0, 10.0])
+    np.testing.assert_array_equal(picked.horizon_step, [300.0, 100.0])
+    np.testing.assert_array_equal(stopping.remaining_gain(picked, [5.0, 5.0]), stopping.remaining_gain(draws, [5.0] * 3)[:, [2, 0]])
+    with pytest.raises(BayesGRPOError, match=r"\['z'\] are not in"):
+        draws.select(["z"])
