@@ -144,12 +144,50 @@ def test_stall_with_a_reference_needs_a_range():
         dg.detect_stall(STEPS, np.zeros(100), reference=1.0)
 
 
-def test_stall_never_learned_without_reference():
-    (f,) = dg.detect_stall(STEPS, -7.0 + _noise(100, 1.0, 5))
-    assert (f.severity, f.first_step, f.last_step) == ("warning", 1, 100)
-    assert "no comparable runs" in f.evidence["reason"]
-    learning = -7.0 + 0.05 * STEPS + _noise(100, 0.5, 6)
-    assert dg.detect_stall(STEPS, learning) == []
+LONG = np.arange(1, 301, dtype=float)  # spans 299 steps, beyond STALL_NEVER_MIN_STEPS
+
+
+@pytest.mark.parametrize(
+    ("steps", "severity", "action"),
+    [(LONG, "warning", "stall_never"), (STEPS, "info", "stall_early")],  # 299 and 99 steps spanned
+)
+def test_stall_never_learned_without_reference(steps, severity, action):
+    (f,) = dg.detect_stall(steps, -7.0 + _noise(len(steps), 1.0, 1))
+    assert (f.severity, f.first_step, f.last_step) == (severity, 1, len(steps))
+    assert "no comparable runs" in f.evidence["reason"] and f.evidence["direction"] == "flat"
+    assert f.action == dg._ACTIONS[action]
+    assert max(f.evidence["gain_bound_run"], f.evidence["gain_bound_last_half"]) < dg.STALL_FLAT_FRACTION
+    learning = -7.0 + 0.05 * steps + _noise(len(steps), 0.5, 6)
+    assert dg.detect_stall(steps, learning) == []
+
+
+def test_stall_never_learned_needs_evidence_of_flatness():
+    # 30 points rising by 0.6 under noise 0.5: Mann-Kendall misses the rise (p > 0.05), but the
+    # gain it could hide is 0.84 of the spread: no evidence of "never learned", so no finding
+    steps = np.arange(1, 31, dtype=float)
+    values = 0.6 * steps / 30 + _noise(30, 0.5, 2)
+    assert not dg.trend(steps, values).rising()
+    run_bound, half_bound, _ = dg.flat_bounds(steps, values)
+    assert max(run_bound, half_bound) >= dg.STALL_FLAT_FRACTION
+    assert dg.detect_stall(steps, values) == []
+
+
+def test_stall_falling_run_says_so():
+    values = 5.0 - 0.01 * LONG + _noise(300, 0.3, 7)
+    (f,) = dg.detect_stall(LONG, values)
+    assert (f.severity, f.evidence["direction"]) == ("warning", "falling")
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (np.full(100, 3.0), (0.0, 0.0, 0.0)),  # constant: nothing hidden
+        # exact line 0 -> 0.99: spread (q95 - q05) = 0.9 * 0.99; changes 0.99 and 0.49
+        (0.01 * (STEPS - 1), (0.99 / (0.9 * 0.99), 0.49 / (0.9 * 0.99), 0.9 * 0.99)),
+    ],
+)
+def test_flat_bounds_closed_forms(values, expected):
+    assert dg.flat_bounds(STEPS, values) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(("prob", "fires"), [(0.95, True), (0.9, True), (0.5, False)])
@@ -309,10 +347,15 @@ def test_diagnose_uses_the_fitted_model_for_stall():
 
 
 @pytest.fixture(scope="module")
-def real():
+def bundled():
     from bayesgrpo.datasets import load_bundled
 
-    return dg.findings_by_run(load_bundled(warn=False))
+    return load_bundled(warn=False)
+
+
+@pytest.fixture(scope="module")
+def real(bundled):
+    return dg.findings_by_run(bundled)
 
 
 def _find(real, fragment: str) -> list[dg.Finding]:
@@ -347,8 +390,8 @@ def test_no_real_verl_gsm8k_run_raises_a_high_finding(real):
     [
         # wins at 20-32 points until step ~20, then never again: the reward sits at ~8.4
         ("Sudoku_Game_d5e51b2", "collapse", "high"),
-        # reward -7.5 at every step, every group with zero spread: never learned
-        ("Qwen3_8B_FP8_GRPO_14ff169", "stall", "warning"),
+        # reward -7.5 at every step, every group with zero spread: no gain, but over 99 steps only
+        ("Qwen3_8B_FP8_GRPO_14ff169", "stall", "info"),
         ("Qwen3_8B_FP8_GRPO_14ff169", "advantage_degeneracy", "high"),
         # solved: reward 22 (the game's maximum) with zero spread for the last 900 steps
         ("2048_Game_DGX_S_c4dcd30", "advantage_degeneracy", "high"),
@@ -361,3 +404,32 @@ def test_real_runs_raise_the_matching_finding(real, fragment, name, severity):
     runs = [r for r in real if fragment in r and not r.endswith("megatron")]
     assert len(runs) == 1
     assert (name, severity) in _names(real[runs[0]])
+
+
+def test_real_runs_raise_no_stall_warning(real):
+    # every bundled run without comparable runs that is shown flat spans at most 99 steps: "info"
+    stall = [(r, f.severity) for r, found in real.items() for f in found if f.name == "stall"]
+    assert len(stall) >= 10 and {s for _, s in stall} == {"info"}
+
+
+@pytest.mark.parametrize(("last_step", "expected"), [(100, [("stall", "info")]), (None, [])])
+def test_real_slow_start_is_not_called_never_learned(bundled, last_step, expected):
+    # the 2048 game on the DGX: flat (at 0) for its first ~190 steps, then solves the game (22)
+    (run_id,) = [r for r in bundled.run_ids if "2048_Game_DGX_S_c4dcd30" in r]
+    frame = bundled.run(run_id)
+    if last_step is not None:
+        frame = frame[frame["step"] <= last_step]
+    assert _names(dg.detect_stall(frame["step"], frame["reward"])) == expected
+
+
+def test_stall_not_raised_after_a_fast_rise_that_rings():
+    # rises 0.2 -> 0.7 within ~15 steps, then rings around 0.7: the overshoot hides the rise from
+    # the trend test, but the run ends 0.3 (0.57 of its spread) above its start level
+    from bayesgrpo.curves import reward_curve
+
+    steps = np.arange(1, 121, dtype=float)
+    omega = 2 * np.pi / (0.3 * np.sqrt(1 - 0.2**2))
+    values = reward_curve("oscillator", (steps - 1) / 119, 0.2, 0.7, tau=0.4 / omega, zeta=0.2)
+    values = values + _noise(120, 0.04, 1)
+    assert not dg.trend(steps, values).rising()
+    assert dg.detect_stall(steps, values) == []
