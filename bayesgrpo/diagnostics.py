@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from bayesgrpo.table import RunsTable
 
 __all__ = [
+    "CEILING_TOLERANCE",
     "COLLAPSE_LEVEL",
     "DEGENERACY_HIGH",
     "DEGENERACY_WARNING",
@@ -73,6 +74,7 @@ __all__ = [
     "OscillationFit",
     "Trend",
     "detect_advantage_degeneracy",
+    "reward_at_ceiling",
     "detect_collapse",
     "detect_oscillation",
     "detect_policy_concentration",
@@ -601,14 +603,46 @@ def _never_learned(
     return [Finding(run_id, "stall", "info", int(x[0]), int(x[-1]), evidence, _ACTIONS["stall_early"])]
 
 
+#: The reward counts as at its ceiling when its end level is within this share of the run's
+#: reward range of the ceiling (the stated ``reward_max``, else the best logged reward) and, with
+#: no stated maximum, varies by less than this share at the end.
+CEILING_TOLERANCE = 0.01
+
+
+def reward_at_ceiling(steps: Any, reward: Any, reward_max: float | None = None) -> bool:
+    """Whether a run's reward ends at its ceiling: the task is solved, not the signal lost.
+
+    With a stated ``reward_max``, the end level (mean of the last :data:`EDGE_FRACTION`) is within
+    5 x :data:`CEILING_TOLERANCE` of the range below it. Without one, the end level equals the best
+    logged reward and stays there (both within :data:`CEILING_TOLERANCE` of the run's range): a
+    reward pinned at its best value, as a solved game's.
+    """
+    _, y = _clean(steps, reward)
+    if len(y) < MIN_POINTS:
+        return False
+    k = _edge_count(len(y))
+    tail = y[-k:]
+    span = float(np.max(y) - np.min(y))
+    if span <= 0:
+        return False
+    if reward_max is not None and np.isfinite(reward_max):
+        return bool(float(np.mean(tail)) >= reward_max - 5 * CEILING_TOLERANCE * span)
+    return bool(float(np.max(y) - np.mean(tail)) <= CEILING_TOLERANCE * span
+                and float(np.ptp(tail)) <= CEILING_TOLERANCE * span)
+
+
 def detect_advantage_degeneracy(
-    steps: Any, frac_zero_std: Any, *, signal: str = "frac_reward_zero_std", run_id: str = ""
+    steps: Any, frac_zero_std: Any, *, signal: str = "frac_reward_zero_std", run_id: str = "",
+    solved: bool = False,
 ) -> list[Finding]:
     """The fraction of groups with zero reward spread rises toward 1.
 
     The end level is the *mean* of the last :data:`EDGE_FRACTION` of the series (so a 0/1 series
     "every group degenerate at this step" works too). ``"high"`` from :data:`DEGENERACY_HIGH`;
     ``"warning"`` from :data:`DEGENERACY_WARNING` when the fraction rose significantly over the run.
+    A run whose reward sits at its ceiling (``solved``, see :func:`reward_at_ceiling`) gets
+    ``"info"``: every completion succeeds, so groups agree because the prompts are solved; the run
+    is healthy and further steps teach nothing.
 
     Parameters
     ----------
@@ -617,6 +651,8 @@ def detect_advantage_degeneracy(
     signal : str
         The metric's name, for the evidence.
     run_id : str
+    solved : bool
+        The run's reward is at its ceiling.
     """
     x, f = _clean(steps, frac_zero_std)
     n = len(x)
@@ -632,11 +668,14 @@ def detect_advantage_degeneracy(
         severity = "warning"
     else:
         return []
-    evidence = {"signal": signal, "start_level": start, "end_level": end, **_trend_evidence("run", tr)}
-    return [
-        Finding(run_id, "advantage_degeneracy", severity, int(x[-k]), int(x[-1]), evidence,
-                _ACTIONS["advantage_degeneracy"])
-    ]
+    action = _ACTIONS["advantage_degeneracy"]
+    if solved:
+        severity = "info"
+        action = ("The reward sits at its ceiling: groups agree because every completion succeeds. "
+                  "The run has learnt what these prompts teach; stop, or add harder prompts.")
+    evidence = {"signal": signal, "start_level": start, "end_level": end, "reward_at_ceiling": solved,
+                **_trend_evidence("run", tr)}
+    return [Finding(run_id, "advantage_degeneracy", severity, int(x[-k]), int(x[-1]), evidence, action)]
 
 
 def detect_policy_concentration(steps: Any, entropy: Any, *, run_id: str = "") -> list[Finding]:
@@ -1368,15 +1407,16 @@ def findings_by_run(
                     upper=_bound(meta.loc[run_id], "reward_max"), run_id=run_id,
                     random_seed=random_seed,
                 )
+        solved = reward is not None and reward_at_ceiling(*reward, reward_max=_bound(meta.loc[run_id], "reward_max"))
         frac = _series(frame, "frac_reward_zero_std")
         if frac is not None:
-            found += detect_advantage_degeneracy(*frac, run_id=run_id)
+            found += detect_advantage_degeneracy(*frac, run_id=run_id, solved=solved)
         else:
             spread = _series(frame, "reward_std")
             if spread is not None:
                 zero = (np.abs(spread[1]) <= ZERO_STD_TOL).astype(float)
                 found += detect_advantage_degeneracy(
-                    spread[0], zero, signal="reward_std == 0 (every group)", run_id=run_id
+                    spread[0], zero, signal="reward_std == 0 (every group)", run_id=run_id, solved=solved
                 )
         entropy = _series(frame, "entropy")
         if entropy is not None:

@@ -393,8 +393,9 @@ def test_no_real_verl_gsm8k_run_raises_a_high_finding(real):
         # reward -7.5 at every step, every group with zero spread: no gain, but over 99 steps only
         ("Qwen3_8B_FP8_GRPO_14ff169", "stall", "info"),
         ("Qwen3_8B_FP8_GRPO_14ff169", "advantage_degeneracy", "high"),
-        # solved: reward 22 (the game's maximum) with zero spread for the last 900 steps
-        ("2048_Game_DGX_S_c4dcd30", "advantage_degeneracy", "high"),
+        # solved: reward 22 (the game's maximum) with zero spread for the last 900 steps: groups
+        # agree because every completion wins, a healthy run (info), not lost signal (high)
+        ("2048_Game_DGX_S_c4dcd30", "advantage_degeneracy", "info"),
         # entropy 0.166 -> 0.012 (7%), response length 245 -> 602 while the reward still rises
         ("verl_gpg_qwen2-7b_math", "policy_concentration", "warning"),
         ("verl_gpg_qwen2-7b_math", "reward_hacking", "warning"),
@@ -404,6 +405,30 @@ def test_real_runs_raise_the_matching_finding(real, fragment, name, severity):
     runs = [r for r in real if fragment in r and not r.endswith("megatron")]
     assert len(runs) == 1
     assert (name, severity) in _names(real[runs[0]])
+
+
+@pytest.mark.parametrize(
+    ("reward", "reward_max", "expected"),
+    [
+        (np.r_[np.zeros(30), np.full(70, 22.0)], None, True),     # pinned at its best: solved
+        (np.r_[np.zeros(30), np.full(70, 22.0)], 32.0, False),    # 22 of a stated 32: not the ceiling
+        (np.r_[np.zeros(30), np.full(70, 31.9)], 32.0, True),
+        (np.r_[np.full(30, 22.0), np.zeros(70)], None, False),    # fell from its best
+        (np.linspace(0.0, 1.0, 100), None, False),                 # still rising at the end
+        (np.zeros(100), None, False),                              # never moved: no ceiling to sit at
+    ],
+)
+def test_reward_at_ceiling(reward, reward_max, expected):
+    assert dg.reward_at_ceiling(np.arange(len(reward)), reward, reward_max) is expected
+
+
+def test_degenerate_groups_of_a_solved_run_are_info_with_the_solved_action():
+    frac = np.r_[np.zeros(20), np.ones(80)]
+    (finding,) = dg.detect_advantage_degeneracy(np.arange(100), frac, solved=True)
+    assert finding.severity == "info" and finding.evidence["reward_at_ceiling"] is True
+    assert "ceiling" in finding.action
+    (lost,) = dg.detect_advantage_degeneracy(np.arange(100), frac)
+    assert lost.severity == "high"
 
 
 def test_real_runs_raise_no_stall_warning(real):
