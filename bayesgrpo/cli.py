@@ -466,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="summarise training logs: one line per run, and what was repaired or skipped")
     runs.add_argument("paths", nargs="+", help="log files or folders (read recursively)")
-    runs.add_argument("--format", help="force a format (tensorboard, verl-console, trl-state, trl-console, notebook, wandb-csv, csv, jsonl, parquet)")
+    runs.add_argument("--format", help="force a format (tensorboard, verl-console, verl-jsonl, trl-state, trl-console, notebook, wandb-csv, csv, jsonl, parquet)")
     runs.add_argument("--reward", help="metric to use as the reward (default: each format's train reward)")
     runs.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     runs.add_argument("--columns", help="plain tables: step=COL,reward=COL,run_id=COL")

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Formats whose files are append-only logs with explicit steps: kept across rotation.
-ROTATING_FORMATS = frozenset({"verl-console", "jsonl"})
+ROTATING_FORMATS = frozenset({"verl-console", "verl-jsonl", "jsonl"})
 #: Read errors that mean "the file is not written far enough yet": wait for the next poll.
 WAITING_ERRORS = (EmptyLogError, TruncatedLogError, UnknownFormatError)
 #: Probability mass of the forecast interval shown.
@@ -715,6 +715,7 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 def render_table(statuses: Sequence[RunStatus], *, title: str | None = None) -> Table:
     """A ``rich`` table with one row per run."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", expand=False)
@@ -734,7 +735,9 @@ def render_table(statuses: Sequence[RunStatus], *, title: str | None = None) -> 
             advice = f"[dim]{s.state}[/]"
             final = "-"
         where = "-" if s.step is None else f"{s.step:g} / {_num(s.horizon_step, 6)}"
-        table.add_row(s.run_id, str(s.n_steps), where, _num(s.reward_now), final, _num(s.p_plateau, 2), advice, s.reason)
+        # text from logs and messages is escaped: "[live update unreliable: ...]" is not markup
+        table.add_row(escape(s.run_id), str(s.n_steps), where, _num(s.reward_now), escape(final), _num(s.p_plateau, 2),
+                      advice, escape(s.reason or ""))
     return table
 
 

@@ -522,3 +522,19 @@ def test_cli_watch_json_with_a_saved_population(tmp_path, population, capsys):
     assert row["step"] == row["horizon_step"] == 105
     assert row["final_lower"] <= row["final_median"] <= row["final_upper"]
     assert row["decision"] in ("stop", "continue") and row["reason"]
+
+
+def test_table_shows_bracketed_warnings_and_run_ids_literally():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from bayesgrpo.watch import RunStatus, render_table
+
+    status = RunStatus(run_id="run[bold]x", source="s", state="ok", n_steps=3, step=3.0, reward_now=0.5,
+                       horizon_step=10.0, final_median=0.6, final_lower=0.5, final_upper=0.7, p_plateau=0.2,
+                       decision="continue", reason="keep training [live update unreliable: Pareto k 0.84]")
+    out = StringIO()
+    Console(file=out, width=300, color_system=None).print(render_table([status]))
+    text = out.getvalue()
+    assert "[live update unreliable: Pareto k 0.84]" in text and "run[bold]x" in text

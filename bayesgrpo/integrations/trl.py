@@ -62,6 +62,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.readers.trl import history_store
 from bayesgrpo.stopping import PlateauRule
 
 if TYPE_CHECKING:
@@ -142,8 +143,9 @@ def log_history_table(
     from bayesgrpo.table import RunsTable
 
     stated, issues = _state_metadata(dict(state_values or {}), HISTORY_SOURCE)
-    store, summary, dropped = history_store(log_history, keep)
-    stated.update(summary)
+    filed = history_store(log_history, keep, exclude_prefix=PREFIX)
+    store, dropped = filed.store, len(filed.not_objects)
+    stated.update(filed.summary)
     source = Source("trl-state", (Path(HISTORY_SOURCE),), run_id)
     options = ReadOptions(reward=reward_key, run_id=run_id)
     try:
@@ -213,57 +215,6 @@ def forecast_keys(reward_key: str | None = None) -> frozenset[str]:
 
     rewards = (reward_key,) if reward_key else TRL_REWARD_CANDIDATES
     return frozenset((*rewards, "completions/mean_length", "completion_length"))
-
-
-def history_store(
-    log_history: Sequence[Any], keep: Collection[str] | None = None
-) -> tuple[Any, dict[str, Any], int]:
-    """File ``log_history`` entries as :func:`bayesgrpo.readers.trl.read_trainer_state` does.
-
-    Parameters
-    ----------
-    log_history : sequence of dict
-    keep : collection of str, optional
-        Metrics to keep (default all); a record left with none is skipped.
-
-    Returns
-    -------
-    store : ColumnStore
-        Training and evaluation records at their ``step``.
-    summary : dict
-        Values of the end-of-training summary row (``train_runtime``...).
-    dropped : int
-        Entries that are not dicts.
-    """
-    from bayesgrpo.readers.trl import ColumnStore, is_eval, is_summary, summary_metadata
-
-    store = ColumnStore()
-    summary: dict[str, Any] = {}
-    dropped = 0
-    last_train: tuple[Any, Any] = (None, None)  # (step, epoch) of the latest training row
-    for number, entry in enumerate(log_history, start=1):
-        if not isinstance(entry, Mapping):
-            dropped += 1
-            continue
-        if is_summary(entry):
-            summary.update(
-                summary_metadata({k: v for k, v in entry.items() if not str(k).startswith(PREFIX)})
-            )
-            continue
-        step = entry.get("step")
-        if keep is None:
-            record = {k: v for k, v in entry.items() if k != "step" and not str(k).startswith(PREFIX)}
-        else:
-            record = {k: v for k, v in entry.items() if k in keep}
-        if is_eval(entry):
-            # the eval row repeats the epoch of the training row it follows; keep one copy
-            if "epoch" in record and last_train[0] == step and record["epoch"] == last_train[1]:
-                del record["epoch"]
-        else:
-            last_train = (step, entry.get("epoch"))
-        if record:
-            store.add(number, step, record)
-    return store, summary, dropped
 
 
 def trainer_metadata(args: Any) -> dict[str, Any]:

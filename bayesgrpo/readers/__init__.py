@@ -10,6 +10,7 @@ Formats
 ============== =================================================================
 ``tensorboard``  ``events.out.tfevents.*`` files; one folder = one run
 ``verl-console`` verl's console output (``step:12 - critic/score/mean:0.41 - ...``)
+``verl-jsonl``   verl's file logger (``{"step": 12, "data": {"critic/score/mean": 0.41}}``)
 ``trl-state``    TRL/transformers ``trainer_state.json`` (``log_history``)
 ``trl-console``  TRL console output: one Python dict per logging step
 ``notebook``     ``.ipynb`` holding a transformers progress table
@@ -85,6 +86,7 @@ class Source:
 READERS: dict[str, tuple[str, str]] = {
     "tensorboard": ("bayesgrpo.readers.tensorboard", "read_tensorboard"),
     "verl-console": ("bayesgrpo.readers.verl", "read_verl_console"),
+    "verl-jsonl": ("bayesgrpo.readers.verl", "read_verl_jsonl"),
     "trl-state": ("bayesgrpo.readers.trl", "read_trainer_state"),
     "trl-console": ("bayesgrpo.readers.trl", "read_trl_console"),
     "notebook": ("bayesgrpo.readers.notebook", "read_notebook"),
@@ -97,6 +99,7 @@ READERS: dict[str, tuple[str, str]] = {
 ReaderFunction = Callable[[Source, ReadOptions], list[RawRun]]
 
 _TFEVENTS = re.compile(r"(^|\.)tfevents\.")
+_VERL_JSONL_HEAD = re.compile(r'\s*\{\s*"step"\s*:\s*[^,{}\[\]]*,\s*"data"\s*:\s*\{')
 _VERL_LINE = re.compile(r"step:\s*\d+\s+-\s+[\w/@.()\-]+:")
 _TRL_DICT_LINE = re.compile(r"\{\s*'(?:loss|epoch|learning_rate|grad_norm|reward|train_runtime|eval_[\w/]+)'\s*:")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
@@ -134,14 +137,16 @@ def detect_format(path: PathLike) -> str | None:
         return "notebook"
     if suffix == ".parquet":
         return "parquet"
-    if suffix in (".jsonl", ".ndjson"):
-        return "jsonl"
     try:
         with open(path, "rb") as handle:
             head_bytes = handle.read(_HEAD_BYTES)
         head = head_bytes.decode("utf-8", errors="replace").lstrip("\ufeff")
     except OSError as exc:
         raise LogReadError(f"cannot open: {exc.strerror}", path) from exc
+    if _VERL_JSONL_HEAD.match(head):  # verl's file logger writes wherever VERL_FILE_LOGGER_PATH says
+        return "verl-jsonl"
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
     if suffix == ".json":
         return "trl-state" if '"log_history"' in head or name == "trainer_state.json" else None
     if suffix == ".csv" or suffix == ".tsv":
@@ -336,6 +341,16 @@ def _metadata_frame(metadata: Any) -> pd.DataFrame:
     raise MetadataError(f"metadata must be a dict, DataFrame or CSV/YAML path, not {type(metadata).__name__}")
 
 
+def _differs(old: pd.Series, new: pd.Series) -> pd.Series:
+    """Whether each stated value differs from the given one: numbers by value (250 is 250.0),
+    anything else by its text."""
+    old_number = pd.to_numeric(old, errors="coerce")
+    new_number = pd.to_numeric(new, errors="coerce")
+    numbers = old_number.notna() & new_number.notna()
+    by_text = old.astype(str) != new.astype(str)
+    return by_text.where(~numbers, old_number != new_number).astype(bool)
+
+
 def merge_metadata(stated: pd.DataFrame, given: Any) -> tuple[pd.DataFrame, list[ReadIssue]]:
     """Merge user metadata over what the logs state; the user's values win, conflicts noted.
 
@@ -373,7 +388,7 @@ def merge_metadata(stated: pd.DataFrame, given: Any) -> tuple[pd.DataFrame, list
         else:
             merged[column] = merged[column].astype(object)
             old = merged.loc[values.index, column]
-            differs = old.notna() & (old.astype(str) != values.astype(str))
+            differs = old.notna() & _differs(old, values)
             if differs.any():
                 notes.append(
                     ReadIssue(

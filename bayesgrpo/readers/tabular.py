@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,15 +171,61 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
     return frame, n_read, issues
 
 
-def _read_jsonl(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
-    """Read JSON Lines: one JSON object per line; other lines are reported and dropped.
+@dataclass
+class JsonLines:
+    """The lines of a JSON Lines file, as read: the objects, and where the others are.
 
-    Under ``strict`` a bad last line without line end (a record cut while being written) is a
-    ``TruncatedLogError``, any other bad line a ``MalformedRecordError``.
+    Attributes
+    ----------
+    records : list of dict
+        The lines that are JSON objects, in file order.
+    locs : list of int
+        Their 1-based line numbers.
+    n_read : int
+        Non-blank lines read (every one a record, good or bad).
+    bad : list of int
+        Line numbers of the lines that are not JSON objects (dropped).
+    cut_line : int or None
+        The number of the last line when it is bad and has no line end: a record cut while
+        being written (it is among ``bad`` too).
+    """
+
+    records: list[dict[str, Any]]
+    locs: list[int]
+    n_read: int
+    bad: list[int]
+    cut_line: int | None
+
+
+def read_json_lines(path: Path, strict: bool) -> JsonLines:
+    """Read JSON Lines: one JSON object per line; other lines are noted, not read.
+
+    Blank lines are skipped, not counted. A line that is not a JSON object (not JSON, an array,
+    a number...) is bad; a bad last line without line end is a record cut while being written.
+
+    Parameters
+    ----------
+    path : Path
+    strict : bool
+        Raise at the first bad line instead of noting it.
+
+    Returns
+    -------
+    JsonLines
+
+    Raises
+    ------
+    EmptyLogError
+        No non-blank line.
+    TruncatedLogError
+        Under ``strict``, a bad last line without line end.
+    MalformedRecordError
+        Under ``strict``, any other bad line.
     """
     records: list[dict[str, Any]] = []
     locs: list[int] = []
     bad: list[int] = []
+    cut_line: int | None = None
     n_read = 0
     with open(path, encoding="utf-8-sig", errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
@@ -190,8 +237,9 @@ def _read_jsonl(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadI
             except (ValueError, RecursionError):  # JSONDecodeError, too many digits, too deep
                 record = None
             if not isinstance(record, dict):
+                cut = not line.endswith("\n")  # only the last line can lack one
                 if strict:
-                    if not line.endswith("\n"):  # only the last line can lack one
+                    if cut:
                         raise TruncatedLogError(
                             "the last line is not a JSON object and has no line end: the file ends mid-record "
                             "(cut while being written?); pass strict=False to drop it and report",
@@ -202,20 +250,34 @@ def _read_jsonl(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadI
                         "not a JSON object; pass strict=False to drop such lines and report", path, f"line {number}"
                     )
                 bad.append(number)
+                if cut:
+                    cut_line = number
                 continue
             records.append(record)
             locs.append(number)
     if n_read == 0:
         raise EmptyLogError("empty file", path)
+    return JsonLines(records, locs, n_read, bad, cut_line)
+
+
+def _jsonl_frame(lines: JsonLines, path: Path) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
+    """A plain JSON Lines table: one column per key, bad lines reported as dropped."""
     issues = []
-    if bad:
+    if lines.bad:
         issues.append(
-            ReadIssue(str(path), "bad_line", "dropped", len(bad), locations("line", bad), "line(s) that are not a JSON object (cut mid-write?); dropped")
+            ReadIssue(
+                str(path),
+                "bad_line",
+                "dropped",
+                len(lines.bad),
+                locations("line", lines.bad),
+                "line(s) that are not a JSON object (cut mid-write?); dropped",
+            )
         )
-    frame = pd.DataFrame.from_records(records) if records else pd.DataFrame()
+    frame = pd.DataFrame.from_records(lines.records) if lines.records else pd.DataFrame()
     frame = frame.astype(object) if len(frame) else frame
-    frame[LOC] = locs
-    return frame, n_read, issues
+    frame[LOC] = lines.locs
+    return frame, lines.n_read, issues
 
 
 def _read_parquet(path: Path) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
@@ -302,7 +364,12 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
             frame, n_read, issues = _read_parquet(path)
             label = "row"
         elif source.format == "jsonl":
-            frame, n_read, issues = _read_jsonl(path, options.strict)
+            lines = read_json_lines(path, options.strict)
+            from bayesgrpo.readers.verl import is_verl_jsonl, verl_jsonl_run
+
+            if is_verl_jsonl(lines.records):  # verl's file logger, named *.jsonl: read as such
+                return [verl_jsonl_run(lines, source, options)]
+            frame, n_read, issues = _jsonl_frame(lines, path)
             label = "line"
         else:
             frame, n_read, issues = _read_csv(path, options.strict)

@@ -32,7 +32,7 @@ import ast
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -643,6 +643,108 @@ def summary_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass
+class FiledHistory:
+    """``log_history`` entries filed as the trainer-state reader files them.
+
+    Attributes
+    ----------
+    store : ColumnStore
+        Training and evaluation records at their ``step`` (location: the entry's 1-based number).
+    summary : dict
+        Values of the end-of-training summary row (``train_runtime``, ``train_loss``...).
+    summary_entries : list of int
+        Numbers of the summary entries.
+    not_objects : list of int
+        Numbers of the entries that are not objects (dropped).
+    """
+
+    store: ColumnStore
+    summary: dict[str, Any]
+    summary_entries: list[int]
+    not_objects: list[int]
+
+
+def history_store(
+    log_history: Sequence[Any],
+    keep: Collection[str] | None = None,
+    *,
+    exclude_prefix: str | None = None,
+    strict: bool = False,
+    path: str | Path | None = None,
+) -> FiledHistory:
+    """File ``log_history`` entries: step records, the summary row, entries that are not objects.
+
+    Training and evaluation rows become records at their ``step`` with their metrics under their
+    own names; an evaluation row's ``epoch`` that repeats the training row it follows is kept
+    once. The end-of-training summary row (``train_runtime``...) goes to ``summary``. Used by
+    ``read_trainer_state`` on a file and by the TRL callback on a trainer's in-memory history.
+
+    Parameters
+    ----------
+    log_history : sequence
+        ``TrainerState.log_history``: dicts, as written.
+    keep : collection of str, optional
+        Metrics to read (default all).
+    exclude_prefix : str, optional
+        Leave out metrics whose name starts with it (the callback's own ``bayesgrpo/`` output).
+    strict : bool
+        Raise at an entry that is not an object instead of noting it.
+    path : str or Path, optional
+        The file, for the error's message.
+
+    Returns
+    -------
+    FiledHistory
+        With ``keep`` or ``exclude_prefix``, an entry left with no metric is skipped (a live
+        update wants what it reads only); without them every non-summary entry is a record, as
+        in the file (one with no metric is then reported by ``tidy_run``).
+
+    Raises
+    ------
+    MalformedRecordError
+        With ``strict``, at the first entry that is not an object.
+    """
+    store = ColumnStore()
+    summary: dict[str, Any] = {}
+    summary_entries: list[int] = []
+    not_objects: list[int] = []
+    filtered = keep is not None or exclude_prefix is not None
+
+    def excluded(key: Any) -> bool:
+        return exclude_prefix is not None and str(key).startswith(exclude_prefix)
+
+    last_train: tuple[Any, Any] = (None, None)  # (step, epoch) of the latest training row
+    for number, entry in enumerate(log_history, start=1):
+        if not isinstance(entry, Mapping):
+            if strict:
+                raise MalformedRecordError(
+                    f"log_history entry is a {type(entry).__name__}, not an object",
+                    path,
+                    f"{_STATE_LABEL} {number}",
+                )
+            not_objects.append(number)
+            continue
+        if is_summary(entry):
+            summary_entries.append(number)
+            summary.update(summary_metadata({k: v for k, v in entry.items() if not excluded(k)}))
+            continue
+        step = entry.get("step")
+        if keep is None:
+            record = {k: v for k, v in entry.items() if k != "step" and not excluded(k)}
+        else:
+            record = {k: v for k, v in entry.items() if k in keep and k != "step" and not excluded(k)}
+        if is_eval(entry):
+            # the eval row repeats the epoch of the training row it follows; keep one copy
+            if "epoch" in record and last_train[0] == step and record["epoch"] == last_train[1]:
+                del record["epoch"]
+        else:
+            last_train = (step, entry.get("epoch"))
+        if record or not filtered:
+            store.add(number, step, record)
+    return FiledHistory(store, summary, summary_entries, not_objects)
+
+
 def read_trainer_state(source: Source, options: ReadOptions) -> list[RawRun]:
     """Read a transformers/TRL ``trainer_state.json`` into one raw run.
 
@@ -686,33 +788,9 @@ def read_trainer_state(source: Source, options: ReadOptions) -> list[RawRun]:
     metadata, meta_issues = _state_metadata(top, label)
     issues.extend(meta_issues)
 
-    store = ColumnStore()
-    not_dicts: list[int] = []
-    summaries: list[int] = []
-    last_train: tuple[Any, Any] = (None, None)  # (step, epoch) of the latest training row
-    for number, entry in enumerate(history, start=1):
-        if not isinstance(entry, dict):
-            if options.strict:
-                raise MalformedRecordError(
-                    f"log_history entry is a {type(entry).__name__}, not an object",
-                    path,
-                    f"{_STATE_LABEL} {number}",
-                )
-            not_dicts.append(number)
-            continue
-        if is_summary(entry):
-            summaries.append(number)
-            metadata.update(summary_metadata(entry))
-            continue
-        step = entry.get("step")
-        record = {k: v for k, v in entry.items() if k != "step"}
-        if is_eval(entry):
-            # the eval row repeats the epoch of the training row it follows; keep one copy
-            if "epoch" in record and last_train[0] == step and record["epoch"] == last_train[1]:
-                del record["epoch"]
-        else:
-            last_train = (step, entry.get("epoch"))
-        store.add(number, step, record)
+    filed = history_store(history, strict=options.strict, path=path)
+    store, not_dicts, summaries = filed.store, filed.not_objects, filed.summary_entries
+    metadata.update(filed.summary)
 
     if not_dicts:
         dropped += len(not_dicts)
@@ -1179,9 +1257,11 @@ def _steps_consistency(
 __all__ = [
     "BannerParser",
     "ColumnStore",
+    "FiledHistory",
     "TRL_ALIASES",
     "TRL_REWARD_CANDIDATES",
     "find_dict",
+    "history_store",
     "parse_dict_line",
     "read_trainer_state",
     "read_trl_console",

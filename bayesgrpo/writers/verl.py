@@ -23,18 +23,30 @@ resolve=True))``), one prefixed line per line of the dict, and prints ``Total tr
 
 These writers produce that format line by line (optionally flushing each line, so that a test
 can play a run being written), for tests, benchmarks and the live-log watcher.
+
+verl's file logger (``trainer.logger`` including ``'file'``; ``FileLogger`` in
+``verl/utils/tracking.py``) writes the same ``log`` calls as JSON Lines to
+``$VERL_FILE_LOGGER_PATH`` (default ``$VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl``)::
+
+    data = {"step": step, "data": data}
+    self.fp.write(json.dumps(data) + "\n")                                              # earlier
+    self.fp.write(orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")         # later
+
+``write_verl_jsonl`` writes either (``style="json"`` or ``"orjson"``: compact separators, NaN
+and infinities as ``null`` as orjson writes them).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import numbers
 import pprint
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -259,6 +271,95 @@ def write_verl_console(
     return Path(path_or_handle) if isinstance(path_or_handle, (str, Path)) else None
 
 
+def _json_value(value: Any, style: str) -> Any:
+    """A metric value as verl's file logger serialises it (numpy scalars as Python numbers)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if style == "orjson" and isinstance(value, float) and not math.isfinite(value):
+        return None  # orjson writes NaN and infinities as null
+    return value
+
+
+def verl_jsonl_line(
+    step: Any, metrics: Mapping[str, Any], *, style: Literal["json", "orjson"] = "json"
+) -> str:
+    """One line of verl's file logger, without the newline.
+
+    Parameters
+    ----------
+    step : int or any JSON value
+        Written as given (a text step makes a malformed log for tests).
+    metrics : mapping
+        Metric -> value; numbers, and anything JSON holds (text, null...) written as given.
+    style : {"json", "orjson"}
+        ``json.dumps`` (earlier verl: ``", "`` separators, NaN written ``NaN``) or orjson (later
+        verl: compact, NaN and infinities written ``null``).
+
+    Returns
+    -------
+    str
+    """
+    if style not in ("json", "orjson"):
+        raise ValueError(f"style must be 'json' or 'orjson', not {style!r}")
+    record = {
+        "step": _json_value(step, style),
+        "data": {k: _json_value(v, style) for k, v in metrics.items()},
+    }
+    if style == "orjson":
+        return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json.dumps(record)
+
+
+def write_verl_jsonl(
+    path_or_handle: str | Path | IO[str],
+    points: pd.DataFrame | Iterable[tuple[Any, Mapping[str, Any]]],
+    *,
+    style: Literal["json", "orjson"] = "json",
+    names: Mapping[str, str] | None = None,
+    flush: bool = False,
+    final_newline: bool = True,
+) -> Path | None:
+    """Write a verl file-logger JSONL log (``trainer.logger=['file']``).
+
+    Parameters
+    ----------
+    path_or_handle : str, Path or text handle
+        A file to create, or an open text handle to append to (a live-log test).
+    points : DataFrame or iterable of (step, dict)
+        A frame with a ``step`` column (one line per row; NaN cells left out, as verl logs the
+        metrics of that step only), or ``(step, {metric: value})`` pairs in the order to write
+        them (repeated or out-of-order steps, text or NaN values...).
+    style : {"json", "orjson"}
+        How verl serialises each line (see ``verl_jsonl_line``).
+    names : mapping, optional
+        Metric name -> name to write; default ``CANONICAL_TO_VERL`` (a frame of canonical
+        columns ``reward``, ``kl``... is written under verl's names).
+    flush : bool
+        Flush after every line.
+    final_newline : bool
+        ``False`` leaves the last line without its newline, as a file cut while being written.
+
+    Returns
+    -------
+    Path or None
+        The path written, or ``None`` for a handle.
+    """
+    mapping = dict(CANONICAL_TO_VERL if names is None else names)
+    lines = (verl_jsonl_line(step, metrics, style=style) for step, metrics in _rows(points, mapping))
+    with _opened(path_or_handle) as handle:
+        previous: str | None = None
+        for line in lines:
+            if previous is not None:
+                handle.write(previous + "\n")
+                if flush:
+                    handle.flush()
+            previous = line
+        if previous is not None:
+            handle.write(previous + ("\n" if final_newline else ""))
+        handle.flush()
+    return Path(path_or_handle) if isinstance(path_or_handle, (str, Path)) else None
+
+
 #: Metric names of a verl GRPO step line (verl 0.4), in the order verl prints them.
 _LARGE_NAMES: tuple[str, ...] = (
     "global_seqlen/min",
@@ -379,6 +480,8 @@ __all__ = [
     "format_step_line",
     "format_value",
     "ray_prefix",
+    "verl_jsonl_line",
     "write_large_verl_console",
     "write_verl_console",
+    "write_verl_jsonl",
 ]
