@@ -433,12 +433,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Forecast, stop and transfer RL fine-tuning reward curves (GRPO, PPO, DAPO, RLOO).",
     )
     from bayesgrpo._version import __version__
+    from bayesgrpo.curves import DEFAULT_CURVE
 
     parser.add_argument("--version", action="version", version=f"bayesgrpo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def model_flags(p: argparse.ArgumentParser, cut: float | None, output: str) -> None:
-        p.add_argument("--curve", default="weibull", help="curve family (weibull, exp, logistic, power, oscillator, two_timescale)")
+        p.add_argument("--curve", default=DEFAULT_CURVE, help=f"curve family (default {DEFAULT_CURVE}; weibull, exp, logistic, power, oscillator)")
         p.add_argument("--sampler", default="numpyro", help="numpyro (default), nutpie, pymc, advi, pathfinder")
         p.add_argument("--draws", type=int, default=500, help="posterior draws per chain")
         p.add_argument("--tune", type=int, default=500, help="tuning steps per chain")
@@ -502,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--no-bundled", action="store_true", help="fit the pooled model on the runs alone (implies --fit)")
     stop.add_argument("--reward", help="metric to use as the reward")
     stop.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
-    stop.add_argument("--curve", default="weibull")
+    stop.add_argument("--curve", default=DEFAULT_CURVE, help="with --fit: the curve family")
     stop.add_argument("--draws", type=int, default=500)
     stop.add_argument("--tune", type=int, default=500)
     stop.add_argument("--seed", type=int, default=1)

@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.curves import DEFAULT_CURVE
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import markdown_table
@@ -58,6 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--cuts", type=float, nargs="+", default=[0.1, 0.25, 0.5])
     parser.add_argument("--methods", nargs="+", default=list(ALL_METHODS), choices=ALL_METHODS)
+    parser.add_argument("--curve", default=DEFAULT_CURVE, help="curve family of bayesgrpo's populations")
     parser.add_argument("--domhan-steps", type=int, default=1000, help="emcee steps of the Domhan ensemble")
     parser.add_argument("--forecast-draws", type=int, default=1000, help="predictive draws per forecast")
     parser.add_argument(
@@ -111,6 +114,8 @@ def populations_for(table, args: argparse.Namespace) -> tuple[dict, pd.DataFrame
 
     fit_kwargs = {"draws": args.draws, "tune": args.draws, "chains": args.chains}
     key = {"runs": sorted(table.run_ids), "folds": args.folds, "seed": args.seed, **fit_kwargs}
+    if args.curve != "weibull":  # (weibull caches written before the option keep their key)
+        key["curve"] = args.curve
     folds = fold_assignment(table, args.folds, args.seed)
     populations = None
     if args.cache is not None and (args.cache / "settings.json").exists():
@@ -121,7 +126,9 @@ def populations_for(table, args: argparse.Namespace) -> tuple[dict, pd.DataFrame
         else:
             logger.info("cache %s holds other settings: refitting", args.cache)
     if populations is None:
-        populations = kfold_populations(table, args.folds, fit_kwargs=fit_kwargs, random_seed=args.seed)
+        populations = kfold_populations(
+            table, args.folds, fit_kwargs=fit_kwargs, random_seed=args.seed, model_kwargs={"curve": args.curve}
+        )
         if args.cache is not None:
             args.cache.mkdir(parents=True, exist_ok=True)
             for fold in range(args.folds):
@@ -342,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     fit_seconds = time.perf_counter() - start
     settings = (
         f"{len(table)} runs; populations: {args.folds}-fold by run (stratified by source), "
-        f"{args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default sampler; "
+        f"curve {args.curve}, {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default sampler; "
         f"{args.forecast_draws} predictive draws per forecast."
     )
 

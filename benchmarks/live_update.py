@@ -133,7 +133,7 @@ def main() -> None:
         "",
         f"Command: `python benchmarks/live_update.py --held-out {args.held_out} --draws {args.draws}`  ",
         f"Machine: {platform.machine()}, {__import__('os').cpu_count()} cores, Python {platform.python_version()}. "
-        f"Population fit on {len(train)} runs: {fit_seconds:.0f} s (not part of the live query).",
+        f"Population fit ({population.curve}) on {len(train)} runs: {fit_seconds:.0f} s (not part of the live query).",
         "",
         f"Median live query (update + P(gain < {args.eps:g} of the range)): **{frame['live_ms_median'].median():.0f} ms** "
         f"(slowest run {frame['live_ms_median'].max():.0f} ms; first query {frame['first_ms'].median():.0f} ms median).  ",

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from bayesgrpo.curves import DEFAULT_CURVE
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
@@ -59,7 +61,7 @@ def run(sampler: str, args: argparse.Namespace, seed: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samplers", nargs="+", default=["nutpie", "pymc", "numpyro", "advi", "pathfinder"])
-    parser.add_argument("--curve", default="weibull")
+    parser.add_argument("--curve", default=DEFAULT_CURVE)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=2)

@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.curves import DEFAULT_CURVE
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import markdown_table
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         f"Machine: {machine}. {timing}.  ",
         (
             f"Settings: {len(table)} runs ({with_range} with a stated reward range); populations "
-            f"{args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default sampler; "
+            f"(curve {DEFAULT_CURVE}) {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default sampler; "
             f"{args.forecast_draws} predictive draws per forecast; prefixes {prefixes}."
         ),
         "",

@@ -20,7 +20,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesgrpo._version import __version__
-from bayesgrpo.curves import CURVES, get_curve
+from bayesgrpo.curves import CURVES, DEFAULT_CURVE, get_curve
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.build import covariate_used
 from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
@@ -70,7 +70,8 @@ class RewardModel:
     Parameters
     ----------
     curve : str
-        Curve family: ``"weibull"`` (default: slow start, rapid rise, plateau), ``"exp"``,
+        Curve family: ``"two_timescale"`` (default: a fast rise, possibly after a slow start, then a
+        slow climb), ``"weibull"`` (slow start, rapid rise, plateau), ``"exp"``,
         ``"logistic"``, ``"power"``, ``"oscillator"``.
     pooling : {"partial", "none", "complete"}
         How runs share strength: around family/task means with covariates (default),
@@ -104,7 +105,7 @@ class RewardModel:
 
     def __init__(
         self,
-        curve: str = "weibull",
+        curve: str = DEFAULT_CURVE,
         pooling: str = "partial",
         priors: Mapping[str, Any] | None = None,
         progress: str = "step",
