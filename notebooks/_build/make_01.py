@@ -1,0 +1,60 @@
+"""Write notebooks/01_quickstart.ipynb without outputs.
+
+The committed file is this notebook executed with full settings (BAYESGRPO_NOTEBOOK_FAST unset), e.g.
+``python notebooks/_build/make_01.py`` then ``python -m jupyter nbconvert --execute --inplace`` or nbclient.
+"""
+
+import nbformat as nbf
+
+nb = nbf.v4.new_notebook()
+md = nbf.v4.new_markdown_cell
+code = nbf.v4.new_code_cell
+nb.cells = [
+    md("# Quickstart: read logs, fit, forecast, decide when to stop\n\n"
+       "The 60 real GRPO/PPO runs bundled with bayesgrpo (verl TensorBoard files and console logs, "
+       "TRL/Unsloth notebook tables) stand in for your own logs; `bayesgrpo.load_runs([...])` reads yours "
+       "the same way. Set `BAYESGRPO_NOTEBOOK_FAST=1` to run it with few draws (CI does)."),
+    code("import os\n\nimport bayesgrpo\nfrom bayesgrpo.plotting import plot_forecast_grid\n\n"
+         "FAST = os.environ.get(\"BAYESGRPO_NOTEBOOK_FAST\") == \"1\"\n"
+         "DRAWS = 60 if FAST else 500\n\n"
+         "table = bayesgrpo.load_bundled()\ntable"),
+    md("One row per run: what was read, its family and size, and what the logs state."),
+    code("table.summary()[[\"run_id\", \"family\", \"size_b\", \"n_points\", \"first_step\", \"last_step\"]].head(8)"),
+    md("## Where will each run end?\n\nFit the pooled model on the first half of every run "
+       "(the second half is what we forecast), then read each run's final reward with its 90% interval."),
+    code("from bayesgrpo.cli import _cut_table\n\n"
+         "half = _cut_table(table, 0.5)\n"
+         "horizon = dict(zip(table.summary()[\"run_id\"], table.summary()[\"last_step\"].astype(float)))\n"
+         "model = bayesgrpo.RewardModel().fit(half, horizon=horizon, draws=DRAWS, tune=DRAWS, random_seed=1, progressbar=False)\n"
+         "{k: v for k, v in model.fit_summary().items() if k in (\"sampler\", \"seconds\", \"max_r_hat\", \"min_ess_bulk\", \"divergences\", \"parametrisation\")}"),
+    code("model.final_reward().head(8)"),
+    code("runs = [\"verl_asyncRA_q7b_fsdp_base\", \"verl_pr3389_dp_2_gpu_20251111_044742\",\n"
+         "        \"nb_unslothai_notebooks_Qwen3_4B_GRPO_bac83a2_n312\", \"nb_unslothai_notebooks_Kaggle_Llama3_1_8B_GRPO_add7e30_n250\"]\n"
+         "figure = plot_forecast_grid(model, run_ids=runs, observed=table, ncols=2, panel_size=(5.0, 3.2))"),
+    md("The dots after the cut were not seen by the fit."),
+    md("## Should I stop now?\n\nAt the cut, the plateau rule asks: is the gain over the rest of the run "
+       "below 1% of the reward range with probability 0.9? `expected_gain` and `phase` say why."),
+    code("from bayesgrpo.stopping import PlateauRule, decisions_table, expected_gain, phase\n\n"
+         "draws = model.curve_draws()\n"
+         "cut_step = half.points.groupby(\"run_id\")[\"step\"].max().reindex(list(draws.run_ids)).to_numpy(dtype=float)\n"
+         "decisions = decisions_table(PlateauRule(eps=0.01, prob=0.9, relative=True).decide(draws, cut_step))\n"
+         "decisions[[\"run_id\", \"decision\", \"probability\", \"reason\"]].head(8)"),
+    code("phase(draws, cut_step).head(8)"),
+    md("## A run in progress, without refitting\n\nA training loop asks again every few steps. "
+       "The live update conditions the run's points so far on the fitted population in milliseconds."),
+    code("import time\n\nfrom bayesgrpo.table import RunsTable\n\n"
+         "one = table.select([\"verl_pr3389_dp_2_gpu_20251111_044742\"])\n"
+         "so_far = one.points[one.points[\"step\"] <= 40].reset_index(drop=True)\n"
+         "live = bayesgrpo.LiveForecaster(model, random_seed=0)\n"
+         "start = time.perf_counter()\n"
+         "update = live.update(RunsTable(points=so_far, runs=one.runs, report=one.report), horizon=116)\n"
+         "decision = PlateauRule(eps=0.01, prob=0.9, relative=True).decide(update.curve_draws, update.step)[0]\n"
+         "print(f\"{1000 * (time.perf_counter() - start):.0f} ms: {decision.decision} - {decision.reason}\")\n"
+         "expected_gain(update.curve_draws, update.step)"),
+    md("## Anything wrong with a run?"),
+    code("from bayesgrpo.diagnostics import diagnose\n\n"
+         "findings = diagnose(table)\n"
+         "findings[findings[\"severity\"] == \"high\"][[\"run_id\", \"name\", \"first_step\", \"last_step\", \"action\"]]"),
+]
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+nbf.write(nb, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "01_quickstart.ipynb"))
