@@ -158,11 +158,12 @@ CELLS = [
         fig.tight_layout()
     """),
     ("md", """
-        Before a run starts, its prediction is wide and centred well below these two verl runs, which
-        climb to near-perfect accuracy within a few steps; a handful of logged points move it
-        onto the run, and the 10% update also follows the GPG run's slow late climb that the 5% update
-        took for a plateau. The noisy notebook run is harder: its interval after the first points
-        covers its bulk but not its spikes.
+        Before a run starts, its prediction is wide and centred well below these two verl runs,
+        which climb most of the way to the top of the scale within a few steps. A handful of logged
+        points move it onto the run. Neither update follows the GPG run's slow late climb, though:
+        both level off below where that run goes. The noisy notebook run is harder. After 5% of its
+        steps the forecast stays below where the run goes; after 10% it reaches the lower part of
+        the run's bulk, but none of its spikes.
 
         ## Scores over every 7B run
 
@@ -299,27 +300,32 @@ CELLS = [
     ("md", """
         Where it is weak, plainly:
 
-        - **Zero-shot across sizes is barely better than knowing nothing.** With other runs of the
-          same size and recipe in the population (k-fold), the zero-shot curve beats the
-          population-mean curve clearly; with the whole size held out, the gain nearly vanishes on
-          the mean (printed above). Per size: 3B and 7B gain, while 0.5B, the smallest size, where
-          the size effect must extrapolate, and the single 2B run with a stated range are predicted
-          worse than by the population mean. The size effect is learned from few recipes and is
-          tangled with them: every 0.5B run is a PPO run on gsm8k, and the model has no covariate that
-          names a recipe.
-        - **Zero-shot intervals have the wrong shape.** In k-fold the 90% intervals hold nearly every
-          point while the 50% intervals hold well under half: a peaked centre with long tails. With
-          a size held out the 90% intervals hold too few points: overconfident exactly where the
-          model knows least (the 7B runs above are the extreme case: they end above the whole band).
+        - **Zero-shot across sizes is only a little better than knowing nothing.** With other runs
+          of the same size and recipe in the population (k-fold), the zero-shot curve beats the
+          population-mean curve clearly: 34.4% lower CRPS on the mean. With the whole size held out
+          the gain shrinks to 8.1% on the mean (14.0% on the median), lower on 15 of the 24 runs
+          (printed above). Per size (table above), 3B and 7B gain (24.8% and 20.4%). Two sizes are
+          predicted worse than by the population mean: 0.5B (-19.9%, better on 2 of its 10 runs),
+          the smallest size, where the size effect must extrapolate, and the single 2B run with a
+          stated range (-42.7%). The size effect is learned from few recipes and is tangled with
+          them: every 0.5B run is a PPO run on gsm8k, and the model has no covariate that names a
+          recipe.
+        - **Zero-shot intervals have the wrong shape.** In k-fold the 90% intervals hold 99.0% of the
+          points while the 50% intervals hold 31.0%: a peaked centre with long tails. With a size
+          held out the 90% intervals hold only 53.8% of the points: overconfident exactly where the
+          model knows least. The 7B runs above are the extreme case: they end above the whole band.
         - **Only runs with a stated reward range get a zero-shot prediction** (the verl runs; the
           size table at the top counts them). The notebook runs report rewards on their own scales,
           and the population cannot say what those scales are.
         - **A few logged points fix most of it.** After 5% or 10% of the steps the live update beats
-          the population-mean curve by far, and beats the prefix fitted alone on most sizes, on the
-          mean and run by run (per-size table). The 7B runs are the exception run by run: their clean
-          curves saturate within the first steps, the prefix fitted alone does well on them and wins
-          most, and the update keeps the better mean only because the fit alone goes badly wrong on
-          a few. The population is most useful as a prior for a run that has started, far less as an
+          the population-mean curve by far. After 10% it also beats the prefix fitted alone on the
+          mean at every size, though 3B only by 0.5%. Run by run it wins on most runs of every size
+          except 2B, where it wins on 1 of 2 (per-size table). Where the prefix fitted alone still
+          competes is the earliest cut. After 5% of the steps of the 7B runs, most of them clean
+          curves that saturate within their first steps, the fit alone beats the update above on
+          the mean (-5.2%) and on 10 of the 13 runs. After 10% the update wins: +16.4% on the mean,
+          lower on 8 of 13 runs (in the committed evaluation, with its own fits, +25.3% and 10 of
+          13). The population is most useful as a prior for a run that has started, far less as an
           oracle for one that has not.
 
         ## What the population says about model size
@@ -356,8 +362,8 @@ CELLS = [
         How to read it. With all runs, the interval of the size slope of `r1` straddles zero: the
         bundled runs do not pin down how the level a run reaches depends on its size. Without the 7B
         runs the slope turns negative, and the population's average run at 7B sits far below where
-        the 7B runs went (printout). Two things blur the picture, and they are what limits transfer
-        across sizes here. Recipe matters more than size: the Qwen runs of one verl gsm8k recipe at
+        the 7B runs went (printout: 0.60 against their median of 0.98). Two things blur the
+        picture, and they are what limits transfer across sizes here. Recipe matters more than size: the Qwen runs of one verl gsm8k recipe at
         3B and 7B reach the top of the scale, other runs of the same sizes do not, and no covariate
         tells the model which runs share a recipe. And a run with no stated reward range is
         normalised by its own logged range widened by half of itself on each side (the model's

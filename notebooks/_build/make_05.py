@@ -341,23 +341,25 @@ CELLS = [
         fig.tight_layout()
     """),
     ("md", """
-        Six of the seven actual ends fall inside the forecast 90% interval. The miss is the one stop:
-        qwen2-7b-grpo, stopped at step 52 of 105 with P(plateau) 1.000. Its forecast end, 0.964
-        [0.961, 0.968], lies below where the run ended, 0.983: the band is too narrow for a curve
-        that still crept up. The decision holds all the same: after step 52 the run gained 0.008,
-        less than the rule's eps of 0.010. The six others continue, and for five of them the later
-        points agree: each gained more than its eps after the cut (gemma2-2b-ppo 0.049,
-        qwen2-7b-gpg 0.033, mistral-7b-grpo 0.102, phi4-grpo 0.129, llama31-8b-grpo 0.231). The
-        exception is gemma4-e2b-sudoku: told to continue (P(plateau) 0.810), its reward then fell (actual
-        gain -5.073). The plateau rule asks whether more steps will *gain*, not whether the run is
+        Six of the seven actual ends fall inside the forecast 90% interval. The one stop is
+        qwen2-7b-grpo at step 52 of 105, and it is a close call: P(plateau) 0.918, just over the 0.9
+        threshold. The run ended at 0.983, inside its forecast end, 0.980 [0.973, 0.989], and the
+        decision holds: after step 52 the run gained 0.008, less than the rule's eps of 0.010. The six
+        others continue, and for five of them the later points agree: each gained more than its eps
+        after the cut (gemma2-2b-ppo 0.049, qwen2-7b-gpg 0.033, mistral-7b-grpo 0.102, phi4-grpo
+        0.129, llama31-8b-grpo 0.231). The miss is one of these five: qwen2-7b-gpg's forecast end,
+        0.924 [0.913, 0.934], lies below where the run ended, 0.942. The forecast saw that the run
+        was still climbing, but not how far the climb would go. The sixth run told to continue is
+        the exception: gemma4-e2b-sudoku (P(plateau) 0.696), whose reward then fell (actual gain
+        -5.073). The plateau rule asks whether more steps will *gain*, not whether the run is
         breaking; section 5 asks that.
 
         Where a run is noisy and its reward range is not stated, the band is wide and says so:
-        [0.173, 0.522] for mistral-7b-grpo, [1.559, 3.329] for llama31-8b-grpo. The last column is
-        the live update's Pareto k: above 0.7 (mistral-7b-grpo 0.717, phi4-grpo 0.743,
-        llama31-8b-grpo 0.836) its importance weights are unreliable, meaning the run's points
-        disagree with what the population expects of such a run; a population refitted with the run
-        gives the trustworthy answer.
+        [-0.315, 0.764] for phi4-grpo, [7.861, 19.058] for gemma4-e2b-sudoku. The last column is the
+        live update's Pareto k, which says whether its importance weights can be trusted. Here every
+        run is below 0.5 (the largest, phi4-grpo, is 0.469), so all seven updates are reliable. Above
+        0.7 they would not be: the run's points would disagree with what the population expects of
+        such a run, and a population refitted with the run would give the trustworthy answer.
     """),
     ("md", """
         How sure is sure? The live update draws its answer by importance sampling, so
@@ -383,13 +385,13 @@ CELLS = [
                       "seeds saying stop": (spread >= 0.9).sum(axis=1), "seeds": spread.shape[1]})
     """),
     ("md", """
-        Over ten seeds the runs far from the threshold keep their decision: qwen2-7b-grpo stops under
-        all 10, gemma2-2b-ppo, qwen2-7b-gpg and llama31-8b-grpo continue under all 10. The runs whose
-        Pareto k is near or above 0.7 move: phi4-grpo's P(plateau) ranges from 0.742 to 0.975 and 5
-        of the 10 seeds say stop (the run went on to gain 0.129, more than its eps); mistral-7b-grpo's
-        ranges from 0.656 to 0.950, and 2 of 10 say stop. A probability near 0.9 from an unreliable
-        update is a close call, not a verdict: look at its fan chart, or refit the population with
-        the run.
+        Over ten seeds the runs far from the threshold keep their decision: gemma2-2b-ppo,
+        qwen2-7b-gpg, mistral-7b-grpo, llama31-8b-grpo and gemma4-e2b-sudoku continue under all 10.
+        The two near it move. qwen2-7b-grpo's P(plateau) ranges from 0.876 to 0.951 and 4 of the 10
+        seeds say stop; the run went on to gain 0.008, less than its eps, so stopping was right.
+        phi4-grpo's ranges from 0.822 to 0.948 and 3 of 10 say stop; that run went on to gain 0.129,
+        more than its eps. A probability near 0.9 is a close call, not a verdict: look at the fan
+        chart, or check again after a few more logged points.
     """),
     ("md", """
         ## 5. Diagnostics: is something wrong with a run?
