@@ -371,6 +371,7 @@ HEALTHY = [
     "verl_gpg_qwen2-7b_math_megatron",
     "verldata_ppo_Qwen2.5-0.5B-bsz256_2-prompt512-resp256-0.538",
     "Advanced_Llama3_1_3B_GRPO_LoRA_3fcca28",  # TRL run rising -0.8 -> 7.9
+    "2048_Game_DGX_S_c4dcd30",  # solves the game (22) and stays there: degenerate groups are info
 ]
 
 
