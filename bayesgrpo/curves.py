@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -543,13 +543,7 @@ def _oscillator_time_to_fraction(q: np.ndarray, tau: np.ndarray, zeta: np.ndarra
         hi = np.where(short, 2.0 * hi, hi)
     else:  # pragma: no cover - g -> 1 > q, so doubling always ends
         raise BayesGRPOError("oscillator time_to_fraction: could not bracket the crossing.")
-    lo = np.zeros_like(hi)
-    for _ in range(iterations):
-        mid = 0.5 * (lo + hi)
-        below = g_oscillator(mid, tau, zeta) < q
-        lo = np.where(below, mid, lo)
-        hi = np.where(below, hi, mid)
-    return 0.5 * (lo + hi)
+    return _bisect(g_oscillator, q, hi, (tau, zeta), iterations)
 
 
 # --------------------------------------------------------------------------------------------
@@ -605,6 +599,19 @@ def dg_dt_two_timescale(t: ArrayLike, tau: ArrayLike, k: ArrayLike, odds: ArrayL
     return (1.0 - share) * fast + share * ops.exp(-t / tau_slow) / tau_slow
 
 
+def _bisect(g: Callable[..., np.ndarray], q: np.ndarray, hi: np.ndarray, params: Sequence[np.ndarray],
+            iterations: int) -> np.ndarray:
+    """The ``t`` in ``[0, hi]`` where ``g(t, *params)`` crosses ``q``, by halving the bracket
+    ``iterations`` times (vectorised; ``g`` below ``q`` at 0 and not below it at ``hi``)."""
+    lo = np.zeros_like(hi)
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        below = g(mid, *params) < q
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return 0.5 * (lo + hi)
+
+
 def _bisect_monotone(g: Callable[..., np.ndarray], q: np.ndarray, scale: np.ndarray, *params: np.ndarray,
                      iterations: int = 64) -> np.ndarray:
     """First ``t`` with ``g(t, *params) = q`` for a non-decreasing ``g`` with ``g(inf) = 1``.
@@ -621,13 +628,7 @@ def _bisect_monotone(g: Callable[..., np.ndarray], q: np.ndarray, scale: np.ndar
         hi = np.where(short, 2.0 * hi, hi)
     else:  # pragma: no cover - g -> 1 > q, so doubling always ends
         raise BayesGRPOError("time_to_fraction: could not bracket the crossing.")
-    lo = np.zeros_like(hi)
-    for _ in range(iterations):
-        mid = 0.5 * (lo + hi)
-        below = g(mid, *params) < q
-        lo = np.where(below, mid, lo)
-        hi = np.where(below, hi, mid)
-    return 0.5 * (lo + hi)
+    return _bisect(g, q, hi, params, iterations)
 
 
 def _two_timescale_time_to_fraction(q: np.ndarray, tau: np.ndarray, k: np.ndarray, odds: np.ndarray,

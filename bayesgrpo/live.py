@@ -21,6 +21,7 @@ as the next (a few milliseconds for hundreds of points; ``benchmarks/live_update
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import warnings
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import optimize, special, stats
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from bayesgrpo.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.errors import BayesGRPOError
@@ -261,6 +262,21 @@ class RunPosterior:
         return out
 
 
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """The loaded thread pools, inspected once per process (a fresh inspection costs milliseconds)."""
+    return ThreadpoolController()
+
+
+def single_threaded_blas() -> Any:
+    """A context in which BLAS runs on one thread.
+
+    A live update is hundreds of tiny linear-algebra calls: BLAS threads only wait on each other,
+    and inside a training process they compete with the framework's threads.
+    """
+    return _blas_controller().limit(limits=1, user_api="blas")
+
+
 def condition_run(
     prior: GaussianRunPrior,
     t: np.ndarray,
@@ -294,7 +310,7 @@ def condition_run(
     waited milliseconds on thread hand-offs (measured: 0.3-0.6 s per update against 0.03-0.06 s
     with one thread).
     """
-    with threadpool_limits(limits=1):
+    with single_threaded_blas():
         return _condition_run(prior, t, y, noise_scale, n_draws=n_draws, random_seed=random_seed)
 
 

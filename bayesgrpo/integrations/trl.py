@@ -39,7 +39,6 @@ without it raises an ``ImportError`` that says so. ``import bayesgrpo`` never im
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
@@ -592,6 +591,8 @@ class BayesStopCallback(TrainerCallback):
             raise BayesGRPOError(
                 "no horizon: state.max_steps is not set; pass BayesStopCallback(horizon=<the step the run ends at>)"
             )
+        from bayesgrpo.live import single_threaded_blas
+
         with single_threaded_blas():
             update = forecaster.update(table, horizon=horizon)
             decision = self.rule.decide(
@@ -661,26 +662,6 @@ class BayesStopCallback(TrainerCallback):
             for record in self.history
         ]
         return pd.DataFrame(rows)
-
-
-@functools.cache
-def _threadpools() -> Any:
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
-def single_threaded_blas() -> contextlib.AbstractContextManager[Any]:
-    """BLAS limited to one thread for the duration (threadpoolctl, when installed).
-
-    The live update works on arrays of a few thousand numbers; OpenBLAS threads on them only
-    wait on each other, and inside a training process they compete with torch's threads. One
-    thread made the update 2-6x faster on a busy 2-core machine.
-    """
-    try:
-        return _threadpools().limit(limits=1, user_api="blas")
-    except ImportError:
-        return contextlib.nullcontext()
 
 
 def _run_id(args: Any) -> str:
