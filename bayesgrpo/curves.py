@@ -67,21 +67,23 @@ from bayesgrpo.errors import BayesGRPOError
 
 __all__ = [
     "CURVES",
-    "asymptote_from_levels",
-    "gain_fraction_at_one",
-    "reward_curve_by_levels",
     "CurveFamily",
+    "DEFAULT_CURVE",
     "ShapePrior",
+    "asymptote_from_levels",
     "dg_dt_exp",
     "dg_dt_logistic",
     "dg_dt_oscillator",
     "dg_dt_power",
+    "dg_dt_two_timescale",
     "dg_dt_weibull",
     "g_exp",
     "g_logistic",
     "g_oscillator",
     "g_power",
+    "g_two_timescale",
     "g_weibull",
+    "gain_fraction_at_one",
     "get_curve",
     "inverse_exp",
     "inverse_logistic",
@@ -90,8 +92,10 @@ __all__ = [
     "oscillator_omega",
     "oscillator_tau",
     "reward_curve",
+    "reward_curve_by_levels",
     "reward_curve_dt",
     "time_to_fraction",
+    "two_timescale_parts",
 ]
 
 #: Anything a curve function accepts: a float, a numpy array, or a PyTensor variable.
