@@ -67,8 +67,8 @@ from bayesgrpo.errors import BayesGRPOError
 
 __all__ = [
     "CURVES",
-    "CurveFamily",
     "DEFAULT_CURVE",
+    "CurveFamily",
     "ShapePrior",
     "asymptote_from_levels",
     "dg_dt_exp",
