@@ -306,9 +306,8 @@ def condition_run(
     Notes
     -----
     The work is a few hundred tiny (5 x 5) linear-algebra calls: BLAS is held to one thread
-    while it runs. With its default threads, on a busy 2-core machine, each L-BFGS-B iteration
-    waited milliseconds on thread hand-offs (measured: 0.3-0.6 s per update against 0.03-0.06 s
-    with one thread).
+    while it runs: with its default threads, on a busy 2-core machine, each L-BFGS-B iteration
+    waited on thread hand-offs (``benchmarks/live_update.py`` measures the query as a whole).
     """
     with single_threaded_blas():
         return _condition_run(prior, t, y, noise_scale, n_draws=n_draws, random_seed=random_seed)

@@ -397,7 +397,7 @@ class RewardModel:
         idata = az.from_netcdf(str(path))
         for group in idata.groups():
             # read into memory now: lazily read arrays cost a disk read on every later query
-            # (0.18 s per new run prior of a live update), and keep the file open
+            # (every new run prior of a live update), and keep the file open
             getattr(idata, group).load()
         attrs = idata.posterior.attrs
         if "bayesgrpo_config" not in attrs:
