@@ -370,6 +370,68 @@ def _condition_run(
     return RunPosterior(prior, theta[index], mode, pareto_k, ess, len(t), time.perf_counter() - start)
 
 
+def condition_start(
+    prior: GaussianRunPrior,
+    start: float,
+    start_sd: float,
+    *,
+    n_draws: int = 2000,
+    random_seed: int | None = None,
+) -> RunPosterior:
+    """Draws of a run's parameters given only a measured start ``y(0) = start +- start_sd``.
+
+    Exact, not Laplace: the logit start ``r0`` given the measurement (a Gaussian prior times
+    ``Normal(start | expit(r0), start_sd)``) is one-dimensional, so it is drawn from its density
+    on a fine grid; the other parameters are then drawn from the prior's Gaussian conditional on
+    ``r0``, so they move by their population correlation with the start (``<p>_r0_slope``): a
+    run that starts high is expected to end high.
+
+    Parameters
+    ----------
+    prior : GaussianRunPrior
+    start : float
+        The normalised reward at ``t = 0``.
+    start_sd : float
+        Its measurement error, normalised reward units (> 0).
+    n_draws : int
+    random_seed : int, optional
+
+    Returns
+    -------
+    RunPosterior
+        ``n_points`` is 0 (no logged point was used), ``pareto_k`` 0 (no importance weights).
+    """
+    start_time = time.perf_counter()
+    if not (np.isfinite(start) and np.isfinite(start_sd) and start_sd > 0):
+        raise BayesGRPOError(f"a measured start needs a finite value and a positive error; got {start} +- {start_sd}")
+    if prior.names[0] != "r0":
+        raise BayesGRPOError(f"the prior's first parameter is {prior.names[0]!r}, not the start r0")
+    rng = np.random.default_rng(random_seed)
+    mean0, sd0 = float(prior.mean[0]), float(np.sqrt(prior.cov[0, 0]))
+    # the grid spans the prior and the measurement's own logit neighbourhood
+    margin = min(max(start_sd, 1e-4), 0.25)
+    seen = float(special.logit(np.clip(start, margin, 1.0 - margin)))
+    low = min(mean0 - 8.0 * sd0, seen - 4.0)
+    high = max(mean0 + 8.0 * sd0, seen + 4.0)
+    grid = np.linspace(low, high, 8001)
+    log_density = -0.5 * ((grid - mean0) / sd0) ** 2 - 0.5 * ((start - special.expit(grid)) / start_sd) ** 2
+    weights = np.exp(log_density - log_density.max())
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    step = grid[1] - grid[0]
+    r0 = np.interp(rng.random(n_draws), cdf, grid) + step * (rng.random(n_draws) - 0.5)
+    # the rest given r0: the Gaussian conditional
+    slope = prior.cov[1:, 0] / prior.cov[0, 0]
+    rest_cov = prior.cov[1:, 1:] - np.outer(slope, prior.cov[0, 1:])
+    rest_cov = 0.5 * (rest_cov + rest_cov.T) + 1e-12 * np.eye(prior.dim - 1)
+    rest = prior.mean[1:] + (r0 - mean0)[:, None] * slope + rng.standard_normal((n_draws, prior.dim - 1)) @ np.linalg.cholesky(rest_cov).T
+    theta = np.column_stack([r0, rest])
+    mode = prior.mean.copy()
+    mode[0] = grid[np.argmax(log_density)]
+    mode[1:] += (mode[0] - mean0) * slope
+    return RunPosterior(prior, theta, mode, 0.0, float(n_draws), 0, time.perf_counter() - start_time)
+
+
 @dataclass
 class LiveForecaster:
     """Forecasts for runs in progress from a fitted population, answered without refitting.
@@ -408,7 +470,9 @@ class LiveForecaster:
         """The population's Gaussian prior for a run with this metadata (cached).
 
         ``metadata`` may hold ``family``, ``task``, ``size_b`` and ``samples_per_step`` (or
-        ``batch_size`` and ``group_size``); anything missing is treated as unknown.
+        ``batch_size`` and ``group_size``); anything missing is treated as unknown. Without
+        ``reward_min``/``reward_max`` the run's reward is normalised by its own range, and it gets
+        the population's levels of such runs (``model.build.bounds_from_data``).
         """
         from bayesgrpo.model.build import effect_levels
         from bayesgrpo.model.predict import new_run_draws
@@ -421,7 +485,8 @@ class LiveForecaster:
         samples = _number(metadata.get("samples_per_step"))
         if not np.isfinite(samples):
             samples = _number(metadata.get("batch_size")) * _number(metadata.get("group_size"))
-        key = (family, task, size if np.isfinite(size) else None, samples if np.isfinite(samples) else None)
+        from_data = _bounds_unknown(metadata)
+        key = (family, task, size if np.isfinite(size) else None, samples if np.isfinite(samples) else None, from_data)
         if key not in self._priors:
             _, family_levels = effect_levels(data.family_index, data.families)
             _, task_levels = effect_levels(data.task_index, data.tasks)
@@ -432,6 +497,7 @@ class LiveForecaster:
                 task_level=_level(task, data.tasks, data.task_index, task_levels),
                 log_size=float(data.size_standardizer(np.log(size))) if size > 0 else np.nan,
                 log_samples=float(data.samples_standardizer(np.log(samples))) if samples > 0 else np.nan,
+                bounds_from_data=from_data,
                 random_seed=self.random_seed,
             )
             self._priors[key] = GaussianRunPrior.from_draws(draws, self.population.curve, self.population.noise_floor)
@@ -500,6 +566,12 @@ def _text(value: Any) -> str | None:
         return None
     text = str(value)
     return None if text in ("", "<NA>", "nan", "None") else text
+
+
+def _bounds_unknown(metadata: Mapping[str, Any]) -> bool:
+    """Whether a run's reward range is not stated (``model.data.prepare`` then uses its own range)."""
+    low, high = _number(metadata.get("reward_min")), _number(metadata.get("reward_max"))
+    return not (np.isfinite(low) and np.isfinite(high) and high > low)
 
 
 def _number(value: Any) -> float:

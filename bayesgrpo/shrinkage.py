@@ -94,16 +94,16 @@ def _run_values(model: RewardModel, names: tuple[str, ...]) -> dict[str, np.ndar
 
 def _group_effect(model: RewardModel, name: str, dim: str) -> np.ndarray:
     """Each run's fitted group effect (family or task) of a parameter, (S, R); 0 where none."""
-    from bayesgrpo.model.build import effect_levels
+    from bayesgrpo.model.build import effect_grouping
+    from bayesgrpo.model.priors import LEVEL_PARAMS
 
     assert model.idata is not None and model.data is not None
     data, posterior = model.data, model.idata.posterior
     n_samples = posterior.sizes["chain"] * posterior.sizes["draw"]
-    if f"{name}_{dim}" not in posterior:
+    index, _, coord = effect_grouping(data, dim, name in LEVEL_PARAMS)
+    if f"{name}_{coord}" not in posterior:
         return np.zeros((n_samples, data.n_runs))
-    levels = data.families if dim == "family" else data.tasks
-    index, _ = effect_levels(getattr(data, f"{dim}_index"), levels)
-    effect = _stacked(posterior, f"{name}_{dim}")  # (S, levels)
+    effect = _stacked(posterior, f"{name}_{coord}")  # (S, levels)
     padded = np.concatenate([effect, np.zeros((n_samples, 1))], axis=1)  # index -1: no effect
     return padded[:, index]
 
@@ -113,16 +113,19 @@ def _locations(model: RewardModel, names: tuple[str, ...], runs: Mapping[str, np
     mean + family and task effects + size slope x size + the start's pull."""
     assert model.idata is not None and model.data is not None
     posterior, data = model.idata.posterior, model.data
+    from bayesgrpo.model.build import bounds_from_data, run_location
+
     size = np.where(np.isfinite(data.log_size), data.log_size, 0.0)
     r0_mu = _stacked(posterior, "r0_mu")[:, None]
+    data_bounded = bounds_from_data(data)[None, :]
     out = {}
     for name in names:
-        loc = _stacked(posterior, f"{name}_mu")[:, None] + _group_effect(model, name, "family") + _group_effect(model, name, "task")
+        effects = _group_effect(model, name, "family") + _group_effect(model, name, "task")
         if f"{name}_size_slope" in posterior:
-            loc = loc + _stacked(posterior, f"{name}_size_slope")[:, None] * size[None, :]
-        if name != "r0":
-            loc = loc + _stacked(posterior, f"{name}_r0_slope")[:, None] * (runs["r0"] - r0_mu)
-        out[name] = loc
+            effects = effects + _stacked(posterior, f"{name}_size_slope")[:, None] * size[None, :]
+        pull = _stacked(posterior, f"{name}_r0_slope")[:, None] * (runs["r0"] - r0_mu) if name != "r0" else 0.0
+        offset = _stacked(posterior, f"{name}_data_offset")[:, None] if f"{name}_data_offset" in posterior else None
+        out[name] = run_location(name, _stacked(posterior, f"{name}_mu")[:, None], effects, pull, data_bounded, offset)
     return out
 
 

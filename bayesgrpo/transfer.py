@@ -50,6 +50,13 @@ class TransferPrediction:
     posterior: RunPosterior
 
 
+#: Measurement error of a stated ``initial_reward`` when ``initial_reward_sd`` is not given, as a
+#: share of the reward range: an evaluation of the untrained model on a few hundred prompts, or
+#: the first training batch's mean reward, is known to about this (a 0/1 reward's mean over 600
+#: samples has a standard error of at most 0.02).
+INITIAL_REWARD_SD = 0.02
+
+
 def _bounds(metadata: Mapping[str, Any]) -> tuple[float, float] | None:
     try:
         low, high = float(metadata.get("reward_min")), float(metadata.get("reward_max"))
@@ -80,7 +87,9 @@ def predict_new_run(
         ``group_size``): anything missing is treated as unknown. ``reward_min`` and
         ``reward_max`` (the reward's range) are needed without ``first_points``. ``initial_reward``
         (the reward of the model before training, e.g. a validation score at step 0), when
-        given, is conditioned on as the run's first point.
+        given, pins the curve's start (to within ``initial_reward_sd``, in reward units, default
+        :data:`INITIAL_REWARD_SD` of the range) and moves the rest of the curve by the
+        population's correlation with the start.
     horizon : float
         The step the run is planned to end at.
     steps : sequence of float, optional
@@ -95,7 +104,7 @@ def predict_new_run(
     -------
     TransferPrediction
     """
-    from bayesgrpo.live import LiveForecaster, condition_run
+    from bayesgrpo.live import LiveForecaster, condition_run, condition_start
     from bayesgrpo.model.data import UPDATES_BEFORE_STEP
     from bayesgrpo.model.predict import quantile_columns
     from bayesgrpo.stopping import CurveDraws, reward_at
@@ -117,11 +126,16 @@ def predict_new_run(
             )
         low, high = bounds
         prior = live.prior_for(metadata)
-        t = y = np.empty(0)
-        initial = metadata.get("initial_reward")
-        if initial is not None and np.isfinite(float(initial)):
-            t, y = np.array([0.0]), np.array([(float(initial) - low) / (high - low)])
-        posterior = condition_run(prior, t, y, n_draws=n_draws, random_seed=random_seed)
+        initial, error = pd.to_numeric(
+            pd.Series([metadata.get("initial_reward"), metadata.get("initial_reward_sd")], dtype=object), errors="coerce"
+        )
+        if np.isfinite(initial):
+            error = INITIAL_REWARD_SD if not np.isfinite(error) else error / (high - low)
+            posterior = condition_start(
+                prior, (initial - low) / (high - low), max(error, 1e-4), n_draws=n_draws, random_seed=random_seed
+            )
+        else:
+            posterior = condition_run(prior, np.empty(0), np.empty(0), n_draws=n_draws, random_seed=random_seed)
         natural = posterior.natural()
         family_shapes = [name for name in prior.names[2:-1]]
         params = {

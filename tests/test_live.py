@@ -8,7 +8,7 @@ from scipy import special
 
 from bayesgrpo.curves import reward_curve_by_levels
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.live import GaussianRunPrior, LiveForecaster, condition_run, log_posterior
+from bayesgrpo.live import GaussianRunPrior, LiveForecaster, condition_run, condition_start, log_posterior
 from bayesgrpo.model.predict import new_run_draws
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.stopping import PlateauRule, expected_gain
@@ -85,6 +85,45 @@ def test_a_collapse_is_still_sampled_reliably():
     post = condition_run(prior, t, y, noise_scale=np.full_like(t, 0.05), n_draws=2000, random_seed=0)
     assert post.pareto_k <= 0.7
     assert post.ess > 200
+
+
+def _correlated_prior() -> GaussianRunPrior:
+    """The exp prior with the end level following the start (correlation 0.8) and tau not at all."""
+    prior = _prior("exp")
+    cov = prior.cov.copy()
+    cov[0, 1] = cov[1, 0] = 0.8 * 0.25
+    return GaussianRunPrior(prior.curve, prior.names, prior.mean, cov, prior.nu)
+
+
+@pytest.mark.parametrize("start", [0.05, 0.2, 0.6])
+def test_condition_start_matches_brute_force_weighting(start):
+    """A measured start, exactly: 1M prior draws weighted by Normal(start | expit(r0), sd) are
+    the reference for the start, the end level it drags along and the untouched tau."""
+    prior, sd = _correlated_prior(), 0.02
+    post = condition_start(prior, start, sd, n_draws=20_000, random_seed=1)
+    reference = np.random.default_rng(2).multivariate_normal(prior.mean, prior.cov, size=1_000_000)
+    log_w = -0.5 * ((start - special.expit(reference[:, 0])) / sd) ** 2
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    mean = w @ reference
+    sd_ref = np.sqrt(w @ (reference - mean) ** 2)
+    np.testing.assert_allclose(post.theta.mean(axis=0), mean, atol=0.03 + 0.05 * sd_ref.max())
+    np.testing.assert_allclose(post.theta.std(axis=0), sd_ref, rtol=0.1)
+    # on the reward scale the start is where it was measured
+    assert abs(np.median(special.expit(post.theta[:, 0])) - start) < 2 * sd
+    assert post.n_points == 0
+
+
+def test_a_measured_start_moves_the_end_by_the_population_correlation():
+    prior = _correlated_prior()
+    low = condition_start(prior, 0.05, 0.02, random_seed=0).theta[:, 1].mean()
+    high = condition_start(prior, 0.6, 0.02, random_seed=0).theta[:, 1].mean()
+    assert high - low > 1.0  # 0.8 of the start's logit change of about 3.3
+    # a start measured at the bound (a 0/1 reward never solved) stays within a few errors of it
+    at_zero = special.expit(condition_start(prior, 0.0, 0.02, random_seed=0).theta[:, 0])
+    assert np.quantile(at_zero, 0.95) < 4 * 0.02  # against a prior 4 sd away from it
+    with pytest.raises(BayesGRPOError, match="positive error"):
+        condition_start(prior, 0.5, 0.0)
 
 
 def test_bad_points_are_errors():

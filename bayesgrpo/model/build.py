@@ -8,6 +8,9 @@ For each run ``r`` and curve parameter ``p`` (``r0``, ``r1`` — the levels at `
                   + p_r0_slope * (theta[r, r0] - r0_mu)          (p != r0)
                   + p_sd * eta[r, p]
 
+except for runs normalised by their own observed range (no stated ``reward_min``/``reward_max``)
+in a fit that mixes them with runs on a stated range: their levels are ``p_mu + p_data_offset +
+p_sd * eta`` and they take no part in the start's pull (``bounds_from_data``, ``run_location``).
 and for the noise ``log sigma[r] = sigma_mu + sigma_samples_slope * log_samples[r] + sigma_sd * eta``.
 The reward follows ``y[r, i] ~ StudentT(nu + 1, curve(t[r, i]; theta[r]), sigma[r] * s[r, i])``
 where ``s`` is 1/sqrt(points) of a bin. Runs are a ``(run, point)`` matrix with a mask, one
@@ -27,6 +30,7 @@ A run of unknown family or task gets no group effect (it sits at the average gro
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pymc as pm
@@ -60,6 +64,88 @@ def _covariate(values: np.ndarray) -> pt.TensorVariable | None:
     if not covariate_used(values):
         return None
     return pt.as_tensor_variable(np.where(np.isfinite(values), values, 0.0))
+
+
+#: Runs of each kind (bounds stated, bounds from the run's own range) needed before the two kinds
+#: get separate level means: with fewer, the offset would be learnt from one run.
+MIN_RUNS_PER_BOUNDS_KIND = 2
+
+
+def bounds_from_data(data: ModelData) -> np.ndarray:
+    """Which runs' levels get the data-bounds treatment, as 0/1 floats of shape (R,).
+
+    A run without ``reward_min``/``reward_max`` is normalised by its own observed range, so its
+    levels say where it sits in that range (about a quarter at the start and three quarters
+    at the end for a rising run), not how good it is: on that scale every run looks alike,
+    and a falling run has a high start and a low end (a negative start-end relation). When a
+    fit mixes such runs with runs on a stated range, the data-bounded runs get their own level
+    means (``r0_data_offset``, ``r1_data_offset``) and take no part in the family, task, size
+    and start effects of the levels, nor in the start's pull on any parameter: those are
+    learnt from the runs whose levels mean something. All zeros when the fit does not mix at
+    least ``MIN_RUNS_PER_BOUNDS_KIND`` runs of each kind (then nothing changes).
+    """
+    flag = np.array([source == "data" for source in data.bounds_source], dtype=bool)
+    mixed = flag.sum() >= MIN_RUNS_PER_BOUNDS_KIND and (~flag).sum() >= MIN_RUNS_PER_BOUNDS_KIND
+    return (flag & mixed).astype(float)
+
+
+def effect_grouping(data: ModelData, dim: str, levels_param: bool) -> tuple[np.ndarray, tuple[str, ...], str]:
+    """The group effects of a grouping (``"family"`` or ``"task"``) for one kind of parameter.
+
+    Shape parameters (and levels when no run is normalised by its own range) use
+    :func:`effect_levels` over every run, coordinate ``dim``. The levels (``r0``, ``r1``) of a fit
+    that mixes both kinds of bounds (:func:`bounds_from_data`) get their effects from the runs on
+    a stated range only, coordinate ``level_<dim>``: a data-bounded run counts as of unknown
+    group there, so a family seen only in such runs has no level effect (a new run of it draws
+    one from the between-family spread). Levels of groups the data say nothing about would
+    otherwise sit in the sum-to-zero constraint, free to trade with the population mean (a
+    second mode measured on the bundled runs: chains at ``r0_mu`` -3.0 and +1.4, r_hat 1.8).
+
+    Returns
+    -------
+    index : ndarray of int, shape (R,)
+        Each run's position among the levels, -1 for none.
+    levels : tuple of str
+    coord : str
+        The coordinate (and variable suffix) of the effects.
+    """
+    index = data.family_index if dim == "family" else data.task_index
+    names = data.families if dim == "family" else data.tasks
+    data_bounded = bounds_from_data(data).astype(bool)
+    if not (levels_param and data_bounded.any()):
+        return (*effect_levels(index, names), dim)
+    unknown = names.index(UNKNOWN) if UNKNOWN in names else len(names)
+    masked = np.where(data_bounded, unknown, index)
+    return (*effect_levels(masked, names if UNKNOWN in names else (*names, UNKNOWN)), f"level_{dim}")
+
+
+def run_location(name: str, mu: Any, effects: Any, start_pull: Any, data_bounded: np.ndarray, data_offset: Any) -> Any:
+    """A run's population location of parameter ``name`` (numpy arrays or pytensor tensors).
+
+    Runs on a stated range: ``mu + effects + start_pull``. Runs normalised by their own range
+    (``data_bounded`` 1, see :func:`bounds_from_data`): ``mu + data_offset`` for the levels,
+    ``mu + effects`` for the shape parameters.
+
+    Parameters
+    ----------
+    name : str
+        The parameter (``r0``, ``r1``, a shape parameter).
+    mu : array or tensor
+        The population mean.
+    effects : array or tensor
+        Family + task effects + size slope x size.
+    start_pull : array or tensor
+        ``<p>_r0_slope * (r0 - r0_mu)`` (0 for ``r0``).
+    data_bounded : array
+        0/1 per run.
+    data_offset : array or tensor or None
+        ``<p>_data_offset`` of the levels; None when the fit has none.
+    """
+    known = 1.0 - data_bounded
+    if name in LEVEL_PARAMS:
+        loc = mu + known * (effects + start_pull)
+        return loc if data_offset is None else loc + data_bounded * data_offset
+    return mu + effects + known * start_pull
 
 
 #: A run with at least this many (binned) points pins its levels (start, level at the horizon)
@@ -317,14 +403,12 @@ def create_reward_model(
     family_spec = get_curve(curve)
     params = curve_params(curve)
     n_runs, n_points = data.y.shape
-    family_index, family_levels = effect_levels(data.family_index, data.families)
-    task_index, task_levels = effect_levels(data.task_index, data.tasks)
-    coords = {
-        "run": list(data.run_ids),
-        "family": list(family_levels),
-        "task": list(task_levels),
-        "point": np.arange(n_points),
+    groupings = {
+        (dim, level): effect_grouping(data, dim, level) for dim in ("family", "task") for level in (False, True)
     }
+    coords = {"run": list(data.run_ids), "point": np.arange(n_points)}
+    for index, levels, coord in groupings.values():
+        coords[coord] = list(levels)
     centered = centering(data, centered_min_snr)
     with pm.Model(coords=coords) as model:
         run_values: dict[str, pt.TensorVariable] = {}
@@ -332,20 +416,27 @@ def create_reward_model(
             whitened = _whitened_block(data, curve, priors, centered, noise_floor) if whiten else {}
             size = _covariate(data.log_size)
             samples = _covariate(data.log_samples)
+            data_bounded = bounds_from_data(data)
             r0_mu = None
             for p in params:
                 mu = priors[f"{p}_mu"].create_variable(f"{p}_mu")
-                loc = mu
-                for index, levels, dim in ((family_index, family_levels, "family"), (task_index, task_levels, "task")):
-                    effect = _group_effect(p, priors[f"{p}_{dim}_sd"], index, levels, dim)
+                effects = pt.zeros(n_runs)
+                for dim in ("family", "task"):
+                    index, levels, coord = groupings[(dim, p in LEVEL_PARAMS)]
+                    effect = _group_effect(p, priors[f"{p}_{dim}_sd"], index, levels, coord)
                     if effect is not None:
-                        loc = loc + effect
+                        effects = effects + effect
                 if size is not None:
-                    loc = loc + priors[f"{p}_size_slope"].create_variable(f"{p}_size_slope") * size
+                    effects = effects + priors[f"{p}_size_slope"].create_variable(f"{p}_size_slope") * size
+                start_pull = 0.0
                 if p != "r0":
-                    loc = loc + priors[f"{p}_r0_slope"].create_variable(f"{p}_r0_slope") * (run_values["r0"] - r0_mu)
+                    start_pull = priors[f"{p}_r0_slope"].create_variable(f"{p}_r0_slope") * (run_values["r0"] - r0_mu)
                 else:
                     r0_mu = mu
+                offset = None
+                if p in LEVEL_PARAMS and data_bounded.any():
+                    offset = priors[f"{p}_data_offset"].create_variable(f"{p}_data_offset")
+                loc = run_location(p, mu, effects, start_pull, data_bounded, offset)
                 sd = priors[f"{p}_sd"].create_variable(f"{p}_sd")
                 if p in NON_CENTRED_SHAPE.get(curve, ()):
                     centred_runs = np.zeros(n_runs, dtype=bool)

@@ -11,6 +11,7 @@ import numpy as np
 import xarray as xr
 
 from bayesgrpo.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
+from bayesgrpo.model.build import run_location
 from bayesgrpo.model.data import ModelData
 from bayesgrpo.model.priors import curve_params
 
@@ -134,6 +135,7 @@ def new_run_draws(
     task_level: str | None = None,
     log_size: float = np.nan,
     log_samples: float = np.nan,
+    bounds_from_data: bool = False,
     random_seed: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Draws of a new run's parameters from the population posterior, on the model's scales.
@@ -154,6 +156,9 @@ def new_run_draws(
         not among them is treated as new, None as unknown.
     log_size, log_samples : float
         Standardised covariates (``ModelData.size_standardizer`` applied); NaN when unknown.
+    bounds_from_data : bool
+        The run's reward is normalised by its own observed range (no stated bounds): when the
+        population has separate levels for such runs (``model.build.bounds_from_data``), it gets them.
     random_seed : int, optional
 
     Returns
@@ -169,14 +174,22 @@ def new_run_draws(
     samples = 0.0 if not np.isfinite(log_samples) else float(log_samples)
     out: dict[str, np.ndarray] = {}
     r0_mu = stacked["r0_mu"].to_numpy()
+    data_bounded = float(bounds_from_data and "r0_data_offset" in stacked)
     for name in curve_params(curve):
         mu = stacked[f"{name}_mu"].to_numpy()
-        loc = mu + _group_effect_draws(stacked, name, "family", family_level, rng)
-        loc = loc + _group_effect_draws(stacked, name, "task", task_level, rng)
+        effects = np.zeros(n)
+        for dim, level in (("family", family_level), ("task", task_level)):
+            # levels of a fit mixing both kinds of reward bounds have their own groupings
+            # (model.build.effect_grouping); a data-bounded run takes no level effects
+            coord = f"level_{dim}" if f"{name}_level_{dim}" in stacked else dim
+            if coord != dim and data_bounded:
+                continue
+            effects = effects + _group_effect_draws(stacked, name, coord, level, rng)
         if f"{name}_size_slope" in stacked:
-            loc = loc + stacked[f"{name}_size_slope"].to_numpy() * size
-        if name != "r0":
-            loc = loc + stacked[f"{name}_r0_slope"].to_numpy() * (out["r0"] - r0_mu)
+            effects = effects + stacked[f"{name}_size_slope"].to_numpy() * size
+        pull = stacked[f"{name}_r0_slope"].to_numpy() * (out["r0"] - r0_mu) if name != "r0" else 0.0
+        offset = stacked[f"{name}_data_offset"].to_numpy() if f"{name}_data_offset" in stacked else None
+        loc = run_location(name, mu, effects, pull, data_bounded, offset)
         out[name] = loc + stacked[f"{name}_sd"].to_numpy() * rng.standard_normal(n)
     loc = stacked["sigma_mu"].to_numpy()
     if "sigma_samples_slope" in stacked:

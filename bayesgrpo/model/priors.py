@@ -14,6 +14,8 @@ noise on the log of its scale in normalised reward units. For each curve paramet
 ``p_task_sd``       spread of task means around ``p_mu``
 ``p_size_slope``    change of ``p`` per standard deviation of log model size
 ``p_r0_slope``      change of ``p`` per unit of the run's logit start (not for ``r0``)
+``p_data_offset``   (``r0``, ``r1`` only) level of the runs normalised by their own observed
+                    range instead of a stated ``reward_min``/``reward_max`` (``model.build``)
 ================== ===========================================================
 
 and for the noise: ``sigma_mu``, ``sigma_sd``, ``sigma_samples_slope`` (per standard deviation
@@ -70,6 +72,10 @@ def default_priors(curve: str) -> dict[str, Prior]:
         # logit of the normalised level at the horizon: runs mostly end above where they start
         "r1_mu": Prior("Normal", mu=0.5, sigma=1.5),
         "r1_sd": _spread(1.0),
+        # levels of runs normalised by their own observed range (widened by bounds_margin): by
+        # construction they start near one quarter of it and end near three quarters
+        "r0_data_offset": Prior("Normal", mu=0.0, sigma=1.5),
+        "r1_data_offset": Prior("Normal", mu=0.0, sigma=1.5),
     }
     for name, shape_prior in family.priors.items():
         priors[f"{name}_mu"] = Prior("Normal", mu=shape_prior.log_centre, sigma=shape_prior.log_scale)
