@@ -247,6 +247,11 @@ class Scaling:
         (change per standard deviation of log size, on the unconstrained scale), by ``name``.
     n_unknown_size : int
         Runs left out for want of a size.
+    n_own_range : int
+        Runs of known size left out of a level (``r0``, ``r1``, ``asymptote``) because they are
+        normalised by their own observed range in a population that has runs on a stated range:
+        their levels say where they sit in that range, not how good they are
+        (``model.build.bounds_from_data``).
     """
 
     param: str
@@ -254,6 +259,7 @@ class Scaling:
     line: pd.DataFrame | None
     slopes: pd.DataFrame
     n_unknown_size: int
+    n_own_range: int = 0
 
 
 def scaling_table(model: RewardModel, param: str = "asymptote", *, n_grid: int = 60, interval: float = 0.9) -> Scaling:
@@ -283,7 +289,10 @@ def scaling_table(model: RewardModel, param: str = "asymptote", *, n_grid: int =
     names = _needed(model.curve, param)
     standardizer = data.size_standardizer
     size_b = np.exp(data.log_size * standardizer.scale + standardizer.centre)
+    from bayesgrpo.model.build import bounds_from_data
+
     known = np.isfinite(size_b)
+    own_range = known & (bounds_from_data(data) == 1) if param in ("r0", "r1", "asymptote") else np.zeros_like(known)
     values = _natural(model.curve, param, _run_values(model, names))
     tail = (1.0 - interval) / 2.0
     lower, upper = np.quantile(values, [tail, 1.0 - tail], axis=0)
@@ -294,7 +303,7 @@ def scaling_table(model: RewardModel, param: str = "asymptote", *, n_grid: int =
         "median": np.median(values, axis=0),
         "lower": lower,
         "upper": upper,
-    })[known].reset_index(drop=True)
+    })[known & ~own_range].reset_index(drop=True)
     slope_names = [f"{n}_size_slope" for n in dict.fromkeys(("r0", *names) if param != "r0" else names)]
     has_slopes = model.pooling == "partial" and all(name in posterior for name in slope_names)
     slopes = pd.DataFrame(
@@ -320,4 +329,5 @@ def scaling_table(model: RewardModel, param: str = "asymptote", *, n_grid: int =
         curve_values = _natural(model.curve, param, theta)
         low, high = np.quantile(curve_values, [tail, 1.0 - tail], axis=0)
         line = pd.DataFrame({"size_b": grid, "median": np.median(curve_values, axis=0), "lower": low, "upper": high})
-    return Scaling(param=param, runs=runs, line=line, slopes=slopes, n_unknown_size=int((~known).sum()))
+    return Scaling(param=param, runs=runs, line=line, slopes=slopes, n_unknown_size=int((~known).sum()),
+                   n_own_range=int(own_range.sum()))

@@ -104,3 +104,16 @@ def test_a_new_run_is_placed_by_its_kind_of_bounds():
     a = new_run_draws(plain, "exp", family_level="qwen", log_size=1.0, random_seed=0)
     b = new_run_draws(plain, "exp", family_level="qwen", log_size=1.0, bounds_from_data=True, random_seed=0)
     np.testing.assert_allclose(a["r1"], b["r1"])
+
+
+def test_scaling_leaves_runs_on_their_own_range_out_of_the_levels(mocked):
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.shrinkage import scaling_table
+
+    stated = [True, True, False, True, True, False, True]
+    model = RewardModel(curve="exp").fit(_table(stated), random_seed=0)
+    for param in ("r1", "asymptote"):
+        levels = scaling_table(model, param)
+        assert len(levels.runs) == 5 and levels.n_own_range == 2
+    shape = scaling_table(model, "tau")
+    assert len(shape.runs) == 7 and shape.n_own_range == 0

@@ -107,3 +107,31 @@ def test_default_two_timescale_model_recovers_its_parameters():
     assert coverage >= 0.85, f"90% intervals hold only {coverage:.0%} of the true parameters"
     summary = model.fit_summary()
     assert summary["divergences"] <= 5 and summary["max_r_hat"] < 1.05
+
+
+def test_runs_without_a_stated_range_do_not_distort_the_others():
+    """Half the runs lose their reward range (normalised by their own, as a TRL notebook's are):
+    the runs on the stated range keep their levels, the size effect on the end level is still
+    found, and the sampler has no trouble with the extra level means."""
+    sim = simulate_runs(16, curve="weibull", n_steps=150, noise=0.03, size_slope_asymptote=0.8, random_seed=17)
+    runs = sim.table.runs.copy()
+    own_range = np.arange(len(runs)) % 2 == 1
+    runs.loc[own_range, ["reward_min", "reward_max"]] = np.nan
+    table = type(sim.table)(sim.table.points, runs, sim.table.report)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = RewardModel(curve="weibull").fit(table, draws=500, tune=700, chains=2, random_seed=2, progressbar=False)
+    summary = model.fit_summary()
+    assert summary["max_r_hat"] < 1.05 and summary["divergences"] <= 5
+    assert {"r0_data_offset", "r1_data_offset"} <= set(model.idata.posterior.data_vars)
+    slope = model.idata.posterior["r1_size_slope"].to_numpy().ravel()
+    assert np.quantile(slope, 0.05) > 0, "the end level's size effect, learnt from the runs on a stated range"
+    parameters = model.run_parameters().set_index(["run_id", "parameter"])
+    truth = sim.truth.set_index("run_id")
+    stated = [r for r, own in zip(runs["run_id"], own_range) if not own]
+    hits = [
+        parameters.loc[(r, name), "q05"] <= truth.loc[r, name] <= parameters.loc[(r, name), "q95"]
+        for r in stated
+        for name in ("r0", "r1")
+    ]
+    assert np.mean(hits) >= 0.85, f"90% intervals hold {np.mean(hits):.0%} of the stated runs' true levels"

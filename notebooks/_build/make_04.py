@@ -107,11 +107,13 @@ CELLS = [
     ("md", """
         ## Three held-out runs, before and just after they start
 
-        For each run, four predictions of its curve (band: 5 to 95% of the expected reward, without
+        For each run, five predictions of its curve (band: 5 to 95% of the expected reward, without
         logging noise; dots: what the run logged): the population's average run with the run's
         reward range and horizon but no other metadata (*population mean*, the reference), the
-        zero-shot prediction from its metadata, and the prediction updated by its points in the first
-        5% and 10% of its steps (dotted line). The third run, a TRL notebook, states no reward range:
+        zero-shot prediction from its metadata, the same given the reward the model had before
+        training (`initial_reward`, here the run's first logged reward: a validation score at step 0
+        serves as well), and the prediction updated by its points in the first 5% and 10% of its
+        steps (dotted line). The third run, a TRL notebook, states no reward range:
         it gets no zero-shot prediction, only the updates from its first points.
     """),
     ("code", """
@@ -132,6 +134,9 @@ CELLS = [
             if known_reward_bounds(metadata) is not None:
                 out["population mean"] = (predict_new_run(population, population_mean_metadata(metadata), **kwargs), None)
                 out["zero-shot"] = (predict_new_run(population, zero_shot_metadata(metadata), **kwargs), None)
+                first_reward = float(run_points(table, run_id)["reward"].iloc[0])
+                out["zero-shot + initial reward"] = (
+                    predict_new_run(population, zero_shot_metadata(metadata, initial_reward=first_reward), **kwargs), None)
             for fraction in (0.05, 0.1):
                 cut = cut_points(run_points(table, run_id), fraction)
                 first = RunsTable(points=run.points[run.points["step"] <= cut.step].reset_index(drop=True),
@@ -141,17 +146,18 @@ CELLS = [
             return out
 
 
-        fig, axes = plt.subplots(len(SHOWN), 4, figsize=(13, 2.6 * len(SHOWN)), sharey="row")
+        COLUMNS = 5
+        fig, axes = plt.subplots(len(SHOWN), COLUMNS, figsize=(15, 2.6 * len(SHOWN)), sharey="row")
         for (run_id, label), row in zip(SHOWN.items(), axes):
             made = predictions(run_id)
-            for k, (ax, (method, (prediction, cut))) in enumerate(zip(row[4 - len(made):], made.items())):
+            for k, (ax, (method, (prediction, cut))) in enumerate(zip(row[COLUMNS - len(made):], made.items())):
                 plot_transfer({run_id: prediction}, table.select([run_id]), ax=ax)
                 ax.yaxis.set_tick_params(labelleft=k == 0 or ax is row[0])
                 ax.get_legend().remove()
                 if cut is not None:
                     ax.axvline(cut, color="0.3", linestyle=":", linewidth=1)
                 ax.set_title(f"{label}: {method}", fontsize=8)
-            for ax in row[: 4 - len(made)]:
+            for ax in row[: COLUMNS - len(made)]:
                 ax.text(0.5, 0.5, "no reward range stated:\\nno zero-shot prediction", ha="center", va="center",
                         transform=ax.transAxes, fontsize=8, color="0.4")
                 ax.set_axis_off()
@@ -185,9 +191,10 @@ CELLS = [
         gains = improvement_over(scores)  # against the population-mean curve
         alone = pd.concat([improvement_over(scores, baseline=f"run_alone_{p}") for p in ("5pct", "10pct")])
         alone = alone[alone["method"] == alone["window"]]  # the update after p against the prefix fitted alone
-        zero = gains[(gains["window"] == "whole_curve") & (gains["method"] == "zero_shot")].iloc[0]
-        print(f"zero-shot vs the population-mean curve, whole curve: CRPS {zero.crps_mean_gain:+.1%} on the mean "
-              f"({zero.crps_median_gain:+.1%} on the median), lower on {zero.crps_wins} runs")
+        for method in ("zero_shot", "zero_shot_initial"):
+            zero = gains[(gains["window"] == "whole_curve") & (gains["method"] == method)].iloc[0]
+            print(f"{method} vs the population-mean curve, whole curve: CRPS {zero.crps_mean_gain:+.1%} on the mean "
+                  f"({zero.crps_median_gain:+.1%} on the median), lower on {zero.crps_wins} runs")
         for row in alone.itertuples(index=False):
             print(f"{row.method} (the population updated by the prefix) vs the prefix fitted alone: "
                   f"CRPS {row.crps_mean_gain:+.1%} on the mean, lower on {row.crps_wins} runs")
@@ -263,10 +270,11 @@ CELLS = [
         committed = pd.read_csv(RESULTS / "transfer_eval_runs.csv")
         committed_gains = improvement_over(committed)
         for split in ("kfold_by_run", "leave_one_size_out"):
-            row = committed_gains[(committed_gains["split"] == split) & (committed_gains["window"] == "whole_curve")
-                                  & (committed_gains["method"] == "zero_shot")].iloc[0]
-            print(f"{split}: zero-shot whole-curve CRPS {row.crps_mean_gain:+.1%} vs the population-mean curve on the "
-                  f"mean ({row.crps_median_gain:+.1%} on the median), lower on {row.crps_wins} runs")
+            for method in ("zero_shot", "zero_shot_initial"):
+                row = committed_gains[(committed_gains["split"] == split) & (committed_gains["window"] == "whole_curve")
+                                      & (committed_gains["method"] == method)].iloc[0]
+                print(f"{split}: {method} whole-curve CRPS {row.crps_mean_gain:+.1%} vs the population-mean curve on "
+                      f"the mean ({row.crps_median_gain:+.1%} on the median), lower on {row.crps_wins} runs")
         committed_gains[committed_gains["window"].isin(["whole_curve", "after_10pct"])][
             ["split", "window", "method", "runs", "crps_mean_gain", "crps_median_gain", "final_err_mean_gain", "crps_wins"]]
     """),
@@ -274,24 +282,28 @@ CELLS = [
         summary = transfer_summary(committed)
         shown = summary[(summary["window"] == "whole_curve") | summary["method"].str.startswith(("after", "run_alone"))]
         for split in ("kfold_by_run", "leave_one_size_out"):
-            row = summary[(summary["split"] == split) & (summary["window"] == "whole_curve")
-                          & (summary["method"] == "zero_shot")].iloc[0]
-            print(f"{split}: zero-shot intervals hold {row.cover50_mean:.1%} of the logged points at 50% "
-                  f"and {row.cover90_mean:.1%} at 90%")
+            for method in ("zero_shot", "zero_shot_initial"):
+                row = summary[(summary["split"] == split) & (summary["window"] == "whole_curve")
+                              & (summary["method"] == method)].iloc[0]
+                print(f"{split}: {method} intervals hold {row.cover50_mean:.1%} of the logged points at 50% "
+                      f"and {row.cover90_mean:.1%} at 90%")
         shown[["split", "window", "method", "runs", "crps_median", "crps_mean", "cover50_mean", "cover90_mean"]]
     """),
     ("code", """
         loso = committed[committed["split"] == "leave_one_size_out"]
         per_size = {}
         for size, part in loso.groupby("size_b"):
-            gain = improvement_over(part)
-            gain = gain[(gain["window"] == "whole_curve") & (gain["method"] == "zero_shot")]
+            gains_here = improvement_over(part)
+            gain = gains_here[(gains_here["window"] == "whole_curve") & (gains_here["method"] == "zero_shot")]
+            gain_initial = gains_here[(gains_here["window"] == "whole_curve")
+                                      & (gains_here["method"] == "zero_shot_initial")]
             after = improvement_over(part, baseline="run_alone_10pct")
             after = after[(after["window"] == "after_10pct") & (after["method"] == "after_10pct")]
             per_size[f"{size:g}B"] = {
                 "runs": part["run_id"].nunique(),
                 "zero-shot vs population mean: CRPS gain": gain["crps_mean_gain"].iloc[0] if len(gain) else np.nan,
                 "zero-shot wins": gain["crps_wins"].iloc[0] if len(gain) else "",
+                "+ initial reward: CRPS gain": gain_initial["crps_mean_gain"].iloc[0] if len(gain_initial) else np.nan,
                 "after 10% vs run alone: CRPS gain": after["crps_mean_gain"].iloc[0],
                 "after 10% wins": after["crps_wins"].iloc[0],
             }
