@@ -62,10 +62,10 @@ def test_the_graph_has_offsets_and_level_groupings_only_when_mixed():
     priors = default_priors("exp")
     mixed = create_reward_model(prepare(_table([True, True, False, True, True, False, True])), "exp", priors)
     names = set(mixed.named_vars)
-    assert {"r0_data_offset", "r1_data_offset"} <= names and "tau_data_offset" not in names
+    assert {"r0_data_offset", "r1_data_offset", "sigma_data_offset"} <= names and "tau_data_offset" not in names
     assert "level_family" in mixed.coords and "family" in mixed.coords
     plain = create_reward_model(prepare(_table([True] * 7)), "exp", priors)
-    assert not {"r0_data_offset", "r1_data_offset"} & set(plain.named_vars)
+    assert not {"r0_data_offset", "r1_data_offset", "sigma_data_offset"} & set(plain.named_vars)
     assert "level_family" not in plain.coords
 
 
@@ -77,7 +77,7 @@ def _posterior(with_offset: bool) -> xr.Dataset:
         "r0_size_slope": 0.1, "r1_size_slope": 0.2, "tau_size_slope": 0.3,
     }
     if with_offset:
-        values.update({"r0_data_offset": -0.5, "r1_data_offset": 2.0})
+        values.update({"r0_data_offset": -0.5, "r1_data_offset": 2.0, "sigma_data_offset": 1.5})
     data = {name: (("chain", "draw"), np.full((1, 2), value)) for name, value in values.items()}
     effect = np.full((1, 2, 1), 0.7)
     data["r1_level_family"] = (("chain", "draw", "level_family"), effect)
@@ -99,6 +99,9 @@ def test_a_new_run_is_placed_by_its_kind_of_bounds():
     np.testing.assert_allclose(own["r0"], -1.5, atol=1e-6)
     np.testing.assert_allclose(own["r1"], 3.0, atol=1e-6)
     np.testing.assert_allclose(own["tau"], -1.0 + 0.7 + 0.3, atol=1e-6)
+    # and its noise level: runs on their own range are noisier on it
+    np.testing.assert_allclose(stated["log_sigma"], -3.0, atol=1e-6)
+    np.testing.assert_allclose(own["log_sigma"], -1.5, atol=1e-6)
     # a population without the offset (every run on one kind of bounds) places both alike
     plain = _posterior(with_offset=False)
     a = new_run_draws(plain, "exp", family_level="qwen", log_size=1.0, random_seed=0)

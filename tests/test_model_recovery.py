@@ -123,7 +123,7 @@ def test_runs_without_a_stated_range_do_not_distort_the_others():
         model = RewardModel(curve="weibull").fit(table, draws=500, tune=700, chains=2, random_seed=2, progressbar=False)
     summary = model.fit_summary()
     assert summary["max_r_hat"] < 1.05 and summary["divergences"] <= 5
-    assert {"r0_data_offset", "r1_data_offset"} <= set(model.idata.posterior.data_vars)
+    assert {"r0_data_offset", "r1_data_offset", "sigma_data_offset"} <= set(model.idata.posterior.data_vars)
     slope = model.idata.posterior["r1_size_slope"].to_numpy().ravel()
     assert np.quantile(slope, 0.05) > 0, "the end level's size effect, learnt from the runs on a stated range"
     parameters = model.run_parameters().set_index(["run_id", "parameter"])

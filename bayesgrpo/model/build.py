@@ -11,7 +11,8 @@ For each run ``r`` and curve parameter ``p`` (``r0``, ``r1`` — the levels at `
 except for runs normalised by their own observed range (no stated ``reward_min``/``reward_max``)
 in a fit that mixes them with runs on a stated range: their levels are ``p_mu + p_data_offset +
 p_sd * eta`` and they take no part in the start's pull (``bounds_from_data``, ``run_location``).
-and for the noise ``log sigma[r] = sigma_mu + sigma_samples_slope * log_samples[r] + sigma_sd * eta``.
+and for the noise ``log sigma[r] = sigma_mu + sigma_samples_slope * log_samples[r] + sigma_sd * eta``
+(plus ``sigma_data_offset`` for a run normalised by its own range, see below).
 The reward follows ``y[r, i] ~ StudentT(nu + 1, curve(t[r, i]; theta[r]), sigma[r] * s[r, i])``
 where ``s`` is 1/sqrt(points) of a bin. Runs are a ``(run, point)`` matrix with a mask, one
 compiled graph for all runs: no loop over runs.
@@ -81,7 +82,10 @@ def bounds_from_data(data: ModelData) -> np.ndarray:
     fit mixes such runs with runs on a stated range, the data-bounded runs get their own level
     means (``r0_data_offset``, ``r1_data_offset``) and take no part in the family, task, size
     and start effects of the levels, nor in the start's pull on any parameter: those are
-    learnt from the runs whose levels mean something. All zeros when the fit does not mix at
+    learnt from the runs whose levels mean something. Their noise gets its own mean too
+    (``sigma_data_offset``): their range is partly their noise, so on their scale the noise is
+    large, and a new run on a stated range would otherwise inherit it (measured: zero-shot 90%
+    intervals held 99.5% of the points with a shared noise mean, 96.5% with the offset). All zeros when the fit does not mix at
     least ``MIN_RUNS_PER_BOUNDS_KIND`` runs of each kind (then nothing changes).
     """
     flag = np.array([source == "data" for source in data.bounds_source], dtype=bool)
@@ -446,6 +450,8 @@ def create_reward_model(
             loc = priors["sigma_mu"].create_variable("sigma_mu")
             if samples is not None:
                 loc = loc + priors["sigma_samples_slope"].create_variable("sigma_samples_slope") * samples
+            if data_bounded.any():
+                loc = loc + priors["sigma_data_offset"].create_variable("sigma_data_offset") * data_bounded
             sigma_sd = priors["sigma_sd"].create_variable("sigma_sd")
             log_sigma = _run_level("log_sigma_run", loc, sigma_sd, centered["levels"], n_runs, whitened.get("log_sigma"))
         elif pooling == "none":

@@ -194,6 +194,8 @@ def new_run_draws(
     loc = stacked["sigma_mu"].to_numpy()
     if "sigma_samples_slope" in stacked:
         loc = loc + stacked["sigma_samples_slope"].to_numpy() * samples
+    if data_bounded and "sigma_data_offset" in stacked:
+        loc = loc + stacked["sigma_data_offset"].to_numpy()
     out["log_sigma"] = loc + stacked["sigma_sd"].to_numpy() * rng.standard_normal(n)
     out["nu"] = stacked["nu"].to_numpy()
     return out

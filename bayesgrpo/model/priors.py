@@ -18,7 +18,8 @@ noise on the log of its scale in normalised reward units. For each curve paramet
                     range instead of a stated ``reward_min``/``reward_max`` (``model.build``)
 ================== ===========================================================
 
-and for the noise: ``sigma_mu``, ``sigma_sd``, ``sigma_samples_slope`` (per standard deviation
+and for the noise: ``sigma_mu``, ``sigma_sd``, ``sigma_data_offset`` (runs normalised by their own
+range), ``sigma_samples_slope`` (per standard deviation
 of log samples per step: -0.5 * its scale is "noise falls as 1/sqrt(samples)"), ``nu`` (Student-t
 degrees of freedom, minus one).
 
@@ -94,6 +95,8 @@ def default_priors(curve: str) -> dict[str, Prior]:
             "sigma_mu": Prior("Normal", mu=-3.0, sigma=1.0),
             "sigma_sd": _spread(0.7),
             "sigma_samples_slope": Prior("Normal", mu=-0.3, sigma=0.3),
+            # noise of runs normalised by their own range: their range is partly their noise
+            "sigma_data_offset": Prior("Normal", mu=0.0, sigma=1.0),
             # Student-t degrees of freedom minus one (Juarez & Steel 2010)
             "nu": Prior("Gamma", alpha=2.0, beta=0.1),
         }

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the graph changes in a way that makes old posteriors meaningless.
-MODEL_FORMAT = 4  # 4: runs normalised by their own range get their own levels (model.build.bounds_from_data)
+MODEL_FORMAT = 5  # 4: runs normalised by their own range get their own levels (model.build.bounds_from_data); 5: and their own noise level
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
