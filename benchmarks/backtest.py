@@ -318,30 +318,37 @@ def plot_frontier(front: pd.DataFrame, path: Path, title: str) -> None:
         color="0.3",
         arrowprops={"arrowstyle": "-", "color": "0.5"},
     )
+    full = front[front["rule"] == "full run"]
+    if len(full):
+        floor = float(full["given_up_mean"].iloc[0])
+        ax.axhline(floor, color="0.5", linestyle="--", linewidth=0.8, zorder=0)
+        ax.text(0.99, floor, f"running every run to its end gives up {floor:.1%}", fontsize=7, color="0.35",
+                ha="right", va="bottom", transform=ax.get_yaxis_transform())
     for kind, part in front.groupby("kind"):
-        ax.errorbar(
-            part["steps_saved_mean"],
-            part["given_up_mean"],
-            yerr=[np.zeros(len(part)), part["given_up_p90"] - part["given_up_mean"]],
-            fmt="o",
-            color=colours.get(kind, "k"),
-            label=labels.get(kind, kind),
-            capsize=2,
-            alpha=0.85,
-        )
-        for row in part.itertuples(index=False):
-            ax.annotate(
-                row.rule.replace("plateau ", ""),
-                (row.steps_saved_mean, row.given_up_mean),
-                fontsize=6,
-                xytext=(3, 3),
-                textcoords="offset points",
-                color=colours.get(kind, "k"),
-            )
+        colour = colours.get(kind, "k")
+        ax.plot(part["steps_saved_mean"], part["given_up_mean"], "o", color=colour, label=labels.get(kind, kind),
+                alpha=0.85, markersize=5)
+        if kind == "bayes":
+            # the rules no other plateau rule beats on both axes, joined: the plateau rule's frontier
+            efficient = part.sort_values("steps_saved_mean")
+            efficient = efficient[
+                [not ((part["steps_saved_mean"] >= r.steps_saved_mean) & (part["given_up_mean"] < r.given_up_mean)).any()
+                 for r in efficient.itertuples(index=False)]
+            ]
+            ax.plot(efficient["steps_saved_mean"], efficient["given_up_mean"], "-", color=colour, linewidth=1, alpha=0.7)
+            shown = efficient
+        else:
+            shown = part[part["rule"] != "full run"]
+        for row in shown.itertuples(index=False):
+            text = row.rule.replace("plateau eps=", "").replace(" p=", "/").replace("patience ", "pat. ")
+            ax.annotate(text.replace(" window ", " w "), (row.steps_saved_mean, row.given_up_mean), fontsize=6,
+                        xytext=(3, -8 if kind == "bayes" else 4), textcoords="offset points", color=colour)
     ax.set_xlabel("mean share of steps saved")
-    ax.set_ylabel("mean reward given up (share of reward range)\nbar: up to the 90th percentile")
+    ax.set_ylabel("mean reward given up (share of the run's reward range)")
     ax.set_xlim(-0.02, 1.0)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, max(0.3, float(front["given_up_mean"].max()) * 1.1))
+    ax.text(0.01, 0.01, "plateau labels: eps/prob; the 90th percentiles are in backtest_stopping.md",
+            fontsize=6, color="0.4", transform=ax.transAxes)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()

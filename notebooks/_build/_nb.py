@@ -54,6 +54,30 @@ def execute(nb: nbformat.NotebookNode, timeout: int = 3600) -> float:
     return time.perf_counter() - start
 
 
+def with_outputs_of(nb: nbformat.NotebookNode, executed: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The executed notebook with the markdown of ``nb``: for a change of the text alone.
+
+    Cell ids, outputs and execution metadata stay those of ``executed``, whose cells must be
+    ``nb``'s cells in kind and order, with the same code.
+
+    Raises
+    ------
+    ValueError
+        When the cells differ in number, kind or code (the outputs would not be those of the
+        code shown).
+    """
+    same = len(nb.cells) == len(executed.cells) and all(
+        new.cell_type == old.cell_type and (new.cell_type != "code" or new.source == old.source)
+        for new, old in zip(nb.cells, executed.cells)
+    )
+    if not same:
+        raise ValueError("cells differ from the executed notebook beyond their markdown: run it again with --execute")
+    for new, old in zip(nb.cells, executed.cells):
+        if new.cell_type == "markdown":
+            old.source = new.source
+    return executed
+
+
 def main(cells: Sequence[tuple[str, str]], name: str, argv: Sequence[str] | None = None) -> None:
     """Command line of a generator: write ``notebooks/<name>`` without outputs; with ``--execute``
     run it first with full settings (the committed file), with ``--execute --fast`` with
@@ -61,10 +85,19 @@ def main(cells: Sequence[tuple[str, str]], name: str, argv: Sequence[str] | None
     parser = argparse.ArgumentParser(description=f"write notebooks/{name}")
     parser.add_argument("--execute", action="store_true", help="run it and keep the outputs")
     parser.add_argument("--fast", action="store_true", help="with --execute: BAYESGRPO_NOTEBOOK_FAST=1")
+    parser.add_argument(
+        "--text-only",
+        action="store_true",
+        help="rewrite the markdown of the committed notebook, keeping its outputs (code cells must be unchanged)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     nb = notebook(cells)
     path = NOTEBOOKS / name
+    if args.text_only:
+        nbformat.write(with_outputs_of(nb, nbformat.read(path, as_version=4)), path)
+        logger.info("rewrote the markdown of %s, outputs kept", path)
+        return
     if args.execute:
         if args.fast:
             os.environ["BAYESGRPO_NOTEBOOK_FAST"] = "1"
