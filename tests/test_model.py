@@ -225,3 +225,16 @@ def test_fit_summary_reports_how_runs_are_parametrised(mocked):
     model = RewardModel().fit(sim.table, random_seed=1)
     counts = model.fit_summary()["parametrisation"]
     assert counts["whitened"] == 8 and sum(counts.values()) == 12
+
+
+def test_poorly_mixed_runs_are_named_worst_first():
+    import xarray as xr
+
+    from bayesgrpo.model.sampling import _runs_over
+
+    r_hat = xr.Dataset(
+        {"a_run": ("run", [1.0, 1.3, 1.02]), "b_run": ("run", [1.5, 1.0, 1.0]), "mu": ((), 1.2)},
+        coords={"run": ["x", "y", "z"]},
+    )
+    assert _runs_over(r_hat, ["a_run", "b_run", "mu"], 1.01) == ["x", "y", "z"]
+    assert _runs_over(r_hat, ["a_run"], 1.01) == ["y", "z"]

@@ -91,14 +91,16 @@ def diagnose(idata: az.InferenceData, sampler: str, seconds: float, compile_seco
 
 
 def _runs_over(r_hat: Any, names: list[str], threshold: float) -> list[str]:
-    """Run ids whose run-level parameters have r_hat above ``threshold``."""
-    runs: set[str] = set()
+    """Run ids whose run-level parameters have r_hat above ``threshold``, worst first."""
+    worst: dict[str, float] = {}
     for name in names:
         values = r_hat[name]
         if "run" in values.dims:
-            bad = values["run"].values[(values > threshold).values]
-            runs.update(str(r) for r in bad)
-    return sorted(runs)
+            per_run = values.max(dim=[d for d in values.dims if d != "run"]) if values.ndim > 1 else values
+            for run, value in zip(per_run["run"].values, per_run.values):
+                if value > threshold:
+                    worst[str(run)] = max(worst.get(str(run), 0.0), float(value))
+    return sorted(worst, key=lambda run: (-worst[run], run))
 
 
 def sample_model(
