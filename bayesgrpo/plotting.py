@@ -768,7 +768,8 @@ def plot_scaling(
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 3.6))
     runs = scaling.runs
-    colors = family_colors(list(runs["family"]))
+    assert model.data is not None
+    colors = family_colors(list(model.data.families))  # the colours of the other figures, whatever is shown
     # a multiplicative jitter, fixed per run so figures are reproducible
     jitter = np.exp(0.06 * np.sin(np.arange(len(runs)) * 2.399963))
     for family in sorted({_family_of(f) for f in runs["family"]}):
@@ -785,6 +786,8 @@ def plot_scaling(
         values.append(line["median"].to_numpy())
     ax.set_xscale("log")
     sizes = runs["size_b"].to_numpy(dtype=float)
+    if scaling.line is not None:  # the curve may reach sizes no shown run has (runs left out of a level)
+        sizes = np.concatenate([sizes, scaling.line["size_b"].to_numpy(dtype=float)])
     if sizes.size:
         from matplotlib.ticker import NullFormatter
 

@@ -229,12 +229,15 @@ CELLS = [
         }).T
         posterior = population.idata.posterior
         spread = pd.DataFrame({
-            param: {"between families (family_sd)": float(posterior[f"{param}_family_sd"].median()),
+            param: {"between families": float(posterior[name].median()) if name in posterior else np.nan,
                     "between runs of a family (sd)": float(posterior[f"{param}_sd"].median())}
-            for param in ("r0", "r1")
+            for param in ("r0", "r1", "tau", "k")
+            # the levels' family effects come from runs on a stated reward range only (level_family)
+            for name in [f"{param}_level_family_sd" if f"{param}_level_family_sd" in posterior else f"{param}_family_sd"]
         })
         display(widths)
-        print("posterior medians of the spreads, on the model's (logit) scale of the start r0 and the level r1:")
+        print("posterior medians of the spreads on the model's scales (logit for the start r0 and the level r1, "
+              "log for the time tau and the shape k); NaN: no family effect in this population")
         spread
     """),
     ("code", """
