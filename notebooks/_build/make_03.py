@@ -176,18 +176,21 @@ CELLS = [
         saved for 1.2% of the range given up, where a fixed fraction runs on to step 84 and patience,
         waiting for the noise to stop setting new bests, to step 97. The 0.5B verl run makes one slow
         S-shaped rise and then keeps climbing slowly to its last step. The forecast expects that
-        climb, so the rule waits through it and stops at step 98 of 116, later than the fixed 80%
-        (step 93). Even so the stop gives up 7.5% of the range: the climb went on past what the
-        forecast at the stop expected (its fan is flat under the later points). The curve family's
-        slow term stands for a climb that slows down; a run that keeps climbing at the same pace
-        beats it. On the notebook runs the logged reward is noisy and spiky (Phi-4), so the best
+        climb, so the rule waits through it and stops at step 104 of 116, later than the fixed 80%
+        (step 93). Even so the stop gives up 6.6% of the range: the climb went on past what the
+        forecast at the stop expected (its fan lies under most of the later points). The curve
+        family's slow term stands for a climb that slows down; a run that keeps climbing at the same
+        pace beats it. On the notebook runs the logged reward is noisy and spiky (Phi-4), so the best
         point of even a smoothed reward is partly noise: Phi-4's stop at step 40 "gives up" 36.7%
         of the range against it while losing 3.0% against the run's own end. The *vs end* column
-        tells the two apart. On Mistral-7B the rule waits out the rise and stops at step 187, and the
-        run ends lower than it was there (-6.5% vs the end). Over the four runs the plateau rule
-        saves 39% of the steps and gives up 11.9% of the range. Patience saves 51% and gives up
-        12.4%, fixed 80% saves 20% and gives up 8.9%. Four runs are anecdotes: the numbers that
-        decide come next.
+        tells the two apart. That stop rests on one check: the probability jumps to 0.91 at step 40
+        and falls below 0.2 at the next. On Mistral-7B the rule waits out the rise and stops at step
+        175, and the run ends a little lower than it was there (-0.5% vs the end); patience stops at
+        step 26, before the rise, and gives up 24.8%. Over the four runs the plateau rule saves 39%
+        of the steps and gives up 13.2% of the range. Patience saves more, 51%, and gives up less,
+        12.4%: on these four runs it beats the plateau rule on both means, on the reward given up
+        because of Phi-4 alone (36.7% for the plateau rule, 10.3% for patience). Fixed 80% saves 20%
+        and gives up 8.9%. Four runs are anecdotes: the numbers that decide come next.
 
         ## The measured frontier over all 60 runs
 
@@ -274,27 +277,30 @@ CELLS = [
     ("md", """
         What it shows, plainly. The issue's target is at least 40% of the steps saved with at most
         1% of the reward range given up on average, while dominating the fixed-fraction and patience
-        rules. By the first measure it is **not met**: the printout above says by how far. What the
-        plateau rules do is dominate most of the rules in use today. On both measures some plateau
-        rule saves at least as many steps and gives up no more than each of these: fixed 0.5 to 0.8,
-        patience with 20% or 30% of the points, and median pruning (the dominance table). Every rule
-        on the frontier between fixed 0.9 (10% saved) and the eagerest patience (53%) is a plateau
-        rule. Two kinds of baseline are not dominated. The eager patience settings (10% of the
-        points) save more, 52% and 53% of the steps, and give up far more: 22.9% and 24.2% of the
-        range against the best, where the most eager plateau rule gives up 18.4% for 51%. Fixed 0.9 gives up the least of any rule, 12.6%,
-        but saves only 10%.
+        rules. By the first measure it is **not met**: the printout above says by how far. The
+        plateau rules dominate most of the rules in use today, not all. On both measures some
+        plateau rule saves at least as many steps and gives up no more than each of these: fixed 0.7
+        and 0.8, every patience setting but the one with 30% of the points and a 5% window, and
+        median pruning (the dominance table). Four baselines are not dominated, and two of them are
+        the plainest rule there is. Fixed 0.6 saves 40% of the steps for 14.3% of the range given
+        up; the CLI's default plateau rule (eps 0.01, p 0.9) gives up as much and saves 33%. Fixed
+        0.5 (50% saved, 18.7% given up) sits on the frontier among the plateau rules. Patience with
+        30% of the points and a 5% window (20% for 13.8%) and fixed 0.9 (10% for 12.6%, the least of
+        any rule) are the other two. The plateau rules hold the eager end of the frontier alone: eps
+        0.03 with p 0.8 saves the most of any rule, 62% of the steps, for 21.7% given up.
 
         Why 1% is out of reach by the first measure: "given up" compares the stop with the *best*
         point of the run's smoothed reward. On a noisy run the best smoothed point is partly noise,
         so running to the end also "gives up" a sizeable share of the range: 14.6% on average (the
         `full run` row). A rule goes below that floor only by stopping runs that later fall back, and
-        none goes far below it (13.2% at best for a plateau rule, 12.6% for fixed 0.9). The plateau
-        rule with eps 0.02 and p 0.9 saves 43% of the steps and gives up 14.3%, a little less than
-        running to the end. The second measure, against the run's own end, has no such floor. By it
-        the plateau rules with p 0.9 or 0.95 give up between -1.4% and -0.2% of the range on average:
-        they keep as much as running on would have. eps 0.02 with p 0.9 saves 43% of the steps at
-        -0.3%, which meets the target's 40%-at-1% part on this measure. The noise floor comes
-        from the notebook runs:
+        none goes far below it (13.9% at best for a plateau rule, 12.6% for fixed 0.9). The default
+        plateau rule saves 33% of the steps and gives up 14.3%, a little less than running to the
+        end. The second measure, against the run's own end, has no such floor. By it the plateau
+        rules with eps 0.01 give up between -0.7% and +1.6% of the range on average: about what
+        running on would have kept. The eager ones give up more (eps 0.03 with p 0.8: +7.1%). No
+        rule meets the target's 40%-at-1% on this measure either, though two come within a hair:
+        eps 0.02 with p 0.95 saves 39.7% of the steps at +1.0%, fixed 0.6 saves 39.9% at -0.2%.
+        The noise floor comes from the notebook runs:
     """),
     ("code", """
         stopping["logs"] = np.where(stopping["run_id"].str.startswith("nb_"), "TRL/Unsloth notebooks", "verl")
@@ -322,21 +328,24 @@ CELLS = [
     ("md", """
         On the verl runs the logs are clean, rewards lie in a stated [0, 1] range and there is little
         noise. Running to the end gives up only 2.9% against the best, and the plateau rules stay
-        near that: eps 0.01 with p 0.9 saves 29% of the steps and gives up 3.9% of the range (+1.0%
-        vs the end). Fixed 0.5 gives up 14.9% to save 50%. There the plateau rules dominate fixed
-        0.6 and 0.7, the eager patience settings and median pruning. They do not dominate fixed 0.5
-        (more saved, much more given up), fixed 0.8, which saves 20% and gives up 2.5%, or fixed
-        0.9. Patience with 20% of the points and a 5% window saves nothing on them (0.000). What the
-        plateau rules give up there comes from runs that keep climbing for longer than their
-        forecast expects.
+        near that: eps 0.01 with p 0.9 saves 29% of the steps and gives up 3.5% of the range (+0.6%
+        vs the end), on the frontier. Fixed 0.5 gives up 14.9% to save 50%. There the plateau rules
+        dominate fixed 0.5 to 0.7, the eager patience settings and median pruning. They do not
+        dominate fixed 0.8, which saves 20% and gives up 2.5%, or fixed 0.9. Patience with 20% of
+        the points and a 5% window never stops a verl run (0.000 saved). The +0.6% is reward the
+        runs still made after the stop, as the 0.5B run did above.
 
-        On the notebook runs, running to the end "gives up" 22.4% of the range, more than the plateau
-        rules do: eps 0.01 with p 0.9 saves 33% of the steps and gives up 19.9% (-2.4% vs the end).
-        There they dominate fixed 0.7 to 0.9, the patience settings with 30% of the points and median
-        pruning. They do not dominate fixed 0.5 (on the frontier in the table) or 0.6, or the
-        eager patience setting that saves 75% and gives up 31.3%. So: use the rule to stop
-        runs that have clearly flattened, read its probability as a forecast rather than a
-        guarantee, and look at the fan chart before stopping a run that might rise again.
+        On the notebook runs, running to the end "gives up" 22.4% of the range, and the plateau
+        rules give up about as much: eps 0.01 with p 0.9 saves 36% of the steps and gives up 21.5%
+        (-0.9% vs the end), eps 0.005 with p 0.95 gives up 23.0%, more than running to the end. Here
+        bayesgrpo loses to the plainest rule: fixed 0.5 saves 50% of the steps and gives up 21.1%
+        (-1.2% vs the end), better than the default plateau rule on all three means, and it is on the
+        frontier. The plateau rules dominate only fixed 0.8, patience with 30% of the points and a
+        10% window, and median pruning. The eager patience setting, 75% saved for 31.3% given up, is
+        on the frontier too. So: use the rule to stop runs that have clearly flattened, read its
+        probability as a forecast rather than a guarantee, and look at the fan chart before stopping
+        a run that might rise again. On noisy runs without a stated reward range it does no better
+        than stopping at a fixed share of the steps.
 
         ## The knobs
 
@@ -362,12 +371,12 @@ CELLS = [
     """),
     ("md", """
         On this run `eps` decides where the rule stops and `prob` hardly does. The probability of a
-        plateau climbs over the last third of the run instead of jumping (second panel of the replay
-        figure), so a smaller gain threshold waits longer: step 47 at eps 0.05, step 110 at eps
-        0.005. Raising `prob` from 0.8 to 0.95 delays the stop by one check at most. The budget rule
-        prices the expected gain, so its stop moves later as a point of reward becomes worth more:
-        step 6 when the range is worth 100 steps, 47 at 300, 64 at 1000, and no stop at 3000 or
-        10000. What each says, in its own words, at the same moment of that run (30% of its steps):
+        plateau climbs over the last third of the run instead of jumping (second row of the replay
+        figure, left), so a smaller gain threshold waits longer: step 47 at eps 0.05, step 110 at
+        eps 0.005. Raising `prob` from 0.8 to 0.95 delays the stop by one check at most. The budget
+        rule prices the expected gain, so its stop moves later as a point of reward becomes worth
+        more: step 12 when the range is worth 100 steps, 47 at 300, 64 at 1000, and no stop at 3000
+        or 10000. What each says, in its own words, at the same moment of that run (30% of its steps):
     """),
     ("code", """
         run = table.select([KNOB_RUN])

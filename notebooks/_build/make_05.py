@@ -165,9 +165,11 @@ CELLS = [
         YAML file): the model family and size in billions of parameters place a run in the
         population, the task too where you know it, and the reward range where you know it. verl's
         GSM8K reward is 0 or 1, so its range is [0, 1]; the notebook runs sum several reward
-        functions and their range is left out, so bayesgrpo takes the observed range, widened. Here
-        `total_steps` (the horizon of every forecast) is where each run actually ended, so that
-        section 4 can check its forecasts; the Gemma-2 log plans 210 steps but its run stopped at 105.
+        functions and their range is left out, so bayesgrpo takes the observed range, widened, and
+        the population gives such runs their own level and noise means (where a run sits on its own
+        range says little about how good it is). Here `total_steps` (the horizon of every forecast)
+        is where each run actually ended, so that section 4 can check its forecasts; the Gemma-2 log
+        plans 210 steps but its run stopped at 105.
         What you state wins over what a log states, and each override is noted in the read report.
     """),
     ("code", """
@@ -204,9 +206,9 @@ CELLS = [
         issues_frame(table.report)
     """),
     ("md", """
-        Nothing was dropped or repaired: the rows above are notes (`info`). The metadata overrides
-        are the horizons stated above where a log planned another one. Each run's rewards read back
-        are the bundled run's, step for step:
+        Nothing was dropped or repaired: the rows above are notes (`info`). The metadata override
+        is gemma2-2b-ppo's horizon, 105 stated where its log planned 210. Each run's rewards read
+        back are the bundled run's, step for step:
     """),
     ("code", """
         check = []
@@ -342,24 +344,27 @@ CELLS = [
     """),
     ("md", """
         Six of the seven actual ends fall inside the forecast 90% interval. The one stop is
-        qwen2-7b-grpo at step 52 of 105, and it is a close call: P(plateau) 0.918, just over the 0.9
-        threshold. The run ended at 0.983, inside its forecast end, 0.980 [0.973, 0.989], and the
+        qwen2-7b-grpo at step 52 of 105, and it is a close call: P(plateau) 0.909, just over the 0.9
+        threshold. The run ended at 0.983, inside its forecast end, 0.981 [0.974, 0.989], and the
         decision holds: after step 52 the run gained 0.008, less than the rule's eps of 0.010. The six
         others continue, and for five of them the later points agree: each gained more than its eps
         after the cut (gemma2-2b-ppo 0.049, qwen2-7b-gpg 0.033, mistral-7b-grpo 0.102, phi4-grpo
-        0.129, llama31-8b-grpo 0.231). The miss is one of these five: qwen2-7b-gpg's forecast end,
-        0.924 [0.913, 0.934], lies below where the run ended, 0.942. The forecast saw that the run
-        was still climbing, but not how far the climb would go. The sixth run told to continue is
-        the exception: gemma4-e2b-sudoku (P(plateau) 0.696), whose reward then fell (actual gain
-        -5.073). The plateau rule asks whether more steps will *gain*, not whether the run is
-        breaking; section 5 asks that.
+        0.129, llama31-8b-grpo 0.231). Their ends fall inside their intervals, though not always near
+        the middle: mistral-7b-grpo ended at 0.310, near the top of 0.245 [0.189, 0.328], and
+        qwen2-7b-gpg at 0.942, near the bottom of 0.951 [0.941, 0.957]. The sixth run told to
+        continue is the exception, and the miss: gemma4-e2b-sudoku (P(plateau) 0.685) ended at 7.917,
+        below its forecast end, 13.463 [9.023, 19.555], because its reward fell (actual gain
+        -5.073). Its first 30 points swing widely, and the forecast read them as noise around a slow
+        rise. The plateau rule asks whether more steps will *gain*, not whether the run is breaking;
+        section 5 asks that.
 
         Where a run is noisy and its reward range is not stated, the band is wide and says so:
-        [-0.315, 0.764] for phi4-grpo, [7.861, 19.058] for gemma4-e2b-sudoku. The last column is the
+        [-0.041, 0.903] for phi4-grpo, [9.023, 19.555] for gemma4-e2b-sudoku. The last column is the
         live update's Pareto k, which says whether its importance weights can be trusted. Here every
-        run is below 0.5 (the largest, phi4-grpo, is 0.469), so all seven updates are reliable. Above
-        0.7 they would not be: the run's points would disagree with what the population expects of
-        such a run, and a population refitted with the run would give the trustworthy answer.
+        run is below 0.7, where the update would warn (the largest, gemma2-2b-ppo, is 0.511). Above
+        0.7 the weights could not be trusted: the run's points would disagree with what the
+        population expects of such a run, and a population refitted with the run would give the
+        trustworthy answer.
     """),
     ("md", """
         How sure is sure? The live update draws its answer by importance sampling, so
@@ -385,13 +390,12 @@ CELLS = [
                       "seeds saying stop": (spread >= 0.9).sum(axis=1), "seeds": spread.shape[1]})
     """),
     ("md", """
-        Over ten seeds the runs far from the threshold keep their decision: gemma2-2b-ppo,
-        qwen2-7b-gpg, mistral-7b-grpo, llama31-8b-grpo and gemma4-e2b-sudoku continue under all 10.
-        The two near it move. qwen2-7b-grpo's P(plateau) ranges from 0.876 to 0.951 and 4 of the 10
-        seeds say stop; the run went on to gain 0.008, less than its eps, so stopping was right.
-        phi4-grpo's ranges from 0.822 to 0.948 and 3 of 10 say stop; that run went on to gain 0.129,
-        more than its eps. A probability near 0.9 is a close call, not a verdict: look at the fan
-        chart, or check again after a few more logged points.
+        Over ten seeds the six runs told to continue keep their decision under all 10. phi4-grpo's
+        P(plateau) moves the most, from 0.494 to 0.800, but stays under the threshold. The one near
+        it flips: qwen2-7b-grpo's P(plateau) ranges from 0.873 to 0.918 and 5 of the 10 seeds say
+        stop; the run went on to gain 0.008, less than its eps, so stopping was right. A probability
+        near 0.9 is a close call, not a verdict: look at the fan chart, or check again after a few
+        more logged points.
     """),
     ("md", """
         ## 5. Diagnostics: is something wrong with a run?
@@ -444,8 +448,8 @@ CELLS = [
         At step 30 the Sudoku run is already flagged high: at steps 28 to 30 every group gave all its
         completions the same reward. That is a reason to look at the run even though the plateau
         rule said continue. Flags on a run in progress are early warnings, not verdicts: phi4-grpo is
-        flagged for a collapse at step 50, yet its whole run (the first findings table) raises none,
-        and it gained 0.129 after the cut.
+        flagged high for a collapse at steps 26 to 50, yet its whole run (the first findings table)
+        raises no collapse, only a stall note, and it gained 0.129 after the cut.
     """),
     ("md", """
         ## 6. One HTML page to share
