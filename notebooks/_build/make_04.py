@@ -21,11 +21,12 @@ CELLS = [
         Before the first step, what will its reward curve look like, and how much sharper does the
         forecast get once its first 5% or 10% of steps are logged? bayesgrpo's population places a new
         run by its metadata (family, size, task, samples per step, the reward's range) as it places
-        a fitted run, and conditions it on its first points when there are any
-        (`bayesgrpo.transfer.predict_new_run`). This notebook holds out every run of one model size,
-        predicts those runs from a population that never saw that size, scores the predictions, then
-        asks what happens for a family the population has never seen, what the committed evaluation
-        over all runs says, and what the population says about model size.
+        a fitted run, and conditions it on the reward the model had before training, or on its first
+        points, when there are any (`bayesgrpo.transfer.predict_new_run`). This notebook holds out
+        every run of one model size, predicts those runs from a population that never saw that size,
+        scores the predictions, then asks what happens for a family the population has never seen,
+        what the committed evaluation over all runs says, and what the population says about model
+        size.
 
         Set `BAYESGRPO_NOTEBOOK_FAST=1` to run it with few draws (CI does); the committed outputs
         come from full settings.
@@ -84,11 +85,14 @@ CELLS = [
     """),
     ("md", """
         A zero-shot prediction needs the reward's range (`reward_min`, `reward_max`: 0 and 1 for an
-        accuracy reward); only the verl runs state it. 7B has the most such runs after 0.5B, and it
-        sits between sizes the population keeps (4B and 8B), so the size effect interpolates; 0.5B,
-        the smallest size, would make it extrapolate (the committed per-size numbers further down show
-        how that goes). So every 7B run is held out, and the population is fitted on the rest
-        (`size_out_populations`, the split of the committed evaluation).
+        accuracy reward); only the verl runs state it. The range matters beyond that: where a run
+        starts and ends (the levels `r0`, `r1`) gets its size, family and task effects from the runs
+        on a stated range alone, since a run on its own logged range has levels on a scale of its
+        own; the timing (`tau`, `k`) learns from every run. 7B has the most runs on a stated range
+        after 0.5B, so every 7B run is held out, and the population is fitted on the rest
+        (`size_out_populations`, the split of the committed evaluation). For the timing, 7B sits
+        between sizes the population keeps (4B and 8B); for the levels it does not: the largest
+        size left on a stated range is 3B, so the population extrapolates from 0.5B, 2B and 3B.
     """),
     ("code", """
         SIZE = 7.0
@@ -164,12 +168,17 @@ CELLS = [
         fig.tight_layout()
     """),
     ("md", """
-        Before a run starts, its prediction is wide and centred well below these two verl runs,
-        which climb most of the way to the top of the scale within a few steps. A handful of logged
-        points move it onto the run. Neither update follows the GPG run's slow late climb, though:
-        both level off below where that run goes. The noisy notebook run is harder. After 5% of its
-        steps the forecast stays below where the run goes; after 10% it reaches the lower part of
-        the run's bulk, but none of its spikes.
+        The population-mean curve is wide and centred well below these two verl runs, which climb
+        most of the way to the top of the scale within a few steps. The zero-shot prediction from
+        their metadata starts higher (near 0.6), ends near where they end, and holds both inside its
+        band, but its mean takes tens of steps over a rise the runs make in a few. Given the initial
+        reward it gets worse: the start is pinned at the runs' low first reward (0.25 for the gsm8k
+        run), the population reads a start that low as a run that climbs slowly, and the gsm8k run
+        sits at or above the top of the band throughout. A handful of logged points move the
+        prediction onto the run. After 5% of its steps the GPG run's update levels off below the
+        run's slow late climb; after 10% it follows it. The noisy notebook run is harder: both
+        updates stay below where it goes, and after 10% the band's top reaches only the lowest of
+        its later points.
 
         ## Scores over every 7B run
 
@@ -180,6 +189,7 @@ CELLS = [
         zero-shot methods; `after_5pct` / `after_10pct` are the points after the prefix, where every
         method is compared on the same points, including `run_alone_*`: the prefix fitted alone by
         least squares of a saturating exponential with a residual bootstrap, no population.
+        `zero_shot_initial` is the zero-shot prediction given the run's first logged reward.
     """),
     ("code", """
         scores = transfer_scores(table.select(held), populations, split=f"{SIZE:g}B held out",
@@ -207,8 +217,10 @@ CELLS = [
         The population learns a family effect per family, and how much families differ (the
         between-family spread, `*_family_sd`). A run of a family it has seen gets that family's
         effect; a run of a *new* family gets a fresh draw from the spread, so its interval is
-        wider; a run whose family is not given at all is placed at the average family. The same
-        held-out 7B Qwen run, three ways:
+        wider; a run whose family is not given at all is placed at the average family. The family
+        effects on the levels learn from the runs on a stated range alone, and only when those come
+        from at least 3 families; here they come from two (Qwen and Gemma), so the family moves
+        only the timing (NaN below). The same held-out 7B Qwen run, three ways:
     """),
     ("code", """
         RUN = "verl_asyncRA_gsm8k_qwen2_7b_base"
@@ -256,10 +268,13 @@ CELLS = [
         fig.tight_layout()
     """),
     ("md", """
-        The new family's interval is wider, but only a little: the population finds that families
-        differ much less than runs within a family do (the spreads printed above), so not knowing
-        the family adds little to what is already unknown about any single run. Here that
-        uncertainty is not the problem: every variant's interval ends below where this run went.
+        A family not given, or new, widens the interval a little, mostly in the middle of the curve
+        where the timing shows (mean 90% width 0.315 known, 0.348 not given, 0.358 new; at the end
+        0.149 to 0.163). The time `tau` varies much more between runs of a family than between
+        families (0.999 against 0.272 on the log scale), so not knowing the family adds little to
+        what is already unknown about any single run; the shape `k` varies more between families
+        (0.907 against 0.275). All three intervals hold where this run went, near their top edge:
+        the run jumps to 0.95 within a few steps, their means take tens of steps to get there.
 
         ## What the committed evaluation says over all runs
 
@@ -315,41 +330,50 @@ CELLS = [
     ("md", """
         Where it is weak, plainly:
 
-        - **Zero-shot across sizes is only a little better than knowing nothing.** With other runs
-          of the same size and recipe in the population (k-fold), the zero-shot curve beats the
-          population-mean curve clearly: 34.4% lower CRPS on the mean. With the whole size held out
-          the gain shrinks to 8.1% on the mean (14.0% on the median), lower on 15 of the 24 runs
-          (printed above). Per size (table above), 3B and 7B gain (24.8% and 20.4%). Two sizes are
-          predicted worse than by the population mean: 0.5B (-19.9%, better on 2 of its 10 runs),
-          the smallest size, where the size effect must extrapolate, and the single 2B run with a
-          stated range (-42.7%). The size effect is learned from few recipes and is tangled with
-          them: every 0.5B run is a PPO run on gsm8k, and the model has no covariate that names a
-          recipe.
-        - **Zero-shot intervals have the wrong shape.** In k-fold the 90% intervals hold 99.0% of the
-          points while the 50% intervals hold 31.0%: a peaked centre with long tails. With a size
-          held out the 90% intervals hold only 53.8% of the points: overconfident exactly where the
-          model knows least. The 7B runs above are the extreme case: they end above the whole band.
-        - **Only runs with a stated reward range get a zero-shot prediction** (the verl runs; the
-          size table at the top counts them). The notebook runs report rewards on their own scales,
-          and the population cannot say what those scales are.
-        - **A few logged points fix most of it.** After 5% or 10% of the steps the live update beats
-          the population-mean curve by far. After 10% it also beats the prefix fitted alone on the
-          mean at every size, though 3B only by 0.5%. Run by run it wins on most runs of every size
-          except 2B, where it wins on 1 of 2 (per-size table). Where the prefix fitted alone still
-          competes is the earliest cut. After 5% of the steps of the 7B runs, most of them clean
-          curves that saturate within their first steps, the fit alone beats the update above on
-          the mean (-5.2%) and on 10 of the 13 runs. After 10% the update wins: +16.4% on the mean,
-          lower on 8 of 13 runs (in the committed evaluation, with its own fits, +25.3% and 10 of
-          13). The population is most useful as a prior for a run that has started, far less as an
-          oracle for one that has not.
+        - **Zero-shot across sizes helps the typical run far less than the mean says.** With other
+          runs of the same size and recipe in the population (k-fold), the zero-shot curve beats the
+          population-mean curve by 64.0% in CRPS on the mean (52.5% on the median), lower on 21 of
+          24 runs. With the whole size held out it is lower on all 24 runs, but by 33.7% on the mean
+          and 14.8% on the median (printed above). Per size (table above) 7B carries the mean
+          (71.4%); 0.5B gains 27.7%, 3B 18.2%, the single 2B run with a stated range 0.2%. The
+          levels' size effect is learnt from few recipes and is tangled with them: every 0.5B run
+          is a PPO run on gsm8k, and the model has no covariate that names a recipe.
+        - **The initial reward helps the small sizes and hurts 7B.** Given the run's first logged
+          reward, zero-shot gains 72.5% on the mean in k-fold and 57.0% with the size held out, but
+          there it is lower than the population-mean curve on only 14 of the 24 runs: it gains
+          72.9% at 0.5B, 84.5% at 3B and 27.2% on the 2B run, and loses 11.1% at 7B (here: -9.4%,
+          lower on 1 of the 9 runs). The 7B runs start low and jump to the top within a few steps;
+          the population reads a start that low as a run that climbs slowly (first figure).
+        - **Intervals are off with a size held out.** In k-fold the zero-shot 90% intervals hold
+          96.5% of the logged points and the 50% intervals 42.8%. With the size held out they hold
+          81.1% and 19.1%: too narrow or off centre; given the initial reward they are sharper and
+          hold only 57.7% at 90%.
+          On the 7B runs above it goes the other way, 99.7% at 90% but 13.9% at 50%: wide bands
+          centred below the runs' fast rise. Live updates from a population that never saw the size
+          hold 72.5% and 69.5% of the later points in their 90% intervals after 5% and 10% of the
+          steps (80.7% after 10% in k-fold).
+        - **Only runs with a stated reward range get a zero-shot prediction, and only they teach the
+          population about levels** (the verl runs, 24 of 60; the size table at the top counts
+          them). The notebook runs report rewards on their own scales, which the population cannot
+          know: they inform the timing, not how size, family or task move where a run starts and
+          ends. With only Qwen and Gemma on a stated range, the levels get no family effect at all.
+        - **A few logged points fix most of it.** After 10% of the steps the live update beats the
+          population-mean curve by 81.7% on the mean in k-fold and 51.2% with the size held out,
+          lower on 23 of 24 runs in both. Against the prefix fitted alone it wins on the mean at
+          every size but 2B (-25.8%, 0 of 2 runs), at 0.5B only by 2.1% (5 of 10 runs). On the 7B
+          runs here it beats the fit alone by 21.0% on the mean after 5% (lower on 8 of 13 runs) and
+          by 22.0% after 10% (11 of 13; committed: 22.2%, 11 of 13); after 5% the fit alone is still
+          better on the median run (-8.8%) and on the final reward (-31.3%). The population is most
+          useful as a prior for a run that has started; as an oracle for one that has not, it is as
+          good as the runs behind it are close to the new one.
 
         ## What the population says about model size
 
         `plot_scaling` draws each run's posterior of a parameter against its model size, with the
         population's curve for the average family and task. `r1` is the level the run reaches by its
-        planned end, on the normalised [0, 1] reward scale. Left: the population shipped with
-        bayesgrpo (all 60 runs); right: the population above, which never saw a 7B run (the dashed
-        line marks 7B).
+        planned end, on the normalised [0, 1] reward scale; only the runs on a stated reward range
+        are drawn, as only they inform the levels. Left: the population shipped with bayesgrpo (all
+        60 runs); right: the population above, which never saw a 7B run (the dashed line marks 7B).
     """),
     ("code", """
         shipped = bundled_population()
@@ -368,24 +392,28 @@ CELLS = [
         display(pd.concat({name: s.slopes.set_index("name") for name, s in scaling.items()}, names=["population"]))
         line = scaling[f"without {SIZE:g}B"].line
         at = {c: float(np.interp(np.log(SIZE), np.log(line["size_b"]), line[c])) for c in ("median", "lower", "upper")}
-        truth = scaling["all runs"].runs.set_index("run_id").loc[held, "median"]
+        shown_runs = scaling["all runs"].runs.set_index("run_id")  # runs on a stated reward range
+        truth = shown_runs.loc[[r for r in held if r in shown_runs.index], "median"]
         print(f"the population without {SIZE:g}B puts the average run's r1 at {SIZE:g}B at {at['median']:.2f} "
-              f"(90% {at['lower']:.2f} to {at['upper']:.2f}); the {len(held)} {SIZE:g}B runs' own r1 (shipped population): "
-              f"median {truth.median():.2f}, from {truth.min():.2f} to {truth.max():.2f}")
+              f"(90% {at['lower']:.2f} to {at['upper']:.2f}); the {len(truth)} {SIZE:g}B runs on a stated range, their own "
+              f"r1 (shipped population): median {truth.median():.2f}, from {truth.min():.2f} to {truth.max():.2f}")
     """),
     ("md", """
-        How to read it. With all runs, the interval of the size slope of `r1` straddles zero: the
-        bundled runs do not pin down how the level a run reaches depends on its size. Without the 7B
-        runs the slope turns negative, and the population's average run at 7B sits far below where
-        the 7B runs went (printout: 0.60 against their median of 0.98). Two things blur the
-        picture, and they are what limits transfer across sizes here. Recipe matters more than size: the Qwen runs of one verl gsm8k recipe at
-        3B and 7B reach the top of the scale, other runs of the same sizes do not, and no covariate
-        tells the model which runs share a recipe. And a run with no stated reward range is
-        normalised by its own logged range widened by half of itself on each side (the model's
-        `bounds_margin`), so its `r1` sits mid-scale by construction: all 8B and 20B runs are of
-        that kind. The grey band is the uncertainty of the *average* run's level, not the spread of
-        runs: one new run of a given size is far less predictable than the band suggests, which is
-        what the interval widths and scores above measure.
+        How to read it. With all runs, the size slope of `r1` (on the model's logit scale) is
+        clearly positive: 1.328, 90% from 0.964 to 1.661. Without the 7B runs its interval straddles
+        zero (-0.682 to 0.890): the runs from 0.5B to 3B do not pin down how the level a run reaches
+        depends on size. The curve still climbs, through the start: the size slope of `r0` is steep
+        (2.521) and a run's level follows its start, so the average run at 7B is put at 0.95 (90%
+        0.89 to 0.98), just below the 7B runs' own median of 0.98 (printout): that is why zero-shot
+        does well on 7B. Two things limit what this says. The sizes are tangled with recipes: the
+        runs drawn come from a few recipes (every 0.5B run is a Qwen PPO run on gsm8k; the 3B and 7B
+        runs are Qwen runs that reach the top of the scale), and no covariate tells the model which
+        runs share a recipe, so part of the size curve may be a recipe effect. And beyond the
+        largest size drawn (7B on the left, 3B on the right) the curve is extrapolation: the 8B and
+        20B runs state no range and have no say in it. The grey band is the uncertainty of the
+        *average* run's level, not the spread of runs: one new run of a given size is far less
+        predictable than the band suggests, which is what the interval widths and scores above
+        measure.
     """),
 ]
 
