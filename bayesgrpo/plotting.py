@@ -813,7 +813,9 @@ def plot_scaling(
         note += ("; " if note else "") + f"{scaling.n_unknown_size} runs of unknown size not shown"
     if scaling.n_own_range:
         note += ("; " if note else "") + f"{scaling.n_own_range} runs on their own reward range not shown"
-    ax.set_title(f"{param} by model size" + (f"\n{note}" if note else ""), fontsize=8)
+    import textwrap
+
+    ax.set_title("\n".join([f"{param} by model size", *textwrap.wrap(note, 80)]), fontsize=8)
     handles, labels = ax.get_legend_handles_labels()
     if scaling.line is not None:
         handles.insert(0, (band, mean_line))

@@ -26,3 +26,14 @@ def test_notebook_runs(path, monkeypatch):
 
 def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ holds no notebook"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_committed_notebook_is_executed_without_errors(path):
+    """The committed file is read on GitHub: every code cell ran, and none raised."""
+    nbformat = pytest.importorskip("nbformat")
+    notebook = nbformat.read(path, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert code and all(c.get("execution_count") for c in code), f"{path.name} has cells that never ran"
+    errors = [o.get("ename") for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"{path.name} was committed with errors: {errors}"
