@@ -8,11 +8,11 @@ For each run ``r`` and curve parameter ``p`` (``r0``, ``r1`` — the levels at `
                   + p_r0_slope * (theta[r, r0] - r0_mu)          (p != r0)
                   + p_sd * eta[r, p]
 
-except for runs normalised by their own observed range (no stated ``reward_min``/``reward_max``)
-in a fit that mixes them with runs on a stated range: their levels are ``p_mu + p_data_offset +
-p_sd * eta`` and they take no part in the start's pull (``bounds_from_data``, ``run_location``).
-and for the noise ``log sigma[r] = sigma_mu + sigma_samples_slope * log_samples[r] + sigma_sd * eta``
-(plus ``sigma_data_offset`` for a run normalised by its own range, see below).
+and for the noise ``log sigma[r] = sigma_mu + sigma_samples_slope * log_samples[r] + sigma_sd * eta``.
+In a fit that mixes runs on a stated range (``reward_min``/``reward_max``) with runs normalised by
+their own observed range, the latter have levels ``p_mu + p_data_offset + p_sd * eta``, no part in
+the start's pull, and ``sigma_data_offset`` added to their noise (``bounds_from_data``,
+``run_location``).
 The reward follows ``y[r, i] ~ StudentT(nu + 1, curve(t[r, i]; theta[r]), sigma[r] * s[r, i])``
 where ``s`` is 1/sqrt(points) of a bin. Runs are a ``(run, point)`` matrix with a mask, one
 compiled graph for all runs: no loop over runs.
@@ -85,8 +85,9 @@ def bounds_from_data(data: ModelData) -> np.ndarray:
     learnt from the runs whose levels mean something. Their noise gets its own mean too
     (``sigma_data_offset``): their range is partly their noise, so on their scale the noise is
     large, and a new run on a stated range would otherwise inherit it (measured: zero-shot 90%
-    intervals held 99.5% of the points with a shared noise mean, 96.5% with the offset). All zeros when the fit does not mix at
-    least ``MIN_RUNS_PER_BOUNDS_KIND`` runs of each kind (then nothing changes).
+    intervals held 99.5% of the points with a shared noise mean, 96.5% with the offset). All
+    zeros when the fit does not mix at least ``MIN_RUNS_PER_BOUNDS_KIND`` runs of each kind (then
+    nothing changes).
     """
     flag = np.array([source == "data" for source in data.bounds_source], dtype=bool)
     mixed = flag.sum() >= MIN_RUNS_PER_BOUNDS_KIND and (~flag).sum() >= MIN_RUNS_PER_BOUNDS_KIND
