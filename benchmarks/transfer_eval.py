@@ -46,7 +46,9 @@ from backtest import pick_runs  # the same run selection as the backtest
 RESULTS = HERE / "results"
 QUICK_OUTPUT = HERE / "_scratch" / "transfer_eval_quick"
 TARGET_GAIN = 0.30
-SPLITS = ("kfold_by_run", "leave_one_size_out")
+SPLITS = ("kfold_by_run", "leave_one_size_out", "leave_one_run_out")
+#: Splits run unless --splits names others (leave-one-run-out costs one population fit per run).
+DEFAULT_SPLITS = ("kfold_by_run", "leave_one_size_out")
 
 logger = logging.getLogger("transfer_eval")
 
@@ -62,7 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--forecast-draws", type=int, default=1000, help="predictive draws per forecast")
     parser.add_argument("--min-size-runs", type=int, default=2, help="sizes with fewer runs are not held out")
     parser.add_argument("--sizes", type=float, nargs="+", default=None, help="hold out only these sizes")
-    parser.add_argument("--splits", nargs="+", default=list(SPLITS), choices=SPLITS)
+    parser.add_argument("--splits", nargs="+", default=list(DEFAULT_SPLITS), choices=SPLITS)
     parser.add_argument("--runs", type=int, default=None, help="use this many runs (spread over sources)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -156,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     from bayesgrpo.evaluate.transfer_eval import (
         improvement_over,
         known_reward_bounds,
+        run_out_populations,
         size_groups,
         size_out_populations,
         transfer_scores,
@@ -191,6 +194,10 @@ def main(argv: list[str] | None = None) -> None:
                 cache,
                 key,
                 lambda: kfold_populations(table, args.folds, fit_kwargs=fit_kwargs, random_seed=args.seed),
+            )
+        elif split == "leave_one_run_out":
+            populations = cached_populations(
+                cache, key, lambda: run_out_populations(table, None, fit_kwargs, args.seed)
             )
         else:
             key.update({"sizes": sizes, "min_runs": args.min_size_runs})
@@ -243,7 +250,9 @@ def main(argv: list[str] | None = None) -> None:
         (
             f"Splits. `kfold_by_run`: {args.folds}-fold cross-validation over runs, stratified by source (each run is "
             "predicted by the population fitted on the other folds); it stands in for leave-one-run-out, which "
-            "would cost one fit per run. `leave_one_size_out`: for each model size with at least "
+            "would cost one fit per run. `leave_one_run_out` (when asked for): each run with a stated reward range "
+            "is predicted by a population fitted on every other run, one fit per run. "
+            "`leave_one_size_out`: for each model size with at least "
             f"{args.min_size_runs} runs (held out: {', '.join(f'{s:g}B' for s in sizes)}), every run of that size is "
             "predicted by a population fitted on all the other runs (runs of unknown size stay in every "
             "population and are never held out)."

@@ -13,6 +13,7 @@ from bayesgrpo.evaluate.transfer_eval import (
     known_reward_bounds,
     population_mean_metadata,
     prefix_label,
+    run_out_populations,
     size_groups,
     size_out_populations,
     transfer_scores,
@@ -207,3 +208,17 @@ def test_size_out_populations_rejects_sizes_without_a_group():
         size_out_populations(table, sizes=[7.0])
     with pytest.raises(BacktestError, match="no model size"):
         size_out_populations(table, min_runs=5)
+
+
+def test_run_out_populations_hold_out_each_stated_run_alone(mocked):
+    table = _sized_table([0.5, 7.0, 3.0, 7.0])
+    runs = table.runs.copy()
+    runs.loc[[1, 3], ["reward_min", "reward_max"]] = np.nan  # two runs state no range
+    table = RunsTable(points=table.points, runs=runs, report=table.report)
+    populations = run_out_populations(table, fit_kwargs={"draws": 10}, random_seed=1)
+    stated = [table.run_ids[0], table.run_ids[2]]
+    assert sorted(populations) == sorted(stated)
+    for run_id, model in populations.items():
+        assert set(model.data.run_ids) == set(table.run_ids) - {run_id}
+    with pytest.raises(BacktestError, match="not in the table"):
+        run_out_populations(table, ["nope"])

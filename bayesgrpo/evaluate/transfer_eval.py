@@ -85,6 +85,7 @@ __all__ = [
     "observed_reward_draws",
     "population_mean_metadata",
     "prefix_label",
+    "run_out_populations",
     "size_groups",
     "size_out_populations",
     "transfer_scores",
@@ -265,6 +266,44 @@ def size_out_populations(
         raise BacktestError(f"no model size has {min_runs} or more runs to hold out")
     return held_out_populations(
         table, groups, fit_kwargs, random_seed, model_kwargs=model_kwargs, label="size %g held out"
+    )
+
+
+def run_out_populations(
+    table: RunsTable,
+    run_ids: Sequence[str] | None = None,
+    fit_kwargs: Mapping[str, Any] | None = None,
+    random_seed: int = 0,
+    *,
+    model_kwargs: Mapping[str, Any] | None = None,
+) -> dict[str, RewardModel]:
+    """Leave-one-run-out: one population per held-out run, fitted on every other run.
+
+    Parameters
+    ----------
+    table : RunsTable
+    run_ids : sequence of str, optional
+        The runs to hold out, one at a time (default: the runs with a stated reward range, the
+        only ones a zero-shot prediction can be made for: :func:`known_reward_bounds`).
+    fit_kwargs, random_seed, model_kwargs
+        As :func:`size_out_populations`.
+
+    Returns
+    -------
+    dict
+        ``run_id -> fitted RewardModel`` that never saw that run.
+    """
+    if run_ids is None:
+        run_ids = [
+            row["run_id"] for row in table.runs.to_dict("records") if known_reward_bounds(row) is not None
+        ]
+    missing = sorted(set(run_ids) - set(table.run_ids))
+    if missing:
+        raise BacktestError(f"runs {missing[:5]} are not in the table")
+    if not run_ids:
+        raise BacktestError("no run to hold out (none states reward_min and reward_max)")
+    return held_out_populations(
+        table, {r: [r] for r in run_ids}, fit_kwargs, random_seed, model_kwargs=model_kwargs, label="run %s held out"
     )
 
 
