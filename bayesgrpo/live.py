@@ -53,6 +53,9 @@ PROPOSAL_DF = 5.0
 PARETO_K_LIMIT = 0.7
 #: Pareto k at which the proposal is good enough to stop adapting it.
 GOOD_PARETO_K = 0.5
+#: The Laplace fit's search stays within this distance of the prior mean on every unconstrained
+#: scale (logit, log): far beyond any real mode (e^50), short of where exp() under- or overflows.
+MODE_BOUND = 50.0
 #: Importance-sampling rounds at most (the first from the Laplace fit, then adapted).
 ADAPT_ROUNDS = 4
 
@@ -184,7 +187,10 @@ def laplace_fit(prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_sca
         gradient = (values[1 : 1 + prior.dim] - values[1 + prior.dim :]) / (2 * step)
         return -float(values[0]), -gradient
 
-    result = optimize.minimize(negative_and_gradient, prior.mean, jac=True, method="L-BFGS-B")
+    # a line search can try a point so far out that exp() of a log-scale parameter under- or
+    # overflows (measured: log tau near -745 on a held-out bundled run, tau = 0, an error)
+    bounds = list(zip(prior.mean - MODE_BOUND, prior.mean + MODE_BOUND))
+    result = optimize.minimize(negative_and_gradient, prior.mean, jac=True, method="L-BFGS-B", bounds=bounds)
     mode = result.x
     hessian = -_hessian(lambda z: log_posterior(z, prior, t, y, noise_scale), mode)
     eigenvalues, vectors = np.linalg.eigh(0.5 * (hessian + hessian.T))

@@ -183,3 +183,21 @@ def test_live_forecaster_updates_one_run(population):
 def test_live_forecaster_needs_a_partial_pooling_fit():
     with pytest.raises(BayesGRPOError):
         LiveForecaster(RewardModel())
+
+
+@pytest.mark.slow
+def test_laplace_fit_survives_a_line_search_that_overshoots():
+    """Regression: preconditioning the bundled runs without this one sent L-BFGS to log tau
+    near -745 (tau = 0), an error that ended a leave-one-run-out fit; the search is bounded now."""
+    from bayesgrpo.datasets import load_bundled
+    from bayesgrpo.model.build import centering
+    from bayesgrpo.model.data import prepare
+    from bayesgrpo.model.precondition import run_laplace
+    from bayesgrpo.model.priors import merge_priors
+
+    table = load_bundled(warn=False)
+    held = "verl_pr3389_dp_2_gpu_20251111_044742"
+    data = prepare(table.select([r for r in table.run_ids if r != held]))
+    candidates = np.flatnonzero(centering(data, 4.0)["levels"])
+    mean, chol, _ = run_laplace(data, "two_timescale", merge_priors("two_timescale", None), candidates)
+    assert np.isfinite(mean).all() and np.isfinite(chol).all()
