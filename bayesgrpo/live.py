@@ -53,9 +53,6 @@ PROPOSAL_DF = 5.0
 PARETO_K_LIMIT = 0.7
 #: Pareto k at which the proposal is good enough to stop adapting it.
 GOOD_PARETO_K = 0.5
-#: The Laplace fit's search stays within this distance of the prior mean on every unconstrained
-#: scale (logit, log): far beyond any real mode (e^50), short of where exp() under- or overflows.
-MODE_BOUND = 50.0
 #: Importance-sampling rounds at most (the first from the Laplace fit, then adapted).
 ADAPT_ROUNDS = 4
 
@@ -180,17 +177,20 @@ def laplace_fit(prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_sca
     offsets = np.vstack([np.zeros(prior.dim), step * np.eye(prior.dim), -step * np.eye(prior.dim)])
 
     def negative_and_gradient(x: np.ndarray) -> tuple[float, np.ndarray]:
-        # the value and a central-difference gradient in one batched evaluation
-        values = log_posterior(x[None, :] + offsets, prior, t, y, noise_scale)
+        # the value and a central-difference gradient in one batched evaluation; a line search
+        # can try a point so far out that exp() of a log-scale parameter underflows (measured:
+        # log tau near -745 on a held-out bundled run, tau = 0, which the curve refuses): such a
+        # point is refused like a non-finite one, and the search steps back
+        try:
+            values = log_posterior(x[None, :] + offsets, prior, t, y, noise_scale)
+        except BayesGRPOError:
+            return 1e300, np.zeros(prior.dim)
         if not np.isfinite(values).all():
             return 1e300, np.zeros(prior.dim)
         gradient = (values[1 : 1 + prior.dim] - values[1 + prior.dim :]) / (2 * step)
         return -float(values[0]), -gradient
 
-    # a line search can try a point so far out that exp() of a log-scale parameter under- or
-    # overflows (measured: log tau near -745 on a held-out bundled run, tau = 0, an error)
-    bounds = list(zip(prior.mean - MODE_BOUND, prior.mean + MODE_BOUND))
-    result = optimize.minimize(negative_and_gradient, prior.mean, jac=True, method="L-BFGS-B", bounds=bounds)
+    result = optimize.minimize(negative_and_gradient, prior.mean, jac=True, method="L-BFGS-B")
     mode = result.x
     hessian = -_hessian(lambda z: log_posterior(z, prior, t, y, noise_scale), mode)
     eigenvalues, vectors = np.linalg.eigh(0.5 * (hessian + hessian.T))
@@ -491,7 +491,7 @@ class LiveForecaster:
         samples = _number(metadata.get("samples_per_step"))
         if not np.isfinite(samples):
             samples = _number(metadata.get("batch_size")) * _number(metadata.get("group_size"))
-        from_data = _bounds_unknown(metadata)
+        from_data = stated_reward_range(metadata) is None
         key = (family, task, size if np.isfinite(size) else None, samples if np.isfinite(samples) else None, from_data)
         if key not in self._priors:
             _, family_levels = effect_levels(data.family_index, data.families)
@@ -574,10 +574,12 @@ def _text(value: Any) -> str | None:
     return None if text in ("", "<NA>", "nan", "None") else text
 
 
-def _bounds_unknown(metadata: Mapping[str, Any]) -> bool:
-    """Whether a run's reward range is not stated (``model.data.prepare`` then uses its own range)."""
+def stated_reward_range(metadata: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The reward range a run's metadata states (``reward_min``, ``reward_max``), or None when
+    either is missing, not a number, or they do not make a range (``model.data.prepare`` then
+    normalises the run by its own observed range)."""
     low, high = _number(metadata.get("reward_min")), _number(metadata.get("reward_max"))
-    return not (np.isfinite(low) and np.isfinite(high) and high > low)
+    return (low, high) if np.isfinite(low) and np.isfinite(high) and high > low else None
 
 
 def _number(value: Any) -> float:

@@ -111,10 +111,10 @@ def _group_effect(model: RewardModel, name: str, dim: str) -> np.ndarray:
 def _locations(model: RewardModel, names: tuple[str, ...], runs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Each run's population location on the unconstrained scale, (S, R), as ``model.build``:
     mean + family and task effects + size slope x size + the start's pull."""
-    assert model.idata is not None and model.data is not None
-    posterior, data = model.idata.posterior, model.data
     from bayesgrpo.model.build import bounds_from_data, run_location
 
+    assert model.idata is not None and model.data is not None
+    posterior, data = model.idata.posterior, model.data
     size = np.where(np.isfinite(data.log_size), data.log_size, 0.0)
     r0_mu = _stacked(posterior, "r0_mu")[:, None]
     data_bounded = bounds_from_data(data)[None, :]
@@ -283,14 +283,14 @@ def scaling_table(model: RewardModel, param: str = "asymptote", *, n_grid: int =
     -------
     Scaling
     """
+    from bayesgrpo.model.build import bounds_from_data
+
     _check(model, param)
     assert model.data is not None and model.idata is not None
     data, posterior = model.data, model.idata.posterior
     names = _needed(model.curve, param)
     standardizer = data.size_standardizer
     size_b = np.exp(data.log_size * standardizer.scale + standardizer.centre)
-    from bayesgrpo.model.build import bounds_from_data
-
     known = np.isfinite(size_b)
     own_range = known & (bounds_from_data(data) == 1) if param in ("r0", "r1", "asymptote") else np.zeros_like(known)
     values = _natural(model.curve, param, _run_values(model, names))

@@ -57,14 +57,6 @@ class TransferPrediction:
 INITIAL_REWARD_SD = 0.02
 
 
-def _bounds(metadata: Mapping[str, Any]) -> tuple[float, float] | None:
-    try:
-        low, high = float(metadata.get("reward_min")), float(metadata.get("reward_max"))
-    except (TypeError, ValueError):
-        return None
-    return (low, high) if np.isfinite(low) and np.isfinite(high) and high > low else None
-
-
 def predict_new_run(
     population: RewardModel,
     metadata: Mapping[str, Any],
@@ -104,7 +96,7 @@ def predict_new_run(
     -------
     TransferPrediction
     """
-    from bayesgrpo.live import LiveForecaster, condition_run, condition_start
+    from bayesgrpo.live import LiveForecaster, _number, condition_run, condition_start, stated_reward_range
     from bayesgrpo.model.data import UPDATES_BEFORE_STEP
     from bayesgrpo.model.predict import quantile_columns
     from bayesgrpo.stopping import CurveDraws, reward_at
@@ -118,7 +110,7 @@ def predict_new_run(
         update = live.update(first_points, horizon=horizon)
         curve_draws, posterior = update.curve_draws, update.posterior
     else:
-        bounds = _bounds(metadata)
+        bounds = stated_reward_range(metadata)
         if bounds is None:
             raise BayesGRPOError(
                 "a prediction before the run's first step needs its reward range: give reward_min and reward_max in the "
@@ -126,9 +118,7 @@ def predict_new_run(
             )
         low, high = bounds
         prior = live.prior_for(metadata)
-        initial, error = pd.to_numeric(
-            pd.Series([metadata.get("initial_reward"), metadata.get("initial_reward_sd")], dtype=object), errors="coerce"
-        )
+        initial, error = _number(metadata.get("initial_reward")), _number(metadata.get("initial_reward_sd"))
         if np.isfinite(initial):
             error = INITIAL_REWARD_SD if not np.isfinite(error) else error / (high - low)
             posterior = condition_start(

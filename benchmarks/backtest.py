@@ -225,26 +225,23 @@ def forecast_verdict(summary: pd.DataFrame) -> list[str]:
 def smoothing_sensitivity(table, stops, fractions=(0.05, 0.1, 0.2)):
     """Mean reward given up per rule with the reference smoothed over other shares of a run.
 
-    The same stops, the same measure as ``stopping_backtest`` (best smoothed reward minus the
-    smoothed reward at the stop, over the run's logged range), only the window changes: how much
+    The same stops, the same measure as ``stopping_backtest`` (``reward_given_up``), only the
+    window changes: how much
     of ``full run``'s floor is noise left by a short window, and whether the ranking holds.
     """
-    import numpy as np
     import pandas as pd
 
-    from bayesgrpo.evaluate.backtest import run_points, smoothed_reward
+    from bayesgrpo.evaluate.backtest import reward_given_up, run_points, smoothed_reward
 
     columns = {}
     points = {run_id: run_points(table, run_id) for run_id in stops["run_id"].unique()}
     for fraction in fractions:
-        given_up = []
-        for row in stops.itertuples():
-            frame = points[row.run_id]
+        smoothed = {}
+        for run_id, frame in points.items():
             rewards = frame["reward"].to_numpy(dtype=float)
-            smooth = smoothed_reward(rewards, fraction)
             spread = float(rewards.max() - rewards.min()) or 1.0
-            at = int(np.searchsorted(frame["step"].to_numpy(dtype=float), row.stop_step))
-            given_up.append(max(0.0, float(smooth.max() - smooth[at])) / spread)
+            smoothed[run_id] = (smoothed_reward(rewards, fraction), spread, frame["step"].to_numpy(dtype=float))
+        given_up = [reward_given_up(*smoothed[row.run_id], row.stop_step)[0] for row in stops.itertuples()]
         columns[f"given_up_window_{fraction:g}"] = pd.Series(given_up, index=stops.index).groupby(stops["rule"]).mean()
     out = pd.DataFrame(columns)
     out.insert(0, "steps_saved_mean", stops.groupby("rule")["steps_saved"].mean())

@@ -42,7 +42,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -108,13 +108,6 @@ FIGURE_NAMES: tuple[str, ...] = (
 )
 
 
-def _horizon(run: RunsTable) -> float:
-    """The step a run is planned to end at (its ``total_steps``, else its last logged step)."""
-    from bayesgrpo.history import run_horizon
-
-    return run_horizon(run)
-
-
 def figure_runs(table: RunsTable, color_by: str) -> Figure:
     """Every logged curve on its own reward range, smoothed over :data:`RUNS_SMOOTH` of its points,
     on a log step axis.
@@ -158,11 +151,12 @@ def figure_fan(table: RunsTable, population: RewardModel) -> Figure:
     matplotlib Figure
     """
     from bayesgrpo import plotting
+    from bayesgrpo.history import run_horizon
     from bayesgrpo.live import LiveForecaster
     from bayesgrpo.table import RunsTable as Table
 
     run = table.select([FAN_RUN])
-    horizon = _horizon(run)
+    horizon = run_horizon(run)
     points = run.points
     seen = points[points["step"] <= FAN_SHARE * horizon].reset_index(drop=True)
     prefix = Table(points=seen, runs=run.runs, report=run.report)
@@ -204,6 +198,16 @@ def figure_stop_probability(table: RunsTable, population: RewardModel) -> Figure
     return figure
 
 
+def _figure_per_run(population: RewardModel, row_inches: float, draw: Callable[[Any], Any]) -> Figure:
+    """A figure with a row per fitted run, drawn by ``draw(ax)``."""
+    from bayesgrpo import plotting
+
+    assert population.data is not None
+    figure, ax = plotting.subplots(figsize=(7.2, 1.2 + row_inches * population.data.n_runs))
+    draw(ax)
+    return figure
+
+
 def figure_t80(population: RewardModel) -> Figure:
     """Steps to 80% and 95% of each fitted run's gain, as shares of its horizon.
 
@@ -217,11 +221,7 @@ def figure_t80(population: RewardModel) -> Figure:
     """
     from bayesgrpo import plotting
 
-    assert population.data is not None
-    n_runs = population.data.n_runs
-    figure, ax = plotting.subplots(figsize=(7.2, 1.2 + 0.17 * n_runs))
-    plotting.plot_t80(population, fractions=T80_FRACTIONS, ax=ax)
-    return figure
+    return _figure_per_run(population, 0.17, lambda ax: plotting.plot_t80(population, fractions=T80_FRACTIONS, ax=ax))
 
 
 def figure_transfer(table: RunsTable, population: RewardModel) -> Figure:
@@ -237,13 +237,14 @@ def figure_transfer(table: RunsTable, population: RewardModel) -> Figure:
     matplotlib Figure
     """
     from bayesgrpo import plotting
+    from bayesgrpo.history import run_horizon
     from bayesgrpo.transfer import predict_new_run
 
     predictions = {}
     for run_id in TRANSFER_RUNS:
         run = table.select([run_id])
         metadata = run.runs.iloc[0].to_dict()  # family, size_b, task, batch, reward_min/max (0, 1)
-        predictions[run_id] = predict_new_run(population, metadata, horizon=_horizon(run), n_draws=N_DRAWS,
+        predictions[run_id] = predict_new_run(population, metadata, horizon=run_horizon(run), n_draws=N_DRAWS,
                                               random_seed=SEED)
         final = predictions[run_id].table.iloc[-1]
         logger.info("transfer: %s (%gB) predicted %.3f [%.3f, %.3f] at step %g", run_id, metadata["size_b"],
@@ -268,11 +269,7 @@ def figure_shrinkage(population: RewardModel) -> Figure:
     """
     from bayesgrpo import plotting
 
-    assert population.data is not None
-    n_runs = population.data.n_runs
-    figure, ax = plotting.subplots(figsize=(7.2, 1.2 + 0.16 * n_runs))
-    plotting.plot_shrinkage(population, param=SHRINKAGE_PARAM, ax=ax)
-    return figure
+    return _figure_per_run(population, 0.16, lambda ax: plotting.plot_shrinkage(population, param=SHRINKAGE_PARAM, ax=ax))
 
 
 def figure_scaling(population: RewardModel) -> Figure:

@@ -188,7 +188,7 @@ def test_live_forecaster_needs_a_partial_pooling_fit():
 @pytest.mark.slow
 def test_laplace_fit_survives_a_line_search_that_overshoots():
     """Regression: preconditioning the bundled runs without this one sent L-BFGS to log tau
-    near -745 (tau = 0), an error that ended a leave-one-run-out fit; the search is bounded now."""
+    near -745 (tau = 0), an error that ended a leave-one-run-out fit; such a point is refused now."""
     from bayesgrpo.datasets import load_bundled
     from bayesgrpo.model.build import centering
     from bayesgrpo.model.data import prepare

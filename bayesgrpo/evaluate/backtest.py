@@ -70,6 +70,7 @@ __all__ = [
     "frontier",
     "kfold_populations",
     "planned_horizon",
+    "reward_given_up",
     "run_points",
     "smoothed_reward",
     "stopping_backtest",
@@ -710,6 +711,30 @@ def smoothed_reward(rewards: np.ndarray, fraction: float = SMOOTHING_FRACTION) -
     return (csum[hi] - csum[lo]) / (hi - lo)
 
 
+def reward_given_up(smooth: np.ndarray, spread: float, steps: np.ndarray, stop_step: float) -> tuple[float, float]:
+    """What stopping at ``stop_step`` gives up, against the run's best and against its end.
+
+    Parameters
+    ----------
+    smooth : ndarray, shape (n,)
+        The run's smoothed reward (:func:`smoothed_reward`).
+    spread : float
+        The run's logged reward range (max - min of the raw rewards), the unit.
+    steps : ndarray, shape (n,)
+        The steps of ``smooth``, increasing.
+    stop_step : float
+
+    Returns
+    -------
+    given_up : float
+        ``max(0, best smoothed - smoothed at the stop) / spread``.
+    vs_end : float
+        ``(smoothed at the end - smoothed at the stop) / spread`` (negative: the stop kept more).
+    """
+    at = int(np.searchsorted(steps, stop_step))
+    return max(0.0, float(smooth.max() - smooth[at])) / spread, float(smooth[-1] - smooth[at]) / spread
+
+
 def _check_steps(points: pd.DataFrame, fraction: float) -> list[int]:
     """Indices (into the run's points) of the online checks: the last point at or before each
     ``k * fraction`` of the step span, k = 1, 2... before the end, without repeats."""
@@ -884,7 +909,7 @@ def stopping_backtest(
         for name in rules:
             stop, probability = stops[name]
             stop_step = last if stop is None else stop
-            at = int(np.searchsorted(steps, stop_step))
+            given_up, vs_end = reward_given_up(smooth, spread, steps, stop_step)
             rows.append(
                 {
                     "run_id": run_id,
@@ -893,8 +918,8 @@ def stopping_backtest(
                     "stop_step": stop_step,
                     "last_step": last,
                     "steps_saved": (last - stop_step) / last,
-                    "reward_given_up": max(0.0, float(smooth.max() - smooth[at])) / spread,
-                    "reward_vs_end": float(smooth[-1] - smooth[at]) / spread,
+                    "reward_given_up": given_up,
+                    "reward_vs_end": vs_end,
                     "stopped": stop is not None and stop_step < last,
                     "probability": probability,
                 }

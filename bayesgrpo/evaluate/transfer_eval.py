@@ -143,11 +143,9 @@ def known_reward_bounds(metadata: Mapping[str, Any]) -> tuple[float, float] | No
     -------
     (float, float) or None
     """
-    try:
-        low, high = float(metadata.get("reward_min")), float(metadata.get("reward_max"))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return (low, high) if math.isfinite(low) and math.isfinite(high) and high > low else None
+    from bayesgrpo.live import stated_reward_range
+
+    return stated_reward_range(metadata)
 
 
 def _present(value: Any) -> bool:
