@@ -95,6 +95,12 @@ def predict_new_run(
     Returns
     -------
     TransferPrediction
+
+    Raises
+    ------
+    BayesGRPOError
+        Without ``first_points`` and a reward range; for ``initial_reward`` or
+        ``initial_reward_sd`` that are given but not numbers, or a non-positive error.
     """
     from bayesgrpo.live import LiveForecaster, _number, condition_run, condition_start, stated_reward_range
     from bayesgrpo.model.data import UPDATES_BEFORE_STEP
@@ -119,6 +125,12 @@ def predict_new_run(
         low, high = bounds
         prior = live.prior_for(metadata)
         initial, error = _number(metadata.get("initial_reward")), _number(metadata.get("initial_reward_sd"))
+        for key, value in (("initial_reward", initial), ("initial_reward_sd", error)):
+            given = metadata.get(key)
+            if not np.isfinite(value) and given is not None and str(given).strip().lower() not in ("", "nan", "<na>", "none"):
+                raise BayesGRPOError(f"{key} must be a number; got {given!r} (leave it out when not measured)")
+        if np.isfinite(error) and error <= 0:
+            raise BayesGRPOError(f"initial_reward_sd must be positive; got {error}")
         if np.isfinite(initial):
             error = INITIAL_REWARD_SD if not np.isfinite(error) else error / (high - low)
             posterior = condition_start(

@@ -57,3 +57,17 @@ def test_zero_shot_needs_the_reward_range(population):
         predict_new_run(model, {"family": "qwen"}, horizon=300)
     with pytest.raises(BayesGRPOError, match="horizon"):
         predict_new_run(model, {"family": "qwen", **BOUNDS}, horizon=1)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [({"initial_reward": "high"}, "initial_reward must be a number"),
+     ({"initial_reward": 0.3, "initial_reward_sd": "tiny"}, "initial_reward_sd must be a number"),
+     ({"initial_reward": 0.3, "initial_reward_sd": 0.0}, "must be positive")],
+)
+def test_a_bad_initial_reward_is_an_error_not_ignored(population, extra, message):
+    model, _ = population
+    with pytest.raises(BayesGRPOError, match=message):
+        predict_new_run(model, {"family": "qwen", **BOUNDS, **extra}, horizon=300, random_seed=0)
+    # a missing one (None, NaN, as a table row gives it) is simply not used
+    predict_new_run(model, {"family": "qwen", "initial_reward": float("nan"), **BOUNDS}, horizon=300, random_seed=0)
