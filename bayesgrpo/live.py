@@ -15,12 +15,18 @@ combined with the run's own points by the model's Student-t likelihood:
 4. Pareto-smoothed weights (PSIS, Vehtari et al. 2024, ``arviz.psislw``); the Pareto k and the
    effective sample size are returned, and a k above 0.7 warns that the draws are unreliable.
 
+A run without a stated reward range (``reward_min``/``reward_max``) is put on the scale its
+population kin were fitted on: its whole range is estimated from its prefix's range the way the
+population's runs relate the two at the same progress (:func:`own_range_bounds`), so an early
+prefix is not read as a finished run.
+
 Everything is numpy, vectorised over draws; nothing is compiled, so the first query is as fast
 as the next (a few milliseconds for hundreds of points; ``benchmarks/live_update.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -39,6 +45,7 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.priors import curve_params
 
 if TYPE_CHECKING:
+    from bayesgrpo.model.data import ModelData
     from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.stopping import CurveDraws
     from bayesgrpo.table import RunsTable
@@ -448,6 +455,9 @@ class LiveForecaster:
         Fitted with ``pooling="partial"``.
     n_draws : int
     random_seed : int, optional
+    place_own_range : bool
+        Normalise a run without a stated reward range by the whole range its prefix implies
+        (:func:`own_range_bounds`, default) rather than by the prefix's own range.
 
     Examples
     --------
@@ -459,6 +469,7 @@ class LiveForecaster:
     population: RewardModel
     n_draws: int = 2000
     random_seed: int | None = None
+    place_own_range: bool = True
     _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -477,8 +488,9 @@ class LiveForecaster:
 
         ``metadata`` may hold ``family``, ``task``, ``size_b`` and ``samples_per_step`` (or
         ``batch_size`` and ``group_size``); anything missing is treated as unknown. Without
-        ``reward_min``/``reward_max`` the run's reward is normalised by its own range, and it gets
-        the population's levels of such runs (``model.build.bounds_from_data``).
+        ``reward_min``/``reward_max`` the run's reward is normalised by its own (estimated whole)
+        range (:meth:`update`), and it gets the population's levels of such runs
+        (``model.build.bounds_from_data``).
         """
         from bayesgrpo.model.build import effect_levels
         from bayesgrpo.model.predict import new_run_draws
@@ -512,6 +524,10 @@ class LiveForecaster:
     def update(self, run: RunsTable, *, horizon: float | None = None) -> LiveUpdate:
         """Condition the population on one run's points so far.
 
+        A run without a stated reward range is normalised by the whole range its prefix implies
+        (:func:`own_range_bounds`; with ``place_own_range=False`` by the prefix's own range
+        widened by the population's margin), the bounds the returned ``data`` holds.
+
         Parameters
         ----------
         run : RunsTable
@@ -530,16 +546,22 @@ class LiveForecaster:
         if len(run.runs) != 1:
             raise BayesGRPOError(f"update takes one run; got {len(run.runs)} (select one with table.select)")
         population = self.population
-        data = prepare(
-            run,
-            progress=population.progress,
-            horizon=horizon,
-            max_points=population.max_points,
-            bounds_margin=population.bounds_margin,
-            size_standardizer=population.data.size_standardizer,
-            samples_standardizer=population.data.samples_standardizer,
-        )
+        settings = {
+            "progress": population.progress,
+            "horizon": horizon,
+            "max_points": population.max_points,
+            "bounds_margin": population.bounds_margin,
+            "size_standardizer": population.data.size_standardizer,
+            "samples_standardizer": population.data.samples_standardizer,
+        }
+        data = prepare(run, **settings)
         metadata = run.runs.iloc[0].to_dict()
+        if self.place_own_range and data.bounds_source[0] == "data":
+            bounds = own_range_bounds(population.data, run, data, population.bounds_margin)
+            if bounds is not None:
+                runs = run.runs.assign(reward_min=bounds[0], reward_max=bounds[1])
+                placed = prepare(type(run)(points=run.points, runs=runs, report=run.report), **settings)
+                data = dataclasses.replace(placed, bounds_source=data.bounds_source)  # still from the data
         prior = self.prior_for(metadata)
         mask = data.mask[0]
         posterior = condition_run(
@@ -550,18 +572,99 @@ class LiveForecaster:
         curve_draws = CurveDraws.from_model_data(params, data, population.curve)
         last_step = float(run.points["step"].max())
         return LiveUpdate(run_id=data.run_ids[0], step=last_step, horizon_step=float(data.horizon_step[0]),
-                          posterior=posterior, curve_draws=curve_draws)
+                          posterior=posterior, curve_draws=curve_draws, data=data)
+
+
+#: Fewest population runs normalised by their own range that :func:`prefix_placement` reads.
+MIN_PLACEMENT_RUNS = 3
+
+
+def prefix_placement(population: ModelData, progress: float) -> tuple[float, float] | None:
+    """Where a prefix up to ``progress`` sits in its run's whole range, by the population's runs.
+
+    For each population run normalised by its own range (all runs when fewer than
+    ``MIN_PLACEMENT_RUNS`` are) that has at least two points at or before ``progress``: the
+    prefix's range as a share of the run's whole range, and how far above the run's minimum the
+    prefix's minimum lies, as a share of the whole range. Both are read on the population's
+    (binned) points; the medians are returned.
+
+    Parameters
+    ----------
+    population : ModelData
+        The population's data.
+    progress : float
+        The prefix's progress (normalised, 1 at the horizon).
+
+    Returns
+    -------
+    (range_share, floor_share) or None
+        None when fewer than ``MIN_PLACEMENT_RUNS`` runs have two points in the prefix.
+    """
+    own = np.array([source == "data" for source in population.bounds_source], dtype=bool)
+    if own.sum() < MIN_PLACEMENT_RUNS:
+        own = np.ones(population.n_runs, dtype=bool)
+    range_share, floor_share = [], []
+    for i in np.flatnonzero(own):
+        mask = population.mask[i]
+        t, y = population.t[i, mask], population.y[i, mask]
+        whole = float(y.max() - y.min())
+        prefix = y[t <= progress]
+        if prefix.size < 2 or whole <= 0:
+            continue
+        range_share.append(float(prefix.max() - prefix.min()) / whole)
+        floor_share.append(float(prefix.min() - y.min()) / whole)
+    if len(range_share) < MIN_PLACEMENT_RUNS:
+        return None
+    return float(np.median(range_share)), float(np.median(floor_share))
+
+
+def own_range_bounds(population: ModelData, run: RunsTable, data: ModelData, margin: float) -> tuple[float, float] | None:
+    """Reward bounds for a live run without a stated range, as the population's runs had them.
+
+    A population run without a stated range is normalised by its whole run's range, widened
+    by ``margin`` of it each side. A live run has only its prefix, whose range is smaller the
+    earlier it is: normalised by that range, the prefix would look like a whole run, and the
+    population would read it as one that has reached its end. So the whole range is estimated
+    from the prefix's the way the population's runs relate them at the same progress
+    (:func:`prefix_placement`): whole = prefix range / range share, whole minimum = prefix
+    minimum - floor share x whole; then widened by ``margin`` each side as in the population.
+
+    Returns
+    -------
+    (lower, upper) or None
+        None (keep the prefix's own bounds) when the prefix has no spread or the population
+        has too few runs to say.
+    """
+    reward = run.points["reward"].to_numpy(dtype=float)
+    reward = reward[np.isfinite(reward)]
+    low, high = float(reward.min()), float(reward.max())
+    mask = data.mask[0]
+    placement = prefix_placement(population, float(data.t[0, mask].max()))
+    if high <= low or placement is None:
+        return None
+    range_share, floor_share = placement
+    if range_share <= 0:
+        return None
+    range_share = min(range_share, 1.0)
+    whole = (high - low) / range_share
+    floor = low - floor_share * whole
+    return floor - margin * whole, floor + whole + margin * whole
 
 
 @dataclass(frozen=True)
 class LiveUpdate:
-    """One run's state after a live update: draws of its curve and where it stands."""
+    """One run's state after a live update: draws of its curve and where it stands.
+
+    ``data`` is the run as the update saw it (normalised with the bounds it used, see
+    :func:`own_range_bounds`), for checking the update against a refit of the same points.
+    """
 
     run_id: str
     step: float
     horizon_step: float
     posterior: RunPosterior
     curve_draws: CurveDraws
+    data: ModelData | None = None
 
 
 def _text(value: Any) -> str | None:

@@ -96,9 +96,7 @@ def main() -> None:
             gain = expected_gain(update.curve_draws, update.step).iloc[0]
             post = update.posterior
             # the same posterior by NUTS, read through the same curve-draws code
-            from bayesgrpo.model.data import prepare
-
-            data = prepare(partial, horizon=horizon, max_points=population.max_points, bounds_margin=population.bounds_margin)
+            data = update.data  # the points as the live update normalised them
             mask = data.mask[0]
             theta = nuts_refit(post.prior, data.t[0, mask], data.y[0, mask], data.noise_scale[0, mask], args.nuts_draws, args.seed)
             nuts = RunPosterior(post.prior, theta, post.mode, 0.0, float(len(theta)), post.n_points, 0.0).natural()

@@ -411,3 +411,126 @@ def test_a_failed_live_update_is_recorded_not_fatal(kfold, monkeypatch):
     assert result[result["method"] == "persistence"]["status"].iloc[0] == "ok"
     stops = stopping_backtest(sub, populations, {"plateau": PlateauRule(0.01, 0.9, relative=True)}, 0.25)
     assert not stops["stopped"].iloc[0]  # no answer at any check: the run goes to its end
+
+
+# --------------------------------------------------------------------------------------------
+# Cross-validated smoothing and the reliability of the stop probability
+# --------------------------------------------------------------------------------------------
+
+
+def test_cross_validated_window_is_wide_for_noise_and_narrow_for_a_clean_rise():
+    from bayesgrpo.evaluate.backtest import cross_validated_window
+
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0.0, 1.0, 101)
+    assert cross_validated_window(noise) >= 51
+    steps = np.linspace(0.0, 1.0, 101)
+    rise = 1.0 - np.exp(-8.0 * steps) + rng.normal(0.0, 0.002, 101)
+    assert cross_validated_window(rise) <= 11
+    assert cross_validated_window(np.array([1.0, 2.0])) == 1
+
+
+def test_cross_validated_window_minimises_the_leave_one_out_error():
+    from bayesgrpo.evaluate.backtest import cross_validated_window
+
+    rewards = np.array([0.0, 1.0, 0.0, 1.0, 5.0, 6.0, 5.0])
+
+    def loo_error(window: int) -> float:  # by hand: each point from the others of its window
+        half = window // 2
+        errors = []
+        for i in range(len(rewards)):
+            others = [rewards[j] for j in range(max(0, i - half), min(len(rewards), i + half + 1)) if j != i]
+            errors.append((rewards[i] - np.mean(others)) ** 2)
+        return float(np.mean(errors))
+
+    best = min((3, 5, 7), key=loo_error)
+    assert cross_validated_window(rewards) == best
+
+
+def test_smoothed_reward_cv_uses_the_cross_validated_window():
+    from bayesgrpo.evaluate.backtest import cross_validated_window
+
+    rewards = np.random.default_rng(1).normal(0.0, 1.0, 41)
+    window = cross_validated_window(rewards)
+    assert np.allclose(smoothed_reward(rewards, "cv"), smoothed_reward(rewards, window / len(rewards)))
+    with pytest.raises(BacktestError, match="cv"):
+        smoothed_reward(rewards, "wide")
+
+
+def test_calibration_scores_every_check_against_what_the_run_then_did(kfold):
+    from bayesgrpo.evaluate.backtest import calibration_table, stop_probability_calibration
+
+    table, populations = kfold
+    sub = table.select(table.run_ids[:2])
+    checks = stop_probability_calibration(sub, populations, eps_values=(0.01, 0.05), check_every_fraction=0.25, n_draws=200)
+    # steps 0..60: checks at 15, 30, 45 for each run and eps
+    assert len(checks) == 2 * 3 * 2
+    assert sorted(checks["step"].unique()) == [15.0, 30.0, 45.0]
+    assert checks["probability"].between(0, 1).all()
+    assert (checks["below"] == (checks["realised_gain"] < checks["eps"])).all()
+    # a larger eps is never less likely
+    wide = checks.pivot_table(index=["run_id", "step"], columns="eps", values="probability")
+    assert (wide[0.05] >= wide[0.01]).all()
+    # the realised gain is the smoothed reward's gain to the last step over the update's bounds
+    run_id = sub.run_ids[0]
+    points = sub.points[sub.points["run_id"] == run_id].sort_values("step")
+    smooth = smoothed_reward(points["reward"].to_numpy(), "cv")
+    row = checks[(checks["run_id"] == run_id) & (checks["step"] == 30.0)].iloc[0]
+    at = int(np.searchsorted(points["step"].to_numpy(), 30.0))
+    assert row["realised_gain"] == pytest.approx(smooth[-1] - smooth[at])  # bounds 0..1: unit 1
+    summary = calibration_table(checks)
+    assert summary.groupby("eps")["checks"].sum().tolist() == [6, 6]
+
+
+def test_calibration_table_by_hand():
+    from bayesgrpo.evaluate.backtest import calibration_table
+
+    frame = pd.DataFrame(
+        {
+            "run_id": ["a", "a", "b", "b", "c"],
+            "step": [1.0, 2.0, 1.0, 2.0, 1.0],
+            "progress": [0.5] * 5,
+            "eps": [0.01] * 5,
+            "probability": [0.1, 0.15, 0.92, 1.0, 0.97],
+            "realised_gain": [0.5, 0.0, 0.0, 0.0, 0.3],
+            "below": [False, True, True, True, False],
+        }
+    )
+    out = calibration_table(frame, bins=(0.0, 0.5, 0.9, 1.0)).set_index("bin")
+    low, high = out.loc["[0.0, 0.5)"], out.loc["[0.9, 1.0)"]
+    assert low["checks"] == 2 and low["observed_share"] == 0.5 and low["stated_mean"] == pytest.approx(0.125)
+    assert high["checks"] == 3 and high["runs"] == 2  # P = 1 falls in the last bin
+    assert high["observed_share"] == pytest.approx(2 / 3)
+    assert high["brier"] == pytest.approx(((0.92 - 1) ** 2 + 0 + 0.97**2) / 3)
+    with pytest.raises(BacktestError):
+        calibration_table(frame.iloc[:0])
+
+
+def test_predictive_probability_counts_the_noise_the_reference_keeps(kfold):
+    """The predictive draws are the smoothed gain of the points logged up to the check and drawn
+    (curve plus noise) after it, smoothed like the reference: checked by hand on one draw."""
+    from bayesgrpo.evaluate.backtest import (
+        _logged_reward_draws,
+        _smoothed_gain_draws,
+        stop_probability_calibration,
+    )
+    from bayesgrpo.live import LiveForecaster
+
+    table, populations = kfold
+    run_id = table.run_ids[0]
+    checks = stop_probability_calibration(table.select([run_id]), populations, eps_values=(0.01,), check_every_fraction=0.25, n_draws=300)
+    assert checks["predictive_probability"].between(0, 1).all()
+
+    points = table.points[table.points["run_id"] == run_id].sort_values("step")
+    steps, rewards = points["step"].to_numpy(float), points["reward"].to_numpy(float)
+    run = table.select([run_id])
+    from bayesgrpo.evaluate.backtest import _prefix_table
+
+    update = LiveForecaster(populations[run_id], n_draws=300, random_seed=0).update(_prefix_table(run, points.iloc[:31]), horizon=60.0)
+    gains = _smoothed_gain_draws(update, rewards, steps, 30, 5, seed=7)
+    future = _logged_reward_draws(update, steps[31:], seed=7)
+    # by hand, draw 0: window 5 around point 30 (points 28..32) and the last 3 points (58..60)
+    around = np.concatenate([rewards[28:31], future[0, :2]]).mean()
+    end = future[0, -3:].mean()
+    assert gains[0] == pytest.approx(end - around)
+    assert gains.std() > 0

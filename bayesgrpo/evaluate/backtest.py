@@ -64,6 +64,8 @@ __all__ = [
     "MedianPruning",
     "Patience",
     "bayes_forecast_draws",
+    "calibration_table",
+    "cross_validated_window",
     "cut_points",
     "fold_assignment",
     "forecast_backtest",
@@ -73,6 +75,7 @@ __all__ = [
     "reward_given_up",
     "run_points",
     "smoothed_reward",
+    "stop_probability_calibration",
     "stopping_backtest",
 ]
 
@@ -348,7 +351,6 @@ def _bayes_forecast(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Draws (S, N) of the observed reward at ``target_steps`` and the update's diagnostics."""
     from bayesgrpo.live import LiveUpdateWarning
-    from bayesgrpo.stopping import reward_at
 
     run_id = str(run.runs["run_id"].iloc[0])
     points = run_points(run, run_id)
@@ -358,13 +360,21 @@ def _bayes_forecast(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LiveUpdateWarning)
         update = live.update(_prefix_table(run, observed), horizon=planned_horizon(run))
+    posterior = update.posterior
+    info = {"pareto_k": posterior.pareto_k, "ess": posterior.ess, "n_observed": posterior.n_points}
+    return _logged_reward_draws(update, target_steps, seed), info
+
+
+def _logged_reward_draws(update: Any, steps: np.ndarray, seed: int | None) -> np.ndarray:
+    """Draws (S, N) of the logged reward at ``steps`` after a live update: the curve plus one
+    logged point's noise, sigma (normalised units, noise floor included) x Student-t(nu)."""
+    from bayesgrpo.stopping import reward_at
+
     cd, posterior = update.curve_draws, update.posterior
-    mean = reward_at(cd, np.asarray(target_steps, dtype=float))[:, 0, :]
-    # one logged point's noise: sigma (normalised units, noise floor included) x Student-t(nu)
+    mean = reward_at(cd, np.asarray(steps, dtype=float))[:, 0, :]
     sigma = posterior.natural()["sigma"] * float(cd.reward_scale[0])
     noise = np.random.default_rng(seed).standard_t(posterior.prior.nu, size=mean.shape)
-    info = {"pareto_k": posterior.pareto_k, "ess": posterior.ess, "n_observed": posterior.n_points}
-    return mean + sigma[:, None] * noise, info
+    return mean + sigma[:, None] * noise
 
 
 def bayes_forecast_draws(
@@ -681,34 +691,68 @@ def _rule_kind(rule: Any) -> str:
     )
 
 
-def smoothed_reward(rewards: np.ndarray, fraction: float = SMOOTHING_FRACTION) -> np.ndarray:
+def cross_validated_window(rewards: np.ndarray) -> int:
+    """The centred rolling mean's window that best predicts each point from its neighbours.
+
+    Every odd window from 3 to the run's length is tried; each point is predicted by the mean of
+    the other points of its window (leave-one-out), and the window with the smallest mean
+    squared error wins (the smallest of equals). A noisy flat run gets a wide window, a clean
+    rise a narrow one: the smoothing adapts to the run's noise instead of a fixed share.
+
+    Parameters
+    ----------
+    rewards : ndarray, shape (n,)
+
+    Returns
+    -------
+    int
+        Odd window length (1 for runs of fewer than 3 points).
+    """
+    rewards = np.asarray(rewards, dtype=float)
+    n = rewards.size
+    best_window, best_error = 1, np.inf
+    for window in range(3, n + 1, 2):
+        sums, counts = _window_sums(rewards, window)
+        left_out = (sums - rewards) / (counts - 1)
+        error = float(np.mean((rewards - left_out) ** 2))
+        if error < best_error * (1.0 - 1e-12):
+            best_window, best_error = window, error
+    return best_window
+
+
+def _window_sums(rewards: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sums and counts of the centred window of odd length ``window`` at every point, cut at the
+    ends to the points that exist."""
+    n = rewards.size
+    half = window // 2
+    csum = np.concatenate([[0.0], np.cumsum(rewards)])
+    idx = np.arange(n)
+    lo = np.maximum(idx - half, 0)
+    hi = np.minimum(idx + half + 1, n)
+    return csum[hi] - csum[lo], (hi - lo).astype(float)
+
+
+def smoothed_reward(rewards: np.ndarray, fraction: float | str = SMOOTHING_FRACTION) -> np.ndarray:
     """Centred rolling mean of a run's rewards, the reference of the stopping backtest.
 
     The window holds ``w = max(1, round(fraction * n))`` points, made odd (``w + 1`` when even)
     so that it is centred; near the ends it is cut to the points that exist (a point's mean is
     over at most ``w // 2`` points either side). With 5% of a run's points it smooths out the
-    noise of single logged rewards without flattening a rise.
+    noise of single logged rewards without flattening a rise. ``fraction="cv"`` takes the
+    window :func:`cross_validated_window` chooses for the run.
 
     Parameters
     ----------
     rewards : ndarray, shape (n,)
-    fraction : float
+    fraction : float or "cv"
 
     Returns
     -------
     ndarray, shape (n,)
     """
     rewards = np.asarray(rewards, dtype=float)
-    n = rewards.size
-    window = max(1, round(fraction * n))
-    if window % 2 == 0:
-        window += 1
-    half = window // 2
-    csum = np.concatenate([[0.0], np.cumsum(rewards)])
-    idx = np.arange(n)
-    lo = np.maximum(idx - half, 0)
-    hi = np.minimum(idx + half + 1, n)
-    return (csum[hi] - csum[lo]) / (hi - lo)
+    sums, counts = _window_sums(rewards, _smoothing_window(rewards, fraction))
+    return sums / counts
 
 
 def reward_given_up(smooth: np.ndarray, spread: float, steps: np.ndarray, stop_step: float) -> tuple[float, float]:
@@ -792,6 +836,24 @@ def _baseline_stop(
     return None if stop is None else float(stop)
 
 
+def _update_at_check(live: LiveForecaster, run: RunsTable, points: pd.DataFrame, i: int, horizon: float) -> Any:
+    """The live update of a run's points up to index ``i`` (an online check), or None when there
+    is no answer: a single point (it says nothing about a slope) or an update that failed
+    (logged)."""
+    from bayesgrpo.live import LiveUpdateWarning
+
+    if i + 1 < 2:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LiveUpdateWarning)
+            return live.update(_prefix_table(run, points.iloc[: i + 1]), horizon=horizon)
+    except _UPDATE_ERRORS as exc:
+        logger.warning("live update of %s at step %g failed (%s); going on", run.run_ids[0],
+                       float(points["step"].iloc[i]), exc)
+        return None
+
+
 def _bayes_stops(
     rules: Mapping[str, Any],
     live: LiveForecaster,
@@ -801,7 +863,6 @@ def _bayes_stops(
 ) -> dict[str, tuple[float | None, float]]:
     """Online: at each check the run's prefix is updated live and every rule not yet stopped is
     asked; returns ``name -> (stop step or None, probability behind the stop)``."""
-    from bayesgrpo.live import LiveUpdateWarning
 
     steps = points["step"].to_numpy(dtype=float)
     last = float(steps[-1])
@@ -811,14 +872,8 @@ def _bayes_stops(
     for i in _check_steps(points, check_every_fraction):
         if not pending:
             break
-        if i + 1 < 2:  # a single point says nothing about a slope
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LiveUpdateWarning)
-                update = live.update(_prefix_table(run, points.iloc[: i + 1]), horizon=horizon)
-        except _UPDATE_ERRORS as exc:  # no answer at this check: the rules keep going
-            logger.warning("stopping backtest: live update at step %g failed (%s); continuing", steps[i], exc)
+        update = _update_at_check(live, run, points, i, horizon)
+        if update is None:  # no answer at this check: the rules keep going
             continue
         for name, rule in list(pending.items()):
             decision = rule.decide(update.curve_draws, steps[i], horizon_step=last)[0]
@@ -834,7 +889,7 @@ def stopping_backtest(
     rules: Mapping[str, Any],
     check_every_fraction: float = 0.05,
     *,
-    smoothing_fraction: float = SMOOTHING_FRACTION,
+    smoothing_fraction: float | str = SMOOTHING_FRACTION,
     n_draws: int = 1000,
     random_seed: int = 0,
 ) -> pd.DataFrame:
@@ -855,7 +910,7 @@ def stopping_backtest(
         first ``"stop"``.
     check_every_fraction : float
         Spacing of the Bayesian rules' checks, as a share of the run's step span.
-    smoothing_fraction : float
+    smoothing_fraction : float or "cv"
         Window of the centred rolling mean the reward given up is measured on
         (:func:`smoothed_reward`).
     n_draws : int
@@ -938,6 +993,173 @@ def stopping_backtest(
         "probability",
     ]
     return pd.DataFrame(rows, columns=columns)
+
+
+def stop_probability_calibration(
+    table: RunsTable,
+    populations: Mapping[str, RewardModel],
+    eps_values: Sequence[float] = (0.01, 0.02),
+    check_every_fraction: float = 0.05,
+    *,
+    smoothing_fraction: float | str = "cv",
+    n_draws: int = 1000,
+    random_seed: int = 0,
+) -> pd.DataFrame:
+    """Is ``P(gain < eps)`` right as often as it says? Every check of every run, scored.
+
+    At the same online checks as :func:`stopping_backtest` (the last logged point before each
+    ``check_every_fraction`` of a run's step span), a live update on the run's prefix (from a
+    population that never saw the run) gives ``P(R(last) - R(s) < eps)`` for each eps, in the
+    rule's unit (a share of the reward bounds the update used). The run's later points say what
+    happened: the gain of its smoothed reward (:func:`smoothed_reward`) from the check to its
+    last step, in the same unit.
+
+    Parameters
+    ----------
+    table : RunsTable
+    populations : mapping run_id -> RewardModel
+    eps_values : sequence of float
+    check_every_fraction : float
+    smoothing_fraction : float or "cv"
+        The reference the realised gain is read on (default: the run's cross-validated window;
+        a narrow window leaves noise that reads as gain or loss).
+    n_draws : int
+    random_seed : int
+
+    Returns
+    -------
+    DataFrame
+        One row per (run, check, eps): ``run_id, step, progress, eps, probability,
+        predictive_probability, realised_gain, below`` (``below``: the realised gain was under
+        eps). ``probability`` is the rule's, of the curve's gain; ``predictive_probability`` is
+        the model's probability of the outcome itself, the smoothed *logged* gain: later points
+        drawn with their noise and smoothed like the reference, so that noise the reference keeps
+        is not counted against the model. ``progress`` is the check's share of the run's step span.
+    """
+    from bayesgrpo.stopping import prob_gain_below
+
+    if not 0.0 < check_every_fraction < 1.0:
+        raise BacktestError(f"check_every_fraction must lie in (0, 1); got {check_every_fraction}")
+    live = _live_forecasters(populations, table.run_ids, n_draws, random_seed)
+    rows = []
+    for run_id in table.run_ids:
+        points = run_points(table, run_id)
+        steps = points["step"].to_numpy(dtype=float)
+        rewards = points["reward"].to_numpy(dtype=float)
+        window = _smoothing_window(rewards, smoothing_fraction)
+        smooth = smoothed_reward(rewards, window / len(rewards))
+        run = table.select([run_id])
+        horizon = planned_horizon(run)
+        for i in _check_steps(points, check_every_fraction):
+            update = _update_at_check(live[run_id], run, points, i, horizon)
+            if update is None:
+                continue
+            unit = float(np.ravel(update.curve_draws.reward_scale)[0])
+            realised = float(smooth[-1] - smooth[i]) / unit
+            predicted = _smoothed_gain_draws(
+                update, rewards, steps, i, window, _seed(random_seed, "calibration", run_id, i)
+            ) / unit
+            for eps in eps_values:
+                probability = float(
+                    prob_gain_below(update.curve_draws, steps[i], steps[-1], eps=eps, relative=True)[0]
+                )
+                rows.append(
+                    {
+                        "run_id": run_id,
+                        "step": float(steps[i]),
+                        "progress": float((steps[i] - steps[0]) / (steps[-1] - steps[0])),
+                        "eps": float(eps),
+                        "probability": probability,
+                        "predictive_probability": float((predicted < eps).mean()),
+                        "realised_gain": realised,
+                        "below": realised < eps,
+                    }
+                )
+        logger.info("calibration: run %s done", run_id)
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "run_id", "step", "progress", "eps", "probability", "predictive_probability", "realised_gain", "below"
+        ],
+    )
+
+
+def _smoothing_window(rewards: np.ndarray, fraction: float | str) -> int:
+    """The odd window :func:`smoothed_reward` uses for these rewards."""
+    if isinstance(fraction, str):
+        if fraction != "cv":
+            raise BacktestError(f"smoothing fraction {fraction!r}: give a share of the run's points or 'cv'")
+        window = cross_validated_window(rewards)
+    else:
+        window = max(1, round(fraction * rewards.size))
+    return window + 1 if window % 2 == 0 else window
+
+
+def _smoothed_gain_draws(
+    update: Any, rewards: np.ndarray, steps: np.ndarray, i: int, window: int, seed: int
+) -> np.ndarray:
+    """Predictive draws (S,) of the smoothed reward's gain from point ``i`` to the last point,
+    in reward units: the points up to ``i`` as logged, the later ones drawn (curve plus a logged
+    point's noise), each draw smoothed over ``window`` like the reference."""
+    n = rewards.size
+    future = _logged_reward_draws(update, steps[i + 1 :], seed)  # (S, n - i - 1)
+    full = np.concatenate([np.broadcast_to(rewards[: i + 1], (future.shape[0], i + 1)), future], axis=1)
+    half = window // 2
+
+    def window_mean(j: int) -> np.ndarray:
+        return full[:, max(0, j - half) : min(n, j + half + 1)].mean(axis=1)
+
+    return window_mean(n - 1) - window_mean(i)
+
+
+#: Probability bins of :func:`calibration_table`.
+CALIBRATION_BINS: tuple[float, ...] = (0.0, 0.2, 0.5, 0.8, 0.9, 0.95, 1.0)
+
+
+def calibration_table(
+    calibration: pd.DataFrame, bins: Sequence[float] = CALIBRATION_BINS, column: str = "probability"
+) -> pd.DataFrame:
+    """Stated probability against how often it came true, per eps and probability bin.
+
+    Parameters
+    ----------
+    calibration : DataFrame
+        Output of :func:`stop_probability_calibration`.
+    bins : sequence of float
+        Bin edges of the stated probability (the last bin includes 1).
+    column : str
+        The probability judged: ``"probability"`` (the rule's, of the curve's gain) or
+        ``"predictive_probability"`` (of the smoothed logged gain the outcome is read on).
+
+    Returns
+    -------
+    DataFrame
+        ``eps, bin, checks, runs, stated_mean, observed_share, brier`` with ``brier`` the mean
+        squared difference of stated probability and outcome over the bin's checks.
+    """
+    if calibration.empty:
+        raise BacktestError("the calibration table is empty: nothing to summarise")
+    if column not in calibration.columns:
+        raise BacktestError(f"no column {column!r} in the calibration table")
+    frame = calibration.assign(
+        probability=calibration[column],
+        bin=pd.cut(calibration[column], bins=list(bins), include_lowest=True, right=False),
+        outcome=calibration["below"].astype(float),
+    )
+    top = frame["probability"] >= bins[-1]
+    if top.any():  # P = 1 belongs to the last bin
+        frame.loc[top, "bin"] = frame["bin"].cat.categories[-1]
+    frame["squared"] = (frame["probability"] - frame["outcome"]) ** 2
+    grouped = frame.groupby(["eps", "bin"], observed=True, sort=True)
+    out = grouped.agg(
+        checks=("outcome", "size"),
+        runs=("run_id", "nunique"),
+        stated_mean=("probability", "mean"),
+        observed_share=("outcome", "mean"),
+        brier=("squared", "mean"),
+    ).reset_index()
+    out["bin"] = out["bin"].astype(str)
+    return out
 
 
 def frontier(stopping: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,115 @@
+"""A live run without a stated reward range is normalised the way the population's runs were."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesgrpo.live import LiveForecaster, own_range_bounds, prefix_placement
+from bayesgrpo.model.data import prepare
+from bayesgrpo.table import RunsTable
+
+
+def _table(rewards: dict[str, np.ndarray], *, stated: bool = False, total_steps: float | None = None) -> RunsTable:
+    points = pd.concat(
+        [pd.DataFrame({"run_id": run_id, "step": np.arange(1, len(r) + 1, dtype=float), "reward": r}) for run_id, r in rewards.items()],
+        ignore_index=True,
+    )
+    runs = pd.DataFrame({"run_id": list(rewards)})
+    if stated:
+        runs = runs.assign(reward_min=0.0, reward_max=1.0)
+    if total_steps is not None:
+        runs = runs.assign(total_steps=total_steps)
+    return RunsTable(points=points, runs=runs)
+
+
+def _rising_population(n_runs: int = 4, n_points: int = 40) -> object:
+    """Own-range runs that rise in a straight line from 0 to 1 (no noise): a prefix up to
+    progress f covers f of the whole range and starts at its floor."""
+    line = np.linspace(0.0, 1.0, n_points)
+    return prepare(_table({f"r{i}": line * (i + 1) for i in range(n_runs)}), max_points=n_points)
+
+
+def test_prefix_placement_reads_the_share_of_the_range_a_prefix_covers():
+    data = _rising_population()
+    # points at steps 1..40 have progress k/40; those at or before 0.5 are steps 1..20,
+    # whose rewards run from 0 to 19/39 of the whole range
+    range_share, floor_share = prefix_placement(data, 0.5)
+    assert range_share == pytest.approx(19 / 39)
+    assert floor_share == pytest.approx(0.0)
+    assert prefix_placement(data, 1.0) == pytest.approx((1.0, 0.0))
+
+
+def test_prefix_placement_of_falling_runs_puts_the_prefix_at_the_top():
+    line = np.linspace(1.0, 0.0, 40)
+    data = prepare(_table({f"r{i}": line for i in range(3)}), max_points=40)
+    range_share, floor_share = prefix_placement(data, 0.5)
+    assert range_share == pytest.approx(19 / 39)
+    assert floor_share == pytest.approx(20 / 39)
+
+
+def test_prefix_placement_needs_enough_runs_with_two_points_in_the_prefix():
+    data = _rising_population(n_runs=2)
+    # two own-range runs are too few: all runs are read instead, still only two
+    assert prefix_placement(data, 0.5) is None
+    assert prefix_placement(_rising_population(), 0.02) is None  # one point per run before 2%
+
+
+def test_prefix_placement_reads_all_runs_when_too_few_have_their_own_range():
+    line = np.linspace(0.2, 0.6, 40)
+    data = prepare(_table({f"r{i}": line for i in range(3)}, stated=True), max_points=40)
+    assert prefix_placement(data, 0.5) == pytest.approx((19 / 39, 0.0))
+
+
+def test_own_range_bounds_estimate_the_whole_range_from_the_prefix():
+    population = _rising_population()
+    # a live run at half its planned 40 steps, rising from 2 to 3 so far
+    live = _table({"live": np.linspace(2.0, 3.0, 20)}, total_steps=40)
+    data = prepare(live, max_points=40)
+    assert data.bounds_source == ("data",)
+    range_share, floor_share = prefix_placement(population, float(data.t[0, data.mask[0]].max()))
+    whole = 1.0 / range_share  # the prefix's range is 1
+    lower, upper = own_range_bounds(population, live, data, margin=0.5)
+    assert lower == pytest.approx(2.0 - floor_share * whole - 0.5 * whole)
+    assert upper == pytest.approx(lower + 2.0 * whole)
+    # the prefix's own bounds would have been 1.5 to 3.5: the estimate leaves room to rise
+    assert upper > 3.5 + 0.9
+
+
+def test_own_range_bounds_keep_the_prefix_bounds_when_nothing_can_be_said():
+    population = _rising_population()
+    flat = _table({"live": np.full(20, 0.4)}, total_steps=40)
+    assert own_range_bounds(population, flat, prepare(flat, max_points=40), margin=0.5) is None
+    early = _table({"live": np.array([0.1])}, total_steps=40)
+    assert own_range_bounds(population, early, prepare(early, max_points=40), margin=0.5) is None
+
+
+def test_a_live_update_without_a_stated_range_uses_the_placed_bounds(population):
+    model, sim = population
+    run_id = sim.table.run_ids[0]
+    one = sim.table.select([run_id])
+    own = one.runs.drop(columns=[c for c in ("reward_min", "reward_max") if c in one.runs.columns])
+    points = one.points[one.points["step"] <= one.points["step"].quantile(0.3)].reset_index(drop=True)
+    partial = RunsTable(points=points, runs=own, report=one.report)
+    horizon = float(one.points["step"].max())
+
+    placed = LiveForecaster(model, n_draws=500, random_seed=0).update(partial, horizon=horizon)
+    prefix_only = LiveForecaster(model, n_draws=500, random_seed=0, place_own_range=False).update(partial, horizon=horizon)
+    raw = prepare(partial, horizon=horizon, max_points=model.max_points, bounds_margin=model.bounds_margin)
+    expected = own_range_bounds(model.data, partial, raw, model.bounds_margin)
+    assert expected is not None
+    assert (placed.data.lower[0], placed.data.upper[0]) == pytest.approx(expected)
+    assert placed.data.bounds_source == ("data",)
+    assert (prefix_only.data.lower[0], prefix_only.data.upper[0]) == pytest.approx((raw.lower[0], raw.upper[0]))
+    # the curve draws are read back in reward units with the placed bounds
+    assert float(np.ravel(placed.curve_draws.reward_scale)[0]) == pytest.approx(expected[1] - expected[0])
+
+
+def test_a_live_update_on_a_stated_range_is_untouched(population):
+    model, sim = population
+    one = sim.table.select([sim.table.run_ids[0]])
+    points = one.points[one.points["step"] <= one.points["step"].quantile(0.3)].reset_index(drop=True)
+    partial = RunsTable(points=points, runs=one.runs, report=one.report)
+    update = LiveForecaster(model, n_draws=500, random_seed=0).update(partial, horizon=float(one.points["step"].max()))
+    assert (update.data.lower[0], update.data.upper[0]) == (0.0, 1.0)
