@@ -561,6 +561,8 @@ def main(argv: list[str] | None = None) -> None:
         cv_front = frontier(cv_stops)
         cv_target, cv_dominance = target_lines(cv_front, dominance(cv_front))
         cv_floor = float(cv_front.loc[cv_front["rule"] == "full run", "given_up_mean"].iloc[0])
+        end_front = frontier(stops.assign(reward_given_up=stops["reward_vs_end"]))
+        end_target, end_dominance = target_lines(end_front, dominance(end_front))
         kinds = by_kind_of_run(table, stops)
         plot_frontier(
             front,
@@ -605,6 +607,11 @@ def main(argv: list[str] | None = None) -> None:
                 "- The same stops with the reference smoothed over each run's cross-validated window (wide for a "
                 "noisy flat run, narrow for a clean rise; see the sensitivity table), where running every run to "
                 f"its end gives up {cv_floor:.3f}: the target is {cv_target}; dominated: {cv_dominance}."
+            ),
+            (
+                "- Measured against the run's own end instead (`vs_end_mean`: what the stop kept compared with "
+                f"running on; no noise floor, negative when the stop kept more): the target is {end_target}; "
+                f"dominated: {end_dominance}."
             ),
             "",
             "## Frontier",
