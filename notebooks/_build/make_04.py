@@ -177,8 +177,8 @@ CELLS = [
         sits at or above the top of the band throughout. A handful of logged points move the
         prediction onto the run. After 5% of its steps the GPG run's update levels off below the
         run's slow late climb; after 10% it follows it. The noisy notebook run is harder: both
-        updates stay below where it goes, and after 10% the band's top reaches only the lowest of
-        its later points.
+        updates expect it to climb, but less than it does, and their bands hold only the lower part
+        of its later points.
 
         ## Scores over every 7B run
 
@@ -333,8 +333,9 @@ CELLS = [
         - **Zero-shot across sizes helps the typical run far less than the mean says.** With other
           runs of the same size and recipe in the population (k-fold), the zero-shot curve beats the
           population-mean curve by 64.0% in CRPS on the mean (52.5% on the median), lower on 21 of
-          24 runs. With the whole size held out it is lower on all 24 runs, but by 33.7% on the mean
-          and 14.8% on the median (printed above). Per size (table above) 7B carries the mean
+          24 runs (strict leave-one-run-out, one population per held-out run, gives the same: 63.7%,
+          50.7% on the median, 21 of 24). With the whole size held out it is lower on all 24 runs,
+          but by 33.7% on the mean and 14.8% on the median (printed above). Per size (table above) 7B carries the mean
           (71.4%); 0.5B gains 27.7%, 3B 18.2%, the single 2B run with a stated range 0.2%. The
           levels' size effect is learnt from few recipes and is tangled with them: every 0.5B run
           is a PPO run on gsm8k, and the model has no covariate that names a recipe.
@@ -350,8 +351,8 @@ CELLS = [
           hold only 57.7% at 90%.
           On the 7B runs above it goes the other way, 99.7% at 90% but 13.9% at 50%: wide bands
           centred below the runs' fast rise. Live updates from a population that never saw the size
-          hold 72.5% and 69.5% of the later points in their 90% intervals after 5% and 10% of the
-          steps (80.7% after 10% in k-fold).
+          hold 77.0% and 71.5% of the later points in their 90% intervals after 5% and 10% of the
+          steps (82.3% after 10% in k-fold).
         - **Only runs with a stated reward range get a zero-shot prediction, and only they teach the
           population about levels** (the verl runs, 24 of 60; the size table at the top counts
           them). The notebook runs report rewards on their own scales, which the population cannot
@@ -360,10 +361,10 @@ CELLS = [
         - **A few logged points fix most of it.** After 10% of the steps the live update beats the
           population-mean curve by 81.7% on the mean in k-fold and 51.2% with the size held out,
           lower on 23 of 24 runs in both. Against the prefix fitted alone it wins on the mean at
-          every size but 2B (-25.8%, 0 of 2 runs), at 0.5B only by 2.1% (5 of 10 runs). On the 7B
-          runs here it beats the fit alone by 21.0% on the mean after 5% (lower on 8 of 13 runs) and
-          by 22.0% after 10% (11 of 13; committed: 22.2%, 11 of 13); after 5% the fit alone is still
-          better on the median run (-8.8%) and on the final reward (-31.3%). The population is most
+          every size but 2B (-35.5%, 0 of 2 runs), at 0.5B only by 2.1% (5 of 10 runs). On the 7B
+          runs here it beats the fit alone by 17.5% on the mean after 5% (lower on 8 of 13 runs) and
+          by 24.2% after 10% (10 of 13; committed: 24.0%, 11 of 13); after 5% the fit alone is still
+          as good on the median run (-0.8%) and better on the final reward (-41.5%). The population is most
           useful as a prior for a run that has started; as an oracle for one that has not, it is as
           good as the runs behind it are close to the new one.
 
