@@ -629,6 +629,17 @@ def own_range_bounds(population: ModelData, run: RunsTable, data: ModelData, mar
     (:func:`prefix_placement`): whole = prefix range / range share, whole minimum = prefix
     minimum - floor share x whole; then widened by ``margin`` each side as in the population.
 
+    Parameters
+    ----------
+    population : ModelData
+        The population's data.
+    run : RunsTable
+        The live run (one run, its points so far).
+    data : ModelData
+        ``run`` prepared with its prefix's own bounds (its progress is read from it).
+    margin : float
+        The population's ``bounds_margin``.
+
     Returns
     -------
     (lower, upper) or None
