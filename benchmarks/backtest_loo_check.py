@@ -11,11 +11,16 @@ run on those 24 runs from their leave-one-run-out populations, and set beside th
 5-fold rows of the same runs (``results/backtest_forecast_runs.csv``,
 ``results/backtest_stopping_runs.csv``).
 
+``--fit-missing DIR`` fits the leave-one-run-out populations of the other runs too (the 36 runs
+normalised by their own range; one fit each, about 75 s on two cores), saving each to ``DIR`` as
+soon as it is fitted (a rerun reuses them), so that every bundled run is checked.
+
 Writes ``results/backtest_loo_check.md``.
 
 Usage::
 
     python benchmarks/backtest_loo_check.py --cache /tmp/transfer_eval_pops/leave_one_run_out
+    python benchmarks/backtest_loo_check.py --cache /tmp/transfer_eval_pops/leave_one_run_out --fit-missing /tmp/loo_rest
 """
 
 from __future__ import annotations
@@ -57,25 +62,54 @@ def load_run_out_populations(cache: Path) -> dict:
     return populations
 
 
-def forecast_comparison(loo: pd.DataFrame, kfold: pd.DataFrame) -> pd.DataFrame:
-    """Per cut: the scores of both protocols on the same runs."""
+def fit_missing_populations(table, have: set[str], folder: Path, seed: int) -> dict:
+    """Leave-one-run-out populations for the runs of ``table`` not in ``have``, one fit per run
+    with the backtests' settings, each saved to ``folder`` when fitted and reused on a rerun."""
+    from bayesgrpo.evaluate.transfer_eval import run_out_populations
+    from bayesgrpo.model.reward_model import RewardModel
+
+    folder.mkdir(parents=True, exist_ok=True)
+    index_path = folder / "runs.json"
+    saved = json.loads(index_path.read_text()) if index_path.exists() else {}
+    populations = {}
+    for k, run_id in enumerate(r for r in table.run_ids if r not in have):
+        if run_id not in saved:
+            model = run_out_populations(
+                table, [run_id], {"draws": 500, "tune": 500, "chains": 2}, random_seed=seed + 1000 + k
+            )[run_id]
+            name = f"population_{len(saved)}.nc"
+            model.save(folder / name)
+            saved[run_id] = name
+            index_path.write_text(json.dumps(saved, indent=1))
+            print(f"fitted the population without {run_id} ({len(saved)} in {folder})", flush=True)
+        populations[run_id] = RewardModel.load(folder / saved[run_id])
+    return populations
+
+
+def forecast_comparison(loo: pd.DataFrame, kfold: pd.DataFrame, kinds: dict[str, str]) -> pd.DataFrame:
+    """Per kind of run (all, stated range, own range) and cut: the scores of both protocols on the
+    same runs."""
     rows = []
     for name, frame in (("leave-one-run-out (59 runs)", loo), ("5-fold (48 runs)", kfold)):
-        for cut, part in frame.groupby("cut", sort=True):
-            rows.append(
-                {
-                    "populations": name,
-                    "cut": cut,
-                    "runs": part["run_id"].nunique(),
-                    "crps_median": part["crps"].median(),
-                    "crps_mean": part["crps"].mean(),
-                    "final_err_mean": part["final_abs_error"].mean(),
-                    "cover50_mean": part["cover50"].mean(),
-                    "cover90_mean": part["cover90"].mean(),
-                    "width90_median": part["width90"].median(),
-                }
-            )
-    return pd.DataFrame(rows).sort_values(["cut", "populations"]).reset_index(drop=True)
+        frame = frame.assign(kind=frame["run_id"].map(kinds))
+        groups = [("all", frame)] + [(kind, part) for kind, part in frame.groupby("kind", sort=True)]
+        for kind, of_kind in groups if frame["kind"].nunique() > 1 else groups[:1]:
+            for cut, part in of_kind.groupby("cut", sort=True):
+                rows.append(
+                    {
+                        "runs_of": kind,
+                        "populations": name,
+                        "cut": cut,
+                        "runs": part["run_id"].nunique(),
+                        "crps_median": part["crps"].median(),
+                        "crps_mean": part["crps"].mean(),
+                        "final_err_mean": part["final_abs_error"].mean(),
+                        "cover50_mean": part["cover50"].mean(),
+                        "cover90_mean": part["cover90"].mean(),
+                        "width90_median": part["width90"].median(),
+                    }
+                )
+    return pd.DataFrame(rows).sort_values(["runs_of", "cut", "populations"]).reset_index(drop=True)
 
 
 def stopping_comparison(loo: pd.DataFrame, kfold: pd.DataFrame) -> pd.DataFrame:
@@ -103,6 +137,9 @@ def stopping_comparison(loo: pd.DataFrame, kfold: pd.DataFrame) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, required=True, help="transfer_eval cache folder of leave_one_run_out")
+    parser.add_argument(
+        "--fit-missing", type=Path, default=None, help="fit (and keep here) the populations of the other runs"
+    )
     parser.add_argument("--forecast-draws", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, default=RESULTS / "backtest_loo_check.md")
@@ -118,6 +155,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     table = load_bundled(warn=False)
     populations = load_run_out_populations(args.cache)
+    if args.fit_missing is not None:
+        populations |= fit_missing_populations(table, set(populations), args.fit_missing, args.seed)
+    for run_id, model in populations.items():
+        if run_id in model.data.run_ids or len(model.data.run_ids) != len(table.run_ids) - 1:
+            raise SystemExit(f"the population for {run_id} is not the other {len(table.run_ids) - 1} runs")
     runs = sorted(populations)
     sub = table.select(runs)
 
@@ -135,7 +177,13 @@ def main(argv: list[str] | None = None) -> None:
     ]
     committed_stops = pd.read_csv(RESULTS / "backtest_stopping_runs.csv")
     committed_stops = committed_stops[committed_stops["run_id"].isin(runs) & committed_stops["rule"].isin(rules)]
-    forecast_table = forecast_comparison(forecasts, committed_forecasts)
+    from bayesgrpo.live import stated_reward_range
+
+    kinds = {
+        str(row["run_id"]): "stated range" if stated_reward_range(row) is not None else "own range"
+        for row in sub.runs.to_dict("records")
+    }
+    forecast_table = forecast_comparison(forecasts, committed_forecasts, kinds)
     stopping_table = stopping_comparison(stops, committed_stops)
 
     fits = pd.DataFrame(
@@ -155,15 +203,16 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Command: `{command}`  ",
         (
-            f"Machine: {machine}. Forecasts and stopping replays {seconds:.0f} s (the populations were fitted by "
-            "`benchmarks/transfer_eval.py --splits leave_one_run_out`, 2 chains x 500 draws + 500 tuning steps "
+            f"Machine: {machine}. Forecasts and stopping replays {seconds:.0f} s (the populations of the runs with a "
+            "stated reward range were fitted by `benchmarks/transfer_eval.py --splits leave_one_run_out`, the others "
+            "by `--fit-missing`; 2 chains x 500 draws + 500 tuning steps "
             f"each; max r_hat over the {len(fits)} fits {fits['max_r_hat'].max():.3f}, "
             f"{int(fits['divergences'].sum())} divergences)."
         ),
         "",
         (
-            f"The {len(runs)} bundled runs with a stated reward range, each scored from a population fitted on "
-            f"the other {int(fits['runs_fitted'].iloc[0])} runs, beside the committed 5-fold rows of the same runs "
+            f"{len(runs)} bundled runs, each scored from a population fitted on the other "
+            f"{int(fits['runs_fitted'].iloc[0])} runs, beside the committed 5-fold rows of the same runs "
             "(populations of 48 runs). Same cuts, scores, rules and checks as `backtest_forecast.md` and "
             "`backtest_stopping.md`. `same_stop_share`: share of runs where a rule stopped at the same step "
             "under both."
