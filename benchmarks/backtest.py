@@ -278,16 +278,21 @@ def target_lines(front: pd.DataFrame, dominated: pd.DataFrame) -> tuple[str, str
     return target, ("all of them" if not undominated else f"not {', '.join(undominated)}")
 
 
+def run_kinds(table) -> dict[str, str]:
+    """``run_id -> "stated range"`` or ``"own range"`` (no ``reward_min``/``reward_max``)."""
+    from bayesgrpo.live import stated_reward_range
+
+    return {
+        str(row["run_id"]): "stated range" if stated_reward_range(row) is not None else "own range"
+        for row in table.runs.to_dict("records")
+    }
+
+
 def by_kind_of_run(table, stops: pd.DataFrame) -> pd.DataFrame:
     """Mean steps saved and reward given up per rule, for runs with a stated reward range and runs
     normalised by their own range (the two behave differently: long clean verl runs against short
     noisy notebook runs)."""
-    from bayesgrpo.live import stated_reward_range
-
-    stated = {
-        str(row["run_id"]): stated_reward_range(row.to_dict()) is not None for _, row in table.runs.iterrows()
-    }
-    kind = stops["run_id"].map(stated).map({True: "stated range", False: "own range"})
+    kind = stops["run_id"].map(run_kinds(table))
     out = stops.assign(run_kind=kind).pivot_table(
         index="rule", columns="run_kind", values=["steps_saved", "reward_given_up"], aggfunc="mean"
     )

@@ -41,7 +41,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import markdown_table
-from backtest import stopping_rules
+from backtest import run_kinds, stopping_rules
 
 RESULTS = HERE / "results"
 
@@ -177,13 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     committed_stops = pd.read_csv(RESULTS / "backtest_stopping_runs.csv")
     committed_stops = committed_stops[committed_stops["run_id"].isin(runs) & committed_stops["rule"].isin(rules)]
-    from bayesgrpo.live import stated_reward_range
-
-    kinds = {
-        str(row["run_id"]): "stated range" if stated_reward_range(row) is not None else "own range"
-        for row in sub.runs.to_dict("records")
-    }
-    forecast_table = forecast_comparison(forecasts, committed_forecasts, kinds)
+    forecast_table = forecast_comparison(forecasts, committed_forecasts, run_kinds(sub))
     stopping_table = stopping_comparison(stops, committed_stops)
 
     fits = pd.DataFrame(

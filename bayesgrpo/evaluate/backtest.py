@@ -751,7 +751,12 @@ def smoothed_reward(rewards: np.ndarray, fraction: float | str = SMOOTHING_FRACT
     ndarray, shape (n,)
     """
     rewards = np.asarray(rewards, dtype=float)
-    sums, counts = _window_sums(rewards, _smoothing_window(rewards, fraction))
+    return _rolling_mean(rewards, _smoothing_window(rewards, fraction))
+
+
+def _rolling_mean(rewards: np.ndarray, window: int) -> np.ndarray:
+    """Centred rolling mean over an odd ``window``, cut at the ends to the points that exist."""
+    sums, counts = _window_sums(rewards, window)
     return sums / counts
 
 
@@ -1047,7 +1052,7 @@ def stop_probability_calibration(
         steps = points["step"].to_numpy(dtype=float)
         rewards = points["reward"].to_numpy(dtype=float)
         window = _smoothing_window(rewards, smoothing_fraction)
-        smooth = smoothed_reward(rewards, window / len(rewards))
+        smooth = _rolling_mean(rewards, window)
         run = table.select([run_id])
         horizon = planned_horizon(run)
         for i in _check_steps(points, check_every_fraction):
