@@ -1,7 +1,19 @@
 """bayesgrpo: hierarchical Bayesian forecasts of RL fine-tuning reward curves.
 
+The package is laid out as its pipeline, one folder a layer, each importing only those before it
+(``docs/ARCHITECTURE.md``; an import-linter contract in ``pyproject.toml`` keeps it so):
+
+1. ``bayesgrpo.logs``: readers and writers of training logs, the runs table;
+2. ``bayesgrpo.model``: curve families, the population model, one run's Laplace conditioning;
+3. ``bayesgrpo.questions``: live updates, stopping, transfer, diagnostics, history;
+4. ``bayesgrpo.interfaces`` and ``bayesgrpo.integrations``: figures, report, CLI, watch, and the
+   TRL and verl hooks;
+5. ``bayesgrpo.evaluate``: backtests and baselines.
+
 Names are imported on first use (PEP 562), so ``import bayesgrpo`` and the command line start
-fast; reading logs needs numpy and pandas, the model modules import PyMC themselves.
+fast; reading logs needs numpy and pandas, the model modules import PyMC themselves. The old
+top-level module paths (``bayesgrpo.stopping``, ``bayesgrpo.live``, ...) keep working
+(:mod:`bayesgrpo._moved`).
 """
 
 from __future__ import annotations
@@ -9,7 +21,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from bayesgrpo import _moved
 from bayesgrpo._version import __version__
+
+_moved.install()
 
 _LAZY = {
     "BayesGRPOError": "bayesgrpo.errors",
@@ -21,21 +36,21 @@ _LAZY = {
     "TruncatedLogError": "bayesgrpo.errors",
     "UnknownFormatError": "bayesgrpo.errors",
     "UnknownMetricError": "bayesgrpo.errors",
-    "ReadIssue": "bayesgrpo.report",
-    "ReadReport": "bayesgrpo.report",
-    "RunsTable": "bayesgrpo.table",
-    "load_runs": "bayesgrpo.readers",
-    "load_bundled": "bayesgrpo.datasets",
+    "ReadIssue": "bayesgrpo.logs.report",
+    "ReadReport": "bayesgrpo.logs.report",
+    "RunsTable": "bayesgrpo.logs.table",
+    "load_runs": "bayesgrpo.logs.readers",
+    "load_bundled": "bayesgrpo.model.datasets",
     "RewardModel": "bayesgrpo.model.reward_model",
-    "LiveForecaster": "bayesgrpo.live",
-    "CurveDraws": "bayesgrpo.stopping",
-    "PlateauRule": "bayesgrpo.stopping",
-    "BudgetRule": "bayesgrpo.stopping",
-    "TargetRule": "bayesgrpo.stopping",
+    "LiveForecaster": "bayesgrpo.questions.live",
+    "CurveDraws": "bayesgrpo.questions.stopping",
+    "PlateauRule": "bayesgrpo.questions.stopping",
+    "BudgetRule": "bayesgrpo.questions.stopping",
+    "TargetRule": "bayesgrpo.questions.stopping",
 }
 
 if TYPE_CHECKING:
-    from bayesgrpo.datasets import load_bundled
+    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.errors import (
         BayesGRPOError,
         EmptyLogError,
@@ -47,12 +62,16 @@ if TYPE_CHECKING:
         UnknownFormatError,
         UnknownMetricError,
     )
-    from bayesgrpo.readers import load_runs
-    from bayesgrpo.report import ReadIssue, ReadReport
-    from bayesgrpo.live import LiveForecaster
+    from bayesgrpo.logs.readers import load_runs
+    from bayesgrpo.logs.report import ReadIssue, ReadReport
+    from bayesgrpo.questions.live import LiveForecaster
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.stopping import BudgetRule, CurveDraws, PlateauRule, TargetRule
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.questions.stopping import BudgetRule, CurveDraws, PlateauRule, TargetRule
+    from bayesgrpo.logs.table import RunsTable
+
+
+#: Subpackages (and moved modules' old names) that ``bayesgrpo.<name>`` imports on first use.
+_SUBMODULES = ("errors", "logs", "model", "questions", "interfaces", "integrations", "evaluate")
 
 
 def __getattr__(name: str) -> Any:
@@ -60,6 +79,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
+    if name in _SUBMODULES or f"{__name__}.{name}" in _moved.MOVED_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'bayesgrpo' has no attribute {name!r}")
 
 

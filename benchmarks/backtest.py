@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.curves import DEFAULT_CURVE
+from bayesgrpo.model.curves import DEFAULT_CURVE
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -280,7 +280,7 @@ def target_lines(front: pd.DataFrame, dominated: pd.DataFrame) -> tuple[str, str
 
 def run_kinds(table) -> dict[str, str]:
     """``run_id -> "stated range"`` or ``"own range"`` (no ``reward_min``/``reward_max``)."""
-    from bayesgrpo.live import stated_reward_range
+    from bayesgrpo.questions.live import stated_reward_range
 
     return {
         str(row["run_id"]): "stated range" if stated_reward_range(row) is not None else "own range"
@@ -354,7 +354,7 @@ def calibration_section(table, populations, args: argparse.Namespace) -> list[st
 
 def stopping_rules() -> dict:
     from bayesgrpo.evaluate.backtest import FixedFraction, MedianPruning, Patience
-    from bayesgrpo.stopping import PlateauRule
+    from bayesgrpo.questions.stopping import PlateauRule
 
     rules: dict = {}
     for eps in (0.005, 0.01, 0.02, 0.03):
@@ -465,7 +465,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("bayesgrpo.model").setLevel(logging.ERROR)  # fit warnings are in the fit table
     warnings.simplefilter("ignore")
 
-    from bayesgrpo.datasets import load_bundled
+    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.evaluate.backtest import forecast_backtest, frontier, stopping_backtest
 
     command = "python benchmarks/backtest.py" + "".join(

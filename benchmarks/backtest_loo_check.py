@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING)
     warnings.simplefilter("ignore")
 
-    from bayesgrpo.datasets import load_bundled
+    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.evaluate.backtest import forecast_backtest, stopping_backtest
 
     command = "python benchmarks/backtest_loo_check.py" + "".join(

@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from bayesgrpo.datasets import load_bundled
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 
 

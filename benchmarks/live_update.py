@@ -2,7 +2,7 @@
 
 A population is fitted (default sampler) on the bundled runs except a held-out set; each
 held-out run is cut at 25% and 50% of its steps and conditioned on the population by
-``bayesgrpo.live`` (Laplace + adaptive importance sampling). Reported per query: the time of
+``bayesgrpo.questions.live`` (Laplace + adaptive importance sampling). Reported per query: the time of
 the live update plus the stopping answer P(gain < eps) and the expected remaining gain, and the
 same answers from NUTS on the same single-run posterior (same Gaussian population prior, same
 Student-t likelihood, PyMC NUTS 4 x 1000 draws): the approximation is what is compared.
@@ -37,7 +37,7 @@ def nuts_refit(prior, t, y, scale, draws: int, seed: int) -> np.ndarray:
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayesgrpo.curves import get_curve, reward_curve_by_levels
+    from bayesgrpo.model.curves import get_curve, reward_curve_by_levels
 
     family = get_curve(prior.curve)
     with pm.Model():
@@ -62,11 +62,12 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
 
-    from bayesgrpo.datasets import load_bundled
-    from bayesgrpo.live import LiveForecaster, RunPosterior
+    from bayesgrpo.model.datasets import load_bundled
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.model.laplace import RunPosterior
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.stopping import CurveDraws, expected_gain, prob_gain_below
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.questions.stopping import CurveDraws, expected_gain, prob_gain_below
+    from bayesgrpo.logs.table import RunsTable
 
     table = load_bundled(warn=False)
     rng = np.random.default_rng(args.seed)

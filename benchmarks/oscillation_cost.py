@@ -1,6 +1,6 @@
 """Cost of the oscillation check (PSIS-LOO of the damped oscillator against exp and weibull) per run.
 
-Times ``bayesgrpo.diagnostics.fit_oscillation`` on every bundled run (the first call also pays
+Times ``bayesgrpo.questions.diagnostics.fit_oscillation`` on every bundled run (the first call also pays
 the one-off compilation of each family) and says which runs it would flag.
 
 Usage::
@@ -15,8 +15,8 @@ import statistics
 import time
 import warnings
 
-from bayesgrpo import diagnostics
-from bayesgrpo.datasets import load_bundled
+from bayesgrpo.questions import diagnostics
+from bayesgrpo.model.datasets import load_bundled
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ CHILD = r"""
 import json, resource, sys, time, warnings
 import numpy as np, pandas as pd
 import bayesgrpo
-from bayesgrpo.datasets import load_bundled
+from bayesgrpo.model.datasets import load_bundled
 target, fmt = sys.argv[1], sys.argv[2]
 start = time.perf_counter()
 with warnings.catch_warnings():
@@ -69,7 +69,7 @@ def measure(target: str, fmt: str = "") -> dict[str, float]:
 
 
 def make_verl(path: Path, n_lines: int) -> Path:
-    from bayesgrpo.writers.verl import write_large_verl_console
+    from bayesgrpo.logs.writers.verl import write_large_verl_console
 
     if not path.exists():
         start = time.perf_counter()
@@ -79,7 +79,7 @@ def make_verl(path: Path, n_lines: int) -> Path:
 
 
 def make_tensorboard(folder: Path, target_mib: int) -> Path:
-    from bayesgrpo.writers.tensorboard import write_large_tensorboard
+    from bayesgrpo.logs.writers.tensorboard import write_large_tensorboard
 
     folder.mkdir(parents=True, exist_ok=True)
     existing = list(folder.glob("events.out.tfevents.*"))

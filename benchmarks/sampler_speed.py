@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from bayesgrpo.curves import DEFAULT_CURVE
+from bayesgrpo.model.curves import DEFAULT_CURVE
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -30,7 +30,7 @@ RESULTS = HERE / "results"
 CHILD = r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
-from bayesgrpo.datasets import load_bundled
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 sampler, curve, draws, tune, chains, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 table = load_bundled(warn=False)

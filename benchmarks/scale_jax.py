@@ -41,7 +41,7 @@ def main() -> None:
     import numpy as np
 
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.simulate import simulate_runs
+    from bayesgrpo.model.simulate import simulate_runs
 
     rng = np.random.default_rng(args.seed)
     sim = simulate_runs(

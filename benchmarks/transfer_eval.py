@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.curves import DEFAULT_CURVE
+from bayesgrpo.model.curves import DEFAULT_CURVE
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("bayesgrpo.model").setLevel(logging.ERROR)  # fit warnings are in the fit table
     warnings.simplefilter("ignore")
 
-    from bayesgrpo.datasets import load_bundled
+    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.evaluate.backtest import kfold_populations
     from bayesgrpo.evaluate.transfer_eval import (
         improvement_over,

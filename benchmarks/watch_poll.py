@@ -8,9 +8,9 @@ import shutil, statistics, sys, tempfile, time
 from pathlib import Path
 import pandas as pd
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.stopping import PlateauRule
-from bayesgrpo.watch import Watcher
-from bayesgrpo.writers.trl import write_trainer_state
+from bayesgrpo.questions.stopping import PlateauRule
+from bayesgrpo.interfaces.watch import Watcher
+from bayesgrpo.logs.writers.trl import write_trainer_state
 
 pop = RewardModel.load(sys.argv[1])
 tmp = Path(tempfile.mkdtemp())

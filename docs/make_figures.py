@@ -1,7 +1,7 @@
 """Redraw the figures of ``docs/figures`` from the bundled real runs and the shipped population.
 
 Every figure comes from the 60 real runs in ``data/`` (``bayesgrpo.load_bundled``) and the
-population fitted on them that ships with the package (``bayesgrpo.datasets.bundled_population``):
+population fitted on them that ships with the package (``bayesgrpo.model.datasets.bundled_population``):
 nothing is fitted here (no NUTS), only live updates, stop histories and transfer predictions,
 which condition that population in milliseconds. Random seeds are fixed, so a rerun redraws the
 same figures.
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from PIL import Image
 
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.logs.table import RunsTable
 
 logger = logging.getLogger("make_figures")
 
@@ -122,7 +122,7 @@ def figure_runs(table: RunsTable, color_by: str) -> Figure:
     -------
     matplotlib Figure
     """
-    from bayesgrpo import plotting
+    from bayesgrpo.interfaces import plotting
 
     figure, ax = plotting.subplots(figsize=(6.4, 3.6))
     plotting.plot_runs(table, color_by=color_by, normalise=True, smooth=RUNS_SMOOTH, ax=ax)
@@ -150,10 +150,10 @@ def figure_fan(table: RunsTable, population: RewardModel) -> Figure:
     -------
     matplotlib Figure
     """
-    from bayesgrpo import plotting
-    from bayesgrpo.history import run_horizon
-    from bayesgrpo.live import LiveForecaster
-    from bayesgrpo.table import RunsTable as Table
+    from bayesgrpo.interfaces import plotting
+    from bayesgrpo.questions.history import run_horizon
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.logs.table import RunsTable as Table
 
     run = table.select([FAN_RUN])
     horizon = run_horizon(run)
@@ -182,8 +182,8 @@ def figure_stop_probability(table: RunsTable, population: RewardModel) -> Figure
     -------
     matplotlib Figure
     """
-    from bayesgrpo import plotting
-    from bayesgrpo.history import default_rule, stop_history
+    from bayesgrpo.interfaces import plotting
+    from bayesgrpo.questions.history import default_rule, stop_history
 
     rule = default_rule()  # PlateauRule(eps=1% of the reward range, prob=0.9)
     history = stop_history(population, table.select([STOP_RUN]), steps=STOP_CUTS, rule=rule, n_draws=N_DRAWS,
@@ -200,7 +200,7 @@ def figure_stop_probability(table: RunsTable, population: RewardModel) -> Figure
 
 def _figure_per_run(population: RewardModel, row_inches: float, draw: Callable[[Any], Any]) -> Figure:
     """A figure with a row per fitted run, drawn by ``draw(ax)``."""
-    from bayesgrpo import plotting
+    from bayesgrpo.interfaces import plotting
 
     assert population.data is not None
     figure, ax = plotting.subplots(figsize=(7.2, 1.2 + row_inches * population.data.n_runs))
@@ -219,7 +219,7 @@ def figure_t80(population: RewardModel) -> Figure:
     -------
     matplotlib Figure
     """
-    from bayesgrpo import plotting
+    from bayesgrpo.interfaces import plotting
 
     return _figure_per_run(population, 0.17, lambda ax: plotting.plot_t80(population, fractions=T80_FRACTIONS, ax=ax))
 
@@ -236,9 +236,9 @@ def figure_transfer(table: RunsTable, population: RewardModel) -> Figure:
     -------
     matplotlib Figure
     """
-    from bayesgrpo import plotting
-    from bayesgrpo.history import run_horizon
-    from bayesgrpo.transfer import predict_new_run
+    from bayesgrpo.interfaces import plotting
+    from bayesgrpo.questions.history import run_horizon
+    from bayesgrpo.questions.transfer import predict_new_run
 
     predictions = {}
     for run_id in TRANSFER_RUNS:
@@ -267,7 +267,7 @@ def figure_shrinkage(population: RewardModel) -> Figure:
     -------
     matplotlib Figure
     """
-    from bayesgrpo import plotting
+    from bayesgrpo.interfaces import plotting
 
     return _figure_per_run(population, 0.16, lambda ax: plotting.plot_shrinkage(population, param=SHRINKAGE_PARAM, ax=ax))
 
@@ -283,7 +283,7 @@ def figure_scaling(population: RewardModel) -> Figure:
     -------
     matplotlib Figure
     """
-    from bayesgrpo import plotting
+    from bayesgrpo.interfaces import plotting
 
     figure, ax = plotting.subplots(figsize=(6.6, 3.6))
     plotting.plot_scaling(population, param=SCALING_PARAM, ax=ax)
@@ -300,7 +300,7 @@ def key_colours() -> np.ndarray:
     colours), the phase colours of ``plotting.PHASE_COLORS``, black and white."""
     from matplotlib.colors import to_rgb
 
-    from bayesgrpo import plotting
+    from bayesgrpo.interfaces import plotting
 
     names = [f"C{i}" for i in range(10)] + list(plotting.PHASE_COLORS.values()) + ["k", "w"]
     return np.unique(np.rint(255 * np.array([to_rgb(name) for name in names])).astype(np.int64), axis=0)
@@ -366,7 +366,7 @@ def save_png(figure: Figure, path: Path, *, dpi: int = DPI) -> Path:
 
     from PIL import Image
 
-    from bayesgrpo import plotting
+    from bayesgrpo.interfaces import plotting
 
     image = Image.open(io.BytesIO(plotting.figure_png(figure, dpi=dpi))).convert("RGB")  # closes the figure
     buffer = io.BytesIO()
@@ -393,8 +393,8 @@ def make_figures(out: Path | str = FIGURES_DIR, *, dpi: int = DPI) -> dict[str, 
         Each figure's name and the file written.
     """
     import bayesgrpo
-    from bayesgrpo.datasets import bundled_population
-    from bayesgrpo.live import LiveUpdateWarning
+    from bayesgrpo.model.datasets import bundled_population
+    from bayesgrpo.model.laplace import LiveUpdateWarning
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ def population():  # shared by the live, transfer, CLI, watch, report and integr
 
     from bayesgrpo.model import reward_model as module
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.simulate import simulate_runs
+    from bayesgrpo.model.simulate import simulate_runs
 
     sim = simulate_runs(n_runs=8, curve="weibull", random_seed=3)
     original = module.sample_model

@@ -21,9 +21,9 @@ from bayesgrpo.evaluate.backtest import (
     smoothed_reward,
     stopping_backtest,
 )
-from bayesgrpo.simulate import simulate_runs
-from bayesgrpo.stopping import PlateauRule, reward_at
-from bayesgrpo.table import RunsTable, coerce_metadata
+from bayesgrpo.model.simulate import simulate_runs
+from bayesgrpo.questions.stopping import PlateauRule, reward_at
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
 
 def _table(curves: dict[str, tuple[np.ndarray, np.ndarray]], **metadata: dict[str, object]) -> RunsTable:
@@ -261,7 +261,7 @@ def test_kfold_populations_never_saw_the_run_they_score(kfold):
         assert len(model.data.run_ids) == 3  # every run but its fold's
 
 
-@pytest.mark.filterwarnings("ignore::bayesgrpo.live.LiveUpdateWarning")
+@pytest.mark.filterwarnings("ignore::bayesgrpo.model.laplace.LiveUpdateWarning")
 def test_bayes_forecast_draws_use_only_the_prefix(kfold):
     table, populations = kfold
     run_id = table.run_ids[0]
@@ -282,7 +282,7 @@ def test_bayes_forecast_draws_use_only_the_prefix(kfold):
         bayes_forecast_draws(populations[run_id], changed, cut=20, target_steps=target, n_draws=400, seed=5),
     )
     # and the draws hold one logged point's noise on top of the curve's uncertainty
-    from bayesgrpo.live import LiveForecaster
+    from bayesgrpo.questions.live import LiveForecaster
 
     prefix = RunsTable(points=run.points[run.points["step"] <= 20], runs=run.runs, report=run.report)
     update = LiveForecaster(populations[run_id], n_draws=400, random_seed=5).update(prefix, horizon=60.0)
@@ -342,7 +342,7 @@ class _StopAt:
         self.calls: list[tuple[float, float, int]] = []
 
     def decide(self, cd, step_now, horizon_step=None):
-        from bayesgrpo.stopping import Decision
+        from bayesgrpo.questions.stopping import Decision
 
         self.calls.append((float(step_now), float(horizon_step), cd.n_runs))
         stop = step_now >= self.step
@@ -363,7 +363,7 @@ class _StopAt:
 
 
 def test_bayesian_rules_are_asked_online_on_the_prefix_only(kfold, monkeypatch):
-    from bayesgrpo.live import LiveForecaster
+    from bayesgrpo.questions.live import LiveForecaster
 
     table, populations = kfold
     run_id = table.run_ids[1]
@@ -396,7 +396,7 @@ def test_bayesian_rules_are_asked_online_on_the_prefix_only(kfold, monkeypatch):
 
 def test_a_failed_live_update_is_recorded_not_fatal(kfold, monkeypatch):
     from bayesgrpo.errors import BayesGRPOError
-    from bayesgrpo.live import LiveForecaster
+    from bayesgrpo.questions.live import LiveForecaster
 
     table, populations = kfold
 
@@ -514,7 +514,7 @@ def test_predictive_probability_counts_the_noise_the_reference_keeps(kfold):
         _smoothed_gain_draws,
         stop_probability_calibration,
     )
-    from bayesgrpo.live import LiveForecaster
+    from bayesgrpo.questions.live import LiveForecaster
 
     table, populations = kfold
     run_id = table.run_ids[0]

@@ -6,7 +6,7 @@ import arviz as az
 import numpy as np
 import pytest
 
-from bayesgrpo.datasets import POPULATION_FILE, bundled_population, load_bundled
+from bayesgrpo.model.datasets import POPULATION_FILE, bundled_population, load_bundled
 from bayesgrpo.errors import BayesGRPOError
 
 
@@ -30,7 +30,7 @@ def test_population_level_parameters_mixed():
 
 
 def test_missing_population_file_says_how_to_build_it(tmp_path):
-    with pytest.raises(BayesGRPOError, match="python -m bayesgrpo.datasets --population"):
+    with pytest.raises(BayesGRPOError, match="python -m bayesgrpo.model.datasets --population"):
         bundled_population(tmp_path / "nothing.nc")
 
 

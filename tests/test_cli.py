@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesgrpo.cli import main
+from bayesgrpo.interfaces.cli import main
 
 
 def test_help_does_not_import_pymc_or_pandas():
     code = (
         "import sys, contextlib, io\n"
-        "from bayesgrpo.cli import main\n"
+        "from bayesgrpo.interfaces.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['--help']) if False else None\n"
         "    try:\n"
@@ -61,7 +61,7 @@ def test_console_script_is_installed():
 
 def _write_simulated_runs(folder: Path) -> Path:
     """Three simulated runs as one CSV per run, with a metadata file of bounds and families."""
-    from bayesgrpo.simulate import simulate_runs
+    from bayesgrpo.model.simulate import simulate_runs
 
     sim = simulate_runs(3, n_steps=60, random_seed=2)
     logs = folder / "logs"
@@ -98,7 +98,7 @@ def test_forecast_json_is_machine_readable(tmp_path, capsys, mocked):
 
 
 def test_demo_takes_the_forecast_options():
-    from bayesgrpo.cli import build_parser
+    from bayesgrpo.interfaces.cli import build_parser
 
     args = build_parser().parse_args(["demo"])
     assert args.cut == 0.5 and args.output == "bayesgrpo-demo" and args.sampler == "numpyro"
@@ -121,7 +121,7 @@ def test_stop_fits_the_runs_and_says_stop_or_continue_with_a_reason(tmp_path, ca
 
 def test_stop_with_a_saved_population_answers_by_live_update(tmp_path, capsys, mocked):
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.simulate import simulate_runs
+    from bayesgrpo.model.simulate import simulate_runs
 
     population = RewardModel().fit(simulate_runs(6, n_steps=80, random_seed=5).table, random_seed=1)
     population.save(tmp_path / "population.nc")
@@ -135,10 +135,10 @@ def test_stop_with_a_saved_population_answers_by_live_update(tmp_path, capsys, m
 
 
 def test_stop_without_a_population_uses_the_shipped_one(tmp_path, capsys, monkeypatch, population):
-    import bayesgrpo.datasets
+    import bayesgrpo.model.datasets
 
     model, _ = population
-    monkeypatch.setattr(bayesgrpo.datasets, "bundled_population", lambda: model)
+    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
     folder = _write_simulated_runs(tmp_path)
     code = main(["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "200", "--json"])
     assert code == 0

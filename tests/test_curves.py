@@ -1,4 +1,4 @@
-"""Tests of the curve families (bayesgrpo.curves): limits, closed forms, derivatives, inverses,
+"""Tests of the curve families (bayesgrpo.model.curves): limits, closed forms, derivatives, inverses,
 numpy/PyTensor agreement and gradients. Fast and table-driven; PyTensor graphs are compiled once
 per family and reused."""
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bayesgrpo import curves
-from bayesgrpo.curves import CURVES, get_curve, reward_curve, time_to_fraction
+from bayesgrpo.model import curves
+from bayesgrpo.model.curves import CURVES, get_curve, reward_curve, time_to_fraction
 from bayesgrpo.errors import BayesGRPOError
 
 # ------------------------------------------------------------------------------------------
@@ -485,7 +485,7 @@ def test_g_bounded_and_monotone(family_shape, t_values):
 
 @pytest.mark.parametrize("family", sorted(CURVES))
 def test_curve_by_levels_is_the_same_curve_and_passes_through_its_levels(family):
-    from bayesgrpo.curves import asymptote_from_levels, reward_curve, reward_curve_by_levels
+    from bayesgrpo.model.curves import asymptote_from_levels, reward_curve, reward_curve_by_levels
 
     shape = {name: np.array([0.3, 1.7])[:, None] for name in CURVES[family].shape_params}
     r0, r1 = np.array([[0.1], [0.6]]), np.array([[0.5], [0.4]])
@@ -498,7 +498,7 @@ def test_curve_by_levels_is_the_same_curve_and_passes_through_its_levels(family)
 
 
 def test_curve_by_levels_stays_finite_when_the_knee_is_astronomically_late():
-    from bayesgrpo.curves import reward_curve_by_levels
+    from bayesgrpo.model.curves import reward_curve_by_levels
 
     value = reward_curve_by_levels("weibull", np.array([0.0, 0.5, 1.0]), 0.2, 0.2, tau=np.exp(40.0), k=5.0)
     assert np.isfinite(value).all() and np.allclose(value, 0.2)

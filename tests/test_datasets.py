@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.datasets import data_dir, load_bundled
+from bayesgrpo.model.datasets import data_dir, load_bundled
 
 
 @pytest.fixture(scope="module")

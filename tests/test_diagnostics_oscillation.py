@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bayesgrpo import diagnostics as dg
-from bayesgrpo.cli import main
-from bayesgrpo.curves import reward_curve
+from bayesgrpo.questions import diagnostics as dg
+from bayesgrpo.interfaces.cli import main
+from bayesgrpo.model.curves import reward_curve
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.table import RunsTable, coerce_metadata
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
 STEPS = np.arange(1, 121, dtype=float)
 T = (STEPS - 1) / 119  # progress as fit_oscillation sees it (horizon = last logged step)
@@ -192,10 +192,10 @@ def test_diagnose_runs_oscillation_only_when_asked(monkeypatch):
 
 
 def test_cli_diagnose_prints_and_dumps_oscillation(monkeypatch, capsys):
-    import bayesgrpo.datasets
+    import bayesgrpo.model.datasets
 
     monkeypatch.setattr(dg, "detect_oscillation", _fake_detect)
-    monkeypatch.setattr(bayesgrpo.datasets, "load_bundled", lambda warn=False: _tiny_table())
+    monkeypatch.setattr(bayesgrpo.model.datasets, "load_bundled", lambda warn=False: _tiny_table())
     assert main(["diagnose", "--bundled", "--oscillation"]) == 0
     out = capsys.readouterr().out
     assert "[warning] oscillation (steps 1-120)" in out and "zeta=0.2" in out
@@ -244,7 +244,7 @@ def test_overdamped_runs_raise_no_oscillation(mean):
 def test_real_delayed_start_beats_weibull_without_ringing():
     # verl PPO, Qwen2.5-0.5B: flat for ~20 steps, then a sharp rise to a plateau. The oscillator
     # (critically damped: zeta > 1) predicts it better than weibull by LOO, yet does not ring
-    from bayesgrpo.datasets import load_bundled
+    from bayesgrpo.model.datasets import load_bundled
 
     table = load_bundled(warn=False)
     (run_id,) = [r for r in table.run_ids if r.endswith("prompt1024-resp512-0.567")]

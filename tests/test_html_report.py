@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.cli import main
+from bayesgrpo.interfaces.cli import main
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.html_report import _anchor, transfer_specs, write_report
-from bayesgrpo.table import RunsTable
+from bayesgrpo.interfaces.html_report import _anchor, transfer_specs, write_report
+from bayesgrpo.logs.table import RunsTable
 
 EVIL = "<script>alert('x')</script>"
 EVIL_FAMILY = "<b>qwen</b>"
@@ -168,7 +168,7 @@ def test_a_run_past_its_horizon_is_an_error(population, tmp_path):
 
 
 def test_without_a_population_the_report_fits_the_runs(mocked, tmp_path):
-    from bayesgrpo.simulate import simulate_runs
+    from bayesgrpo.model.simulate import simulate_runs
 
     sim = simulate_runs(3, n_steps=40, random_seed=4)
     path = write_report(sim.table, tmp_path / "fit.html", fit_kwargs={"draws": 10, "chains": 2}, history_points=0,

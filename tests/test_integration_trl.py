@@ -53,7 +53,7 @@ def test_import_bayesgrpo_never_imports_transformers_trl_or_torch():
     result = _run(
         """
         import sys
-        import bayesgrpo, bayesgrpo.integrations, bayesgrpo.live, bayesgrpo.stopping, bayesgrpo.readers
+        import bayesgrpo, bayesgrpo.integrations, bayesgrpo.questions.live, bayesgrpo.questions.stopping, bayesgrpo.logs.readers
         bayesgrpo.LiveForecaster, bayesgrpo.PlateauRule, bayesgrpo.load_runs
         heavy = sorted(m for m in ("transformers", "trl", "torch", "accelerate") if m in sys.modules)
         print("HEAVY", heavy)
@@ -119,7 +119,7 @@ class GRPOConfig:  # named like TRL's config: the callback reads its fields by n
 
 
 def _exp_draws(r0: float, asymptote: np.ndarray, tau: np.ndarray, horizon: float) -> Any:
-    from bayesgrpo.stopping import CurveDraws
+    from bayesgrpo.questions.stopping import CurveDraws
 
     n = len(tau)
     params = {"r0": np.full(n, r0), "asymptote": np.asarray(asymptote, float), "tau": np.asarray(tau, float)}
@@ -135,7 +135,7 @@ class ScriptedForecaster:
         self.calls: list[tuple[Any, float]] = []
 
     def update(self, table: Any, *, horizon: float) -> Any:
-        from bayesgrpo.live import LiveUpdate
+        from bayesgrpo.questions.live import LiveUpdate
 
         self.calls.append((table, horizon))
         if self.fail:
@@ -196,7 +196,7 @@ def _history() -> list[Any]:
 
 
 def test_log_history_is_read_as_the_trainer_state_reader_reads_it(trl_module, tmp_path):
-    from bayesgrpo.readers import load_runs
+    from bayesgrpo.logs.readers import load_runs
 
     history = _history()
     top = {
@@ -278,8 +278,8 @@ def test_trainer_arguments_become_metadata(trl_module):
 
 
 def test_forecast_metrics_match_the_closed_form(trl_module):
-    from bayesgrpo.live import LiveUpdate
-    from bayesgrpo.stopping import PlateauRule
+    from bayesgrpo.questions.live import LiveUpdate
+    from bayesgrpo.questions.stopping import PlateauRule
 
     horizon, step = 200.0, 50.0
     tau = np.linspace(0.05, 0.6, 400)  # in units of the horizon
@@ -451,12 +451,12 @@ def test_no_horizon_is_a_clear_failure(trl_module):
 
 
 def test_the_prior_is_loaded_lazily_once_by_its_kind(trl_module, monkeypatch, tmp_path):
-    import bayesgrpo.datasets
-    import bayesgrpo.live
+    import bayesgrpo.model.datasets
+    import bayesgrpo.questions.live
     from bayesgrpo.model.reward_model import RewardModel
 
     loads: list[Any] = []
-    monkeypatch.setattr(bayesgrpo.datasets, "bundled_population", lambda: loads.append("bundled") or "POP")
+    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: loads.append("bundled") or "POP")
     monkeypatch.setattr(RewardModel, "load", classmethod(lambda cls, path: loads.append(Path(path)) or "POP"))
 
     class Forecaster(ScriptedForecaster):
@@ -464,7 +464,7 @@ def test_the_prior_is_loaded_lazily_once_by_its_kind(trl_module, monkeypatch, tm
             assert population == "POP" and random_seed == 0
             super().__init__(tau=0.9)
 
-    monkeypatch.setattr(bayesgrpo.live, "LiveForecaster", Forecaster)
+    monkeypatch.setattr(bayesgrpo.questions.live, "LiveForecaster", Forecaster)
     saved = tmp_path / "pop.nc"
     saved.write_text("")
     for prior, expected in ((None, "bundled"), (saved, saved), (str(saved), saved)):
@@ -478,7 +478,7 @@ def test_the_prior_is_loaded_lazily_once_by_its_kind(trl_module, monkeypatch, tm
 
 
 def test_a_prior_that_fails_to_load_is_not_retried(trl_module, monkeypatch):
-    import bayesgrpo.datasets
+    import bayesgrpo.model.datasets
 
     calls = []
 
@@ -486,7 +486,7 @@ def test_a_prior_that_fails_to_load_is_not_retried(trl_module, monkeypatch):
         calls.append(1)
         raise BayesGRPOError("no fitted population")
 
-    monkeypatch.setattr(bayesgrpo.datasets, "bundled_population", missing)
+    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", missing)
     cb = trl_module.BayesStopCallback(every=1, min_points=1)
     state, args = FakeState(), GRPOConfig()
     for step in (1, 2, 3):
@@ -495,7 +495,7 @@ def test_a_prior_that_fails_to_load_is_not_retried(trl_module, monkeypatch):
 
 
 def test_a_fitted_model_is_used_as_is(trl_module, population):
-    from bayesgrpo.live import LiveForecaster
+    from bayesgrpo.questions.live import LiveForecaster
 
     model, _ = population
     cb = trl_module.BayesStopCallback(
@@ -578,7 +578,7 @@ def population_file(population, tmp_path_factory):
 
 
 def _tensorboard_values(output_dir: Path) -> Any:
-    from bayesgrpo.readers import load_runs
+    from bayesgrpo.logs.readers import load_runs
 
     return load_runs(output_dir / "runs", format="tensorboard", warn=False).points
 
@@ -596,7 +596,7 @@ def test_a_real_trainer_is_stopped_on_its_plateau_only(population_file, tmp_path
     pytest.importorskip("transformers")
     pytest.importorskip("torch")
     from bayesgrpo.integrations.trl import BayesStopCallback
-    from bayesgrpo.readers import load_runs
+    from bayesgrpo.logs.readers import load_runs
 
     callback = BayesStopCallback(
         every=2, prior=population_file, mode=mode, metadata={"reward_min": 0.0, "reward_max": 1.0}

@@ -14,9 +14,9 @@ import pytest
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.integrations.verl import BACKEND_NAME, BayesStopHook, attach, install, stop_after_next_step
-from bayesgrpo.readers import load_runs
-from bayesgrpo.readers.verl import parse_fields
-from bayesgrpo.stopping import CurveDraws, PlateauRule
+from bayesgrpo.logs.readers import load_runs
+from bayesgrpo.logs.readers.verl.lines import parse_fields
+from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
 VERL_LOG = Path(__file__).resolve().parent.parent / "data" / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -102,7 +102,7 @@ def test_hook_records_what_the_reader_reads_and_decides_when_due():
 
 
 def test_real_population_answers_the_hook(population):
-    from bayesgrpo.live import LiveForecaster
+    from bayesgrpo.questions.live import LiveForecaster
 
     model, _ = population
     rule = PlateauRule(eps=0.01, prob=0.9, relative=True)

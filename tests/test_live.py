@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from scipy import special
 
-from bayesgrpo.curves import reward_curve_by_levels
+from bayesgrpo.model.curves import reward_curve_by_levels
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.live import GaussianRunPrior, LiveForecaster, condition_run, condition_start, log_posterior
+from bayesgrpo.model.laplace import GaussianRunPrior, condition_run, condition_start, log_posterior
+from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.model.predict import new_run_draws
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.stopping import PlateauRule, expected_gain
+from bayesgrpo.questions.stopping import PlateauRule, expected_gain
 
 
 def _prior(curve: str = "weibull", spread: float = 1.0) -> GaussianRunPrior:
@@ -164,7 +165,7 @@ def test_live_forecaster_updates_one_run(population):
     run_id = sim.table.run_ids[0]
     one = sim.table.select([run_id])
     cut = one.points[one.points["step"] <= one.points["step"].quantile(0.3)]
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.logs.table import RunsTable
 
     partial = RunsTable(points=cut.reset_index(drop=True), runs=one.runs, report=one.report)
     update = live.update(partial, horizon=float(one.points["step"].max()))
@@ -189,7 +190,7 @@ def test_live_forecaster_needs_a_partial_pooling_fit():
 def test_laplace_fit_survives_a_line_search_that_overshoots():
     """Regression: preconditioning the bundled runs without this one sent L-BFGS to log tau
     near -745 (tau = 0), an error that ended a leave-one-run-out fit; such a point is refused now."""
-    from bayesgrpo.datasets import load_bundled
+    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.model.build import centering
     from bayesgrpo.model.data import prepare
     from bayesgrpo.model.precondition import run_laplace

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.live import LiveForecaster, own_range_bounds, prefix_placement
+from bayesgrpo.questions.live import LiveForecaster, own_range_bounds, prefix_placement
 from bayesgrpo.model.data import prepare
-from bayesgrpo.table import RunsTable
+from bayesgrpo.logs.table import RunsTable
 
 
 def _table(rewards: dict[str, np.ndarray], *, stated: bool = False, total_steps: float | None = None) -> RunsTable:

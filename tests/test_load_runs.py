@@ -9,7 +9,7 @@ import pytest
 
 import bayesgrpo
 from bayesgrpo.errors import LogReadError, MetadataError, ReadWarning, UnknownFormatError
-from bayesgrpo.readers import detect_format, discover
+from bayesgrpo.logs.readers import detect_format, discover
 
 
 def write_csv(path: Path, steps, rewards) -> Path:

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 from pymc_extras.prior import Prior
 
-from bayesgrpo.curves import CURVES
+from bayesgrpo.model.curves import CURVES
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.data import prepare
 from bayesgrpo.model.priors import default_priors
 from bayesgrpo.model.reward_model import ModelConfigError, NotFittedError, RewardModel
-from bayesgrpo.simulate import simulate_runs
+from bayesgrpo.model.simulate import simulate_runs
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
 

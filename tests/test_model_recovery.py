@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.simulate import simulate_runs
+from bayesgrpo.model.simulate import simulate_runs
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt
 import pytest
 
 from bayesgrpo.model.reward_model import NotFittedError, RewardModel
-from bayesgrpo.plotting import plot_forecast, plot_forecast_grid
-from bayesgrpo.simulate import simulate_runs
+from bayesgrpo.interfaces.plotting import plot_forecast, plot_forecast_grid
+from bayesgrpo.model.simulate import simulate_runs
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """Plots of runs, fan charts from curve draws, stop history, t80, transfer, shrinkage and scaling,
-and the numbers behind them (``bayesgrpo.history``, ``bayesgrpo.shrinkage``).
+and the numbers behind them (``bayesgrpo.questions.history``, ``bayesgrpo.questions.shrinkage``).
 
 Sampling is mocked (the ``population`` fixture: prior draws shaped like a posterior). Each test
 checks what was drawn against values computed here, not only that the plot ran.
@@ -20,14 +20,14 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.quiver import Quiver
 from scipy import special
 
-from bayesgrpo import plotting
+from bayesgrpo.interfaces import plotting
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.history import HISTORY_COLUMNS, _cut_steps, stop_history
-from bayesgrpo.report import ReadReport
-from bayesgrpo.shrinkage import laplace_modes, scaling_table, shrinkage_table
-from bayesgrpo.stopping import CurveDraws
-from bayesgrpo.table import RunsTable, coerce_metadata
-from bayesgrpo.transfer import predict_new_run
+from bayesgrpo.questions.history import HISTORY_COLUMNS, _cut_steps, stop_history
+from bayesgrpo.logs.report import ReadReport
+from bayesgrpo.questions.shrinkage import laplace_modes, scaling_table, shrinkage_table
+from bayesgrpo.questions.stopping import CurveDraws
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.questions.transfer import predict_new_run
 
 
 @pytest.fixture(autouse=True)

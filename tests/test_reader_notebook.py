@@ -2,7 +2,7 @@
 
 The two real notebooks of data/notebook/ exist as CSV tables in data/csv/ under the same stem:
 the reader must give the same steps and values. The hand-made notebooks of
-tests/data/notebook/ are written by bayesgrpo.writers.notebook, which reproduces the real
+tests/data/notebook/ are written by bayesgrpo.logs.writers.notebook, which reproduces the real
 notebooks' outputs byte for byte (checked below); run this file as a script to regenerate them.
 """
 
@@ -18,9 +18,9 @@ import pytest
 
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
-from bayesgrpo.readers import ReadOptions, Source
-from bayesgrpo.readers.notebook import code_metadata, metric_name, read_notebook
-from bayesgrpo.writers.notebook import (
+from bayesgrpo.logs.readers import ReadOptions, Source
+from bayesgrpo.logs.readers.notebook import code_metadata, metric_name, read_notebook
+from bayesgrpo.logs.writers.notebook import (
     code_cell,
     html_output,
     notebook,

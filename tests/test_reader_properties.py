@@ -60,12 +60,12 @@ def _optional(module: str, function: str, name: str) -> Callable[[pd.DataFrame, 
 WRITERS: dict[str, Callable[[pd.DataFrame, Path], Path] | None] = {
     "csv": _write_csv,
     "jsonl": _write_jsonl,
-    "verl-console": _optional("bayesgrpo.writers.verl", "write_verl_console", "run.log"),
-    "trl-state": _optional("bayesgrpo.writers.trl", "write_trainer_state", "trainer_state.json"),
-    "trl-console": _optional("bayesgrpo.writers.trl", "write_trl_console", "run.log"),
-    "wandb-csv": _optional("bayesgrpo.writers.wandb", "write_wandb_csv", "export.csv"),
-    "notebook": _optional("bayesgrpo.writers.notebook", "write_notebook", "run.ipynb"),
-    "tensorboard": _optional("bayesgrpo.writers.tensorboard", "write_tensorboard", "tb"),
+    "verl-console": _optional("bayesgrpo.logs.writers.verl", "write_verl_console", "run.log"),
+    "trl-state": _optional("bayesgrpo.logs.writers.trl", "write_trainer_state", "trainer_state.json"),
+    "trl-console": _optional("bayesgrpo.logs.writers.trl", "write_trl_console", "run.log"),
+    "wandb-csv": _optional("bayesgrpo.logs.writers.wandb", "write_wandb_csv", "export.csv"),
+    "notebook": _optional("bayesgrpo.logs.writers.notebook", "write_notebook", "run.ipynb"),
+    "tensorboard": _optional("bayesgrpo.logs.writers.tensorboard", "write_tensorboard", "tb"),
 }
 
 

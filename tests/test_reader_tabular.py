@@ -17,9 +17,9 @@ import pytest
 
 import bayesgrpo
 from bayesgrpo.errors import BayesGRPOError, EmptyLogError, MalformedRecordError, TruncatedLogError, UnknownMetricError
-from bayesgrpo.readers import ReadOptions, Source, detect_format
-from bayesgrpo.readers._records import tidy_run
-from bayesgrpo.readers.tabular import read_table
+from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
+from bayesgrpo.logs.readers._records import tidy_run
+from bayesgrpo.logs.readers.tabular import read_table
 
 HERE = Path(__file__).parent
 DATA = HERE / "data" / "tabular"

@@ -15,9 +15,9 @@ import pytest
 
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, MalformedRecordError, TruncatedLogError, UnknownMetricError
-from bayesgrpo.readers import ReadOptions, Source, detect_format
-from bayesgrpo.readers._records import tidy_run
-from bayesgrpo.readers.tabular import _split_csv_line, read_table
+from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
+from bayesgrpo.logs.readers._records import tidy_run
+from bayesgrpo.logs.readers.tabular import _split_csv_line, read_table
 
 BOM = b"\xef\xbb\xbf"
 

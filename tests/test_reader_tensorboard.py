@@ -1,4 +1,4 @@
-"""The TensorBoard event-file reader (``bayesgrpo.readers.tensorboard``) and writer.
+"""The TensorBoard event-file reader (``bayesgrpo.logs.readers.tensorboard``) and writer.
 
 Event files are written with tensorboard's own ``EventFileWriter`` (what torch's
 ``SummaryWriter`` uses under verl and the transformers/TRL callback), then read back or damaged
@@ -21,9 +21,9 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c a
 
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
-from bayesgrpo.readers import ReadOptions, Source, detect_format, discover
-from bayesgrpo.readers import tensorboard as tb_reader
-from bayesgrpo.readers.tensorboard import (
+from bayesgrpo.logs.readers import ReadOptions, Source, detect_format, discover
+from bayesgrpo.logs.readers import tensorboard as tb_reader
+from bayesgrpo.logs.readers.tensorboard import (
     REWARD_CANDIDATES,
     event_file_order,
     masked_crc32c,
@@ -32,7 +32,7 @@ from bayesgrpo.readers.tensorboard import (
     tensor_scalar,
     tensorboard_aliases,
 )
-from bayesgrpo.writers.tensorboard import (
+from bayesgrpo.logs.writers.tensorboard import (
     append_events,
     frame_records,
     histogram_value,
@@ -646,7 +646,7 @@ def test_trl_event_file(tmp_path):
 
 
 def test_aliases_follow_the_verl_and_trl_readers():
-    from bayesgrpo.readers.verl import metric_aliases
+    from bayesgrpo.logs.readers.verl.lines import metric_aliases
 
     verl_tags = ["actor/entropy", "actor/kl_loss", "actor/ppo_kl", "response_length/mean", VAL_TAG, "critic/score/mean"]
     assert tensorboard_aliases(verl_tags) == metric_aliases(verl_tags)
@@ -729,7 +729,7 @@ def test_memory_stays_within_a_few_times_the_records(tmp_path, monkeypatch):
 
 def test_hparams_only_subfolder_is_a_note_not_a_run(tmp_path):
     # older transformers write add_hparams into a timestamped sub-folder holding no scalars
-    from bayesgrpo.writers.tensorboard import summary_event, text_value, write_events
+    from bayesgrpo.logs.writers.tensorboard import summary_event, text_value, write_events
 
     folder, _ = _run_folder(tmp_path, _points(10))
     write_events(folder / "1712345678.123", [summary_event(0, [text_value("hparams", "lr: 1e-6")], 1.0)])

@@ -1,6 +1,6 @@
 """TRL readers: ``trainer_state.json`` (log_history) and the console's printed dicts.
 
-The files in tests/data/trl/ are written by bayesgrpo.writers.trl, which writes what
+The files in tests/data/trl/ are written by bayesgrpo.logs.writers.trl, which writes what
 transformers writes (``TrainerState.save_to_json``: ``json.dumps(indent=2, sort_keys=True)``;
 ``ProgressCallback.on_log``: ``str(logs)`` through ``tqdm.write``); the metric names are TRL
 GRPOTrainer's (new: ``completions/mean_length``, ``rewards/<f>/mean``; old:
@@ -21,15 +21,15 @@ import pytest
 
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
-from bayesgrpo.readers import ReadOptions, Source
-from bayesgrpo.readers.trl import (
+from bayesgrpo.logs.readers import ReadOptions, Source
+from bayesgrpo.logs.readers.trl import (
     BannerParser,
     find_dict,
     parse_dict_line,
     read_trainer_state,
     read_trl_console,
 )
-from bayesgrpo.writers.trl import (
+from bayesgrpo.logs.writers.trl import (
     console_lines,
     format_log,
     trainer_state_text,

@@ -1,4 +1,4 @@
-"""The verl console-log reader (``bayesgrpo.readers.verl``) and writer (``bayesgrpo.writers.verl``).
+"""The verl console-log reader (``bayesgrpo.logs.readers.verl``) and writer (``bayesgrpo.logs.writers.verl``).
 
 Every case that drops or repairs something checks the accounting invariant: records read ==
 records kept + records dropped (``report.balanced``).
@@ -24,25 +24,17 @@ from bayesgrpo.errors import (
     TruncatedLogError,
     UnknownMetricError,
 )
-from bayesgrpo.readers import ReadOptions, Source, detect_format
-from bayesgrpo.readers import verl as verl_reader
-from bayesgrpo.readers._records import RawRun, tidy_run
-from bayesgrpo.readers.verl import (
-    config_by_indentation,
-    is_step_line,
-    looks_like_verl_console,
-    metric_aliases,
-    model_name,
-    parse_config_dump,
-    parse_value,
-    parse_values,
-    read_verl_console,
-    split_fields,
-    validation_aliases,
-)
-from bayesgrpo.report import ReadIssue
-from bayesgrpo.table import RunsTable
-from bayesgrpo.writers.verl import (
+from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
+from bayesgrpo.logs.readers.verl import config as verl_config
+from bayesgrpo.logs.readers.verl import console as verl_console
+from bayesgrpo.logs.readers.verl import lines as verl_lines
+from bayesgrpo.logs.readers._records import RawRun, tidy_run
+from bayesgrpo.logs.readers.verl.config import config_by_indentation, model_name, parse_config_dump
+from bayesgrpo.logs.readers.verl.lines import is_step_line, looks_like_verl_console, metric_aliases, parse_value, parse_values, split_fields, validation_aliases
+from bayesgrpo.logs.readers.verl.console import read_verl_console
+from bayesgrpo.logs.report import ReadIssue
+from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.logs.writers.verl import (
     format_step_line,
     ray_prefix,
     write_large_verl_console,
@@ -323,14 +315,14 @@ def test_real_config_dumps_read_line_by_line_equal_the_literal():
         lines: list[str] = []
         owner = None
         for raw_line in (REAL / name).read_text(encoding="utf-8", errors="replace").split("\n"):
-            clean = verl_reader._ANSI.sub("", raw_line)
-            match = verl_reader._LINE_PREFIX.match(clean)
+            clean = verl_lines.ANSI_ESCAPE.sub("", raw_line)
+            match = verl_lines.LINE_PREFIX.match(clean)
             prefix, content = (match.group(1), clean[match.end() :]) if match else ("", clean)
             if owner is None and content.startswith("{'actor_rollout_ref'"):
                 owner = prefix
             if owner is not None and prefix == owner:
                 lines.append(content)
-                if sum(verl_reader._bracket_depth(line) for line in lines) <= 0:
+                if sum(verl_config._bracket_depth(line) for line in lines) <= 0:
                     break
         literal = parse_config_dump("\n".join(lines))
         assert literal is not None
@@ -897,7 +889,7 @@ def test_text_where_a_number_belongs(tmp_path):
 
 def test_text_values_across_parse_batches(tmp_path, monkeypatch):
     """Text values land on their own rows when values are parsed in several batches."""
-    monkeypatch.setattr(verl_reader, "CHUNK_ROWS", 4)
+    monkeypatch.setattr(verl_console, "CHUNK_ROWS", 4)
     lines = []
     for step in range(1, 15):
         metrics = train_metrics(step, 0.01 * step)
@@ -1110,7 +1102,7 @@ def test_metadata_never_guessed(tmp_path):
 
 def test_damaged_config_dump(tmp_path):
     """Lines of the dump lost or another process's output glued to them: read line by line."""
-    from bayesgrpo.writers.verl import config_lines
+    from bayesgrpo.logs.writers.verl import config_lines
 
     dump = [PREFIX + line for line in config_lines(GOLDEN_NEW_CONFIG)]
     dump[3] = dump[3] + "\x1b[36m(WorkerDict pid=5)\x1b[0m "  # interleaved output
@@ -1146,7 +1138,7 @@ def test_validation_only_step_zero_then_train(tmp_path):
 
 def test_memory_is_a_small_multiple_of_the_output(tmp_path, monkeypatch):
     """Streaming, column-wise: peak Python allocations stay within a few times the records."""
-    monkeypatch.setattr(verl_reader, "CHUNK_ROWS", 500)  # text held at once: 500 lines of a block
+    monkeypatch.setattr(verl_console, "CHUNK_ROWS", 500)  # text held at once: 500 lines of a block
     path = write_large_verl_console(tmp_path / "big.log", 5_000, n_metrics=40)
     tracemalloc.start()
     try:

@@ -19,10 +19,10 @@ import pytest
 
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError, UnknownMetricError
-from bayesgrpo.readers import ReadOptions, Source, detect_format
-from bayesgrpo.readers._records import tidy_run
-from bayesgrpo.readers.wandb import RunColumn, read_wandb_csv, split_column
-from bayesgrpo.writers.wandb import js_number, write_wandb_csv
+from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
+from bayesgrpo.logs.readers._records import tidy_run
+from bayesgrpo.logs.readers.wandb import RunColumn, read_wandb_csv, split_column
+from bayesgrpo.logs.writers.wandb import js_number, write_wandb_csv
 
 DATA = Path(__file__).parent / "data" / "wandb"
 

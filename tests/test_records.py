@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bayesgrpo.errors import EmptyLogError, MalformedRecordError, UnknownMetricError
-from bayesgrpo.readers._records import RawRun, tidy_run
+from bayesgrpo.logs.readers._records import RawRun, tidy_run
 
 
 def raw(records: dict[str, list], **kwargs) -> RawRun:

@@ -1,4 +1,4 @@
-"""Tests of the stopping questions and rules (bayesgrpo.stopping).
+"""Tests of the stopping questions and rules (bayesgrpo.questions.stopping).
 
 Every number is checked against a closed form, a known distribution of draws, or a threshold
 computed by hand; no sampling.
@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bayesgrpo import stopping
-from bayesgrpo.curves import CURVES, asymptote_from_levels, get_curve, time_to_fraction
+from bayesgrpo.questions import stopping
+from bayesgrpo.questions.stopping import rules as stopping_rules
+from bayesgrpo.model.curves import CURVES, asymptote_from_levels, get_curve, time_to_fraction
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.stopping import (
+from bayesgrpo.questions.stopping import (
     LOW_RATE,
     PEAK_FROM_GAIN,
     PHASES,
@@ -401,7 +402,7 @@ def test_max_reward_of_oscillators_agrees_with_a_dense_grid():
     }
     cd = CurveDraws("oscillator", params, step_scale=1.0)
     for s, T in [(0.0, 1.0), (0.37, 0.9), (0.8, 3.0), (2.5, 6.0), (4.0, 4.3)]:
-        exact = stopping._max_reward(cd, np.array([s]), np.array([T]))
+        exact = stopping_rules._max_reward(cd, np.array([s]), np.array([T]))
         dense = stopping.reward_at(cd, np.linspace(s, T, 20_001)).max(axis=2)
         assert np.all(exact >= dense - 1e-12)
         np.testing.assert_allclose(exact, dense, atol=1e-6)
@@ -480,7 +481,7 @@ def test_decisions_table_columns():
 def test_from_model_data_reproduces_the_models_reward_curves():
     from bayesgrpo.model.data import prepare
     from bayesgrpo.model.predict import mean_curve_draws
-    from bayesgrpo.simulate import simulate_runs
+    from bayesgrpo.model.simulate import simulate_runs
 
     data = prepare(simulate_runs(3, n_steps=[40, 60, 80], random_seed=4).table)
     # non-trivial bounds and progress axis: t = step * step_to_progress / progress_scale
@@ -513,7 +514,7 @@ def test_from_model_data_reproduces_the_models_reward_curves():
 def test_from_a_fitted_model_agrees_with_its_forecast(mocked):
     from bayesgrpo.model.predict import reward_draws, run_draws
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.simulate import simulate_runs
+    from bayesgrpo.model.simulate import simulate_runs
 
     table = simulate_runs(3, n_steps=[40, 60, 80], observed_fraction=[1, 0.5, 1], random_seed=2).table
     curve = "weibull"

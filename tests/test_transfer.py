@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.table import RunsTable
-from bayesgrpo.transfer import predict_new_run
+from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.questions.transfer import predict_new_run
 
 BOUNDS = {"reward_min": 0.0, "reward_max": 1.0}
 

@@ -20,8 +20,8 @@ from bayesgrpo.evaluate.transfer_eval import (
     transfer_summary,
     zero_shot_metadata,
 )
-from bayesgrpo.simulate import simulate_runs
-from bayesgrpo.table import RunsTable
+from bayesgrpo.model.simulate import simulate_runs
+from bayesgrpo.logs.table import RunsTable
 
 # --------------------------------------------------------------------------------------------
 # Pure helpers

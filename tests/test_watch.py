@@ -19,11 +19,11 @@ import pandas as pd
 import pytest
 from tensorboard.compat.proto import event_pb2
 
-from bayesgrpo.readers import load_runs
-from bayesgrpo.stopping import CurveDraws, PlateauRule
-from bayesgrpo.watch import FileStamp, LogFollower, RunStatus, Watcher, render_table
-from bayesgrpo.writers.tensorboard import frame_records, scalar_value, summary_event
-from bayesgrpo.writers.trl import trainer_state_text
+from bayesgrpo.logs.readers import load_runs
+from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
+from bayesgrpo.interfaces.watch import FileStamp, LogFollower, RunStatus, Watcher, render_table
+from bayesgrpo.logs.writers.tensorboard import frame_records, scalar_value, summary_event
+from bayesgrpo.logs.writers.trl import trainer_state_text
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 VERL_LOG = DATA / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
@@ -303,7 +303,7 @@ def test_a_cut_last_line_is_not_an_error_and_unchanged_files_are_not_read_again(
 
 
 def load_source(path: Path):
-    from bayesgrpo.readers import discover
+    from bayesgrpo.logs.readers import discover
 
     (source,), _, _ = discover(path)
     return source
@@ -347,7 +347,7 @@ def test_paths_that_do_not_exist_yet_wait(tmp_path):
 def test_watching_the_bundled_folder_reads_what_load_bundled_reads():
     """Per-source following of a folder with a manifest (``runs.csv``): the same run ids,
     points and metadata as ``load_runs`` on the folder (about 10 s: 60 sources read one by one)."""
-    from bayesgrpo.datasets import data_dir, load_bundled
+    from bayesgrpo.model.datasets import data_dir, load_bundled
 
     watcher = _watcher(data_dir(), horizon=5000)
     statuses = watcher.poll()
@@ -424,7 +424,7 @@ def test_only_runs_whose_data_changed_are_updated(tmp_path):
 
 def test_no_horizon_is_said_and_a_horizon_given_is_used(tmp_path):
     points = pd.read_csv(VERL_CSV)
-    from bayesgrpo.writers.tensorboard import write_tensorboard
+    from bayesgrpo.logs.writers.tensorboard import write_tensorboard
 
     write_tensorboard(tmp_path / "run", points)
     (status,) = _watcher(tmp_path / "run").poll()
@@ -436,8 +436,8 @@ def test_no_horizon_is_said_and_a_horizon_given_is_used(tmp_path):
 
 
 def test_real_live_update_agrees_with_a_direct_call(tmp_path, population):
-    from bayesgrpo.live import LiveForecaster
-    from bayesgrpo.stopping import prob_gain_below, reward_at
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.questions.stopping import prob_gain_below, reward_at
 
     model, _ = population
     log = tmp_path / "run.log"
@@ -459,7 +459,7 @@ def test_real_live_update_agrees_with_a_direct_call(tmp_path, population):
 def test_run_polls_as_many_times_as_asked(tmp_path):
     import io
 
-    from bayesgrpo.watch import run
+    from bayesgrpo.interfaces.watch import run
 
     log = tmp_path / "run.log"
     log.write_text(_verl_text(), encoding="utf-8")
@@ -493,8 +493,8 @@ def test_render_table_has_one_row_per_run():
 
 
 def test_cli_watch_once_prints_one_table(tmp_path, monkeypatch, capsys):
-    from bayesgrpo import watch
-    from bayesgrpo.cli import main
+    from bayesgrpo.interfaces import watch
+    from bayesgrpo.interfaces.cli import main
 
     monkeypatch.setattr(watch, "live_forecaster", lambda population, random_seed: StubForecaster())
     log = tmp_path / "run.log"
@@ -508,7 +508,7 @@ def test_cli_watch_once_prints_one_table(tmp_path, monkeypatch, capsys):
 
 
 def test_cli_watch_json_with_a_saved_population(tmp_path, population, capsys):
-    from bayesgrpo.cli import main
+    from bayesgrpo.interfaces.cli import main
 
     model, _ = population
     pop = model.save(tmp_path / "pop.nc")
@@ -529,7 +529,7 @@ def test_table_shows_bracketed_warnings_and_run_ids_literally():
 
     from rich.console import Console
 
-    from bayesgrpo.watch import RunStatus, render_table
+    from bayesgrpo.interfaces.watch import RunStatus, render_table
 
     status = RunStatus(run_id="run[bold]x", source="s", state="ok", n_steps=3, step=3.0, reward_now=0.5,
                        horizon_step=10.0, final_median=0.6, final_lower=0.5, final_upper=0.7, p_plateau=0.2,

@@ -10,7 +10,7 @@ Forecast backtest (:func:`forecast_backtest`)
 
 Stopping backtest (:func:`stopping_backtest`, :func:`frontier`)
     Each rule is run on every run as it would have been run live: a Bayesian rule
-    (:class:`bayesgrpo.stopping.PlateauRule` and the other rules with a ``decide`` method) is
+    (:class:`bayesgrpo.questions.stopping.PlateauRule` and the other rules with a ``decide`` method) is
     asked at every ``check_every_fraction`` of the run's step span, seeing only the points logged
     so far; the baselines (:class:`FixedFraction`, :class:`Patience`, :class:`MedianPruning`) are
     the functions of :mod:`bayesgrpo.evaluate.baselines`. A stop at step ``s`` of a run whose
@@ -19,7 +19,7 @@ Stopping backtest (:func:`stopping_backtest`, :func:`frontier`)
 
 No data leak from the run scored
     The Bayesian forecasts come from a population posterior that never saw the run: a live
-    update (:class:`bayesgrpo.live.LiveForecaster`) of the run's prefix on a population fitted
+    update (:class:`bayesgrpo.questions.live.LiveForecaster`) of the run's prefix on a population fitted
     without it. :func:`kfold_populations` fits those populations by **K-fold cross-validation
     over runs** (default 5 folds: each run is scored with the population fitted on the other
     folds), not strict leave-one-run-out, because one population fit costs minutes;
@@ -47,9 +47,9 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.evaluate import scores
 
 if TYPE_CHECKING:
-    from bayesgrpo.live import LiveForecaster
+    from bayesgrpo.questions.live import LiveForecaster
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.logs.table import RunsTable
 
 __all__ = [
     "BAYES_METHOD",
@@ -185,7 +185,7 @@ def planned_horizon(run: RunsTable) -> float:
 
 def _prefix_table(run: RunsTable, observed: pd.DataFrame) -> RunsTable:
     """The run's table holding only its observed points (metadata unchanged)."""
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.logs.table import RunsTable
 
     run_id = str(run.runs["run_id"].iloc[0])
     points = run.points[(run.points["run_id"] == run_id) & run.points["step"].isin(observed["step"])]
@@ -339,7 +339,7 @@ def held_out_populations(
 
 
 def _forecaster(population: RewardModel | LiveForecaster, n_draws: int, seed: int | None) -> LiveForecaster:
-    from bayesgrpo.live import LiveForecaster
+    from bayesgrpo.questions.live import LiveForecaster
 
     if isinstance(population, LiveForecaster):
         return population
@@ -350,7 +350,7 @@ def _bayes_forecast(
     live: LiveForecaster, run: RunsTable, cut: float, target_steps: np.ndarray, seed: int | None
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Draws (S, N) of the observed reward at ``target_steps`` and the update's diagnostics."""
-    from bayesgrpo.live import LiveUpdateWarning
+    from bayesgrpo.model.laplace import LiveUpdateWarning
 
     run_id = str(run.runs["run_id"].iloc[0])
     points = run_points(run, run_id)
@@ -368,7 +368,7 @@ def _bayes_forecast(
 def _logged_reward_draws(update: Any, steps: np.ndarray, seed: int | None) -> np.ndarray:
     """Draws (S, N) of the logged reward at ``steps`` after a live update: the curve plus one
     logged point's noise, sigma (normalised units, noise floor included) x Student-t(nu)."""
-    from bayesgrpo.stopping import reward_at
+    from bayesgrpo.questions.stopping import reward_at
 
     cd, posterior = update.curve_draws, update.posterior
     mean = reward_at(cd, np.asarray(steps, dtype=float))[:, 0, :]
@@ -845,7 +845,7 @@ def _update_at_check(live: LiveForecaster, run: RunsTable, points: pd.DataFrame,
     """The live update of a run's points up to index ``i`` (an online check), or None when there
     is no answer: a single point (it says nothing about a slope) or an update that failed
     (logged)."""
-    from bayesgrpo.live import LiveUpdateWarning
+    from bayesgrpo.model.laplace import LiveUpdateWarning
 
     if i + 1 < 2:
         return None
@@ -1041,7 +1041,7 @@ def stop_probability_calibration(
         drawn with their noise and smoothed like the reference, so that noise the reference keeps
         is not counted against the model. ``progress`` is the check's share of the run's step span.
     """
-    from bayesgrpo.stopping import prob_gain_below
+    from bayesgrpo.questions.stopping import prob_gain_below
 
     if not 0.0 < check_every_fraction < 1.0:
         raise BacktestError(f"check_every_fraction must lie in (0, 1); got {check_every_fraction}")

@@ -46,7 +46,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from bayesgrpo.curves import g_exp, g_logistic
+from bayesgrpo.model.curves import g_exp, g_logistic
 from bayesgrpo.errors import BayesGRPOError
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Transfer evaluation: how well a population predicts runs it never saw, before and early in them.
 
-Each held-out run is predicted from a population fitted without it (:func:`bayesgrpo.transfer.
+Each held-out run is predicted from a population fitted without it (:func:`bayesgrpo.questions.transfer.
 predict_new_run`) in three ways, and scored on its logged rewards:
 
 ``zero_shot``
@@ -72,8 +72,8 @@ from bayesgrpo.evaluate.backtest import (
 
 if TYPE_CHECKING:
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.table import RunsTable
-    from bayesgrpo.transfer import TransferPrediction
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.questions.transfer import TransferPrediction
 
 __all__ = [
     "COVARIATES",
@@ -143,7 +143,7 @@ def known_reward_bounds(metadata: Mapping[str, Any]) -> tuple[float, float] | No
     -------
     (float, float) or None
     """
-    from bayesgrpo.live import stated_reward_range
+    from bayesgrpo.questions.live import stated_reward_range
 
     return stated_reward_range(metadata)
 
@@ -335,7 +335,7 @@ def observed_reward_draws(
     -------
     ndarray, shape (S, N)
     """
-    from bayesgrpo.stopping import reward_at
+    from bayesgrpo.questions.stopping import reward_at
 
     cd, posterior = prediction.curve_draws, prediction.posterior
     mean = reward_at(cd, np.asarray(target_steps, dtype=float))[:, 0, :]
@@ -394,7 +394,7 @@ def _row(
 
 
 def _prefix_table(run: RunsTable, observed: pd.DataFrame) -> RunsTable:
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.logs.table import RunsTable
 
     points = run.points[run.points["step"].isin(observed["step"])]
     return RunsTable(points=points.reset_index(drop=True), runs=run.runs, report=run.report)
@@ -410,8 +410,8 @@ def _predict(
     first_points: RunsTable | None = None,
 ) -> tuple[np.ndarray, str]:
     """Draws of the logged reward at ``target`` and a status; NaN draws when the prediction fails."""
-    from bayesgrpo.live import PARETO_K_LIMIT, LiveUpdateWarning
-    from bayesgrpo.transfer import predict_new_run
+    from bayesgrpo.model.laplace import PARETO_K_LIMIT, LiveUpdateWarning
+    from bayesgrpo.questions.transfer import predict_new_run
 
     try:
         with warnings.catch_warnings():

@@ -3,10 +3,10 @@
 :class:`BayesStopCallback` works with any ``transformers.Trainer`` (TRL's ``GRPOTrainer``,
 ``PPOTrainer``, ``RLOOTrainer``... are subclasses). Every ``every`` training log calls it
 
-1. turns the trainer's own ``state.log_history`` into a one-run :class:`~bayesgrpo.table.RunsTable`
+1. turns the trainer's own ``state.log_history`` into a one-run :class:`~bayesgrpo.logs.table.RunsTable`
    the way the TRL reader reads ``trainer_state.json`` (same records, same reward choice:
    ``reward`` for GRPO/RLOO, then PPO's ``objective/scores``...; ``reward_key=`` overrides);
-2. conditions the population prior on it (:meth:`bayesgrpo.live.LiveForecaster.update`: no
+2. conditions the population prior on it (:meth:`bayesgrpo.questions.live.LiveForecaster.update`: no
    sampling, a few tens of milliseconds) with the horizon ``horizon`` or ``state.max_steps``;
 3. asks the stopping rule, and writes the answer into the trainer's logs:
 
@@ -61,16 +61,16 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.readers.trl import history_store
-from bayesgrpo.stopping import PlateauRule
+from bayesgrpo.logs.readers.trl import history_store
+from bayesgrpo.questions.stopping import PlateauRule
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bayesgrpo.live import LiveForecaster, LiveUpdate
+    from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.stopping import Decision, StoppingRule
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.questions.stopping import Decision, StoppingRule
+    from bayesgrpo.logs.table import RunsTable
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def log_history_table(
 ) -> RunsTable:
     """One run's table from a trainer's ``state.log_history``, read as ``trainer_state.json`` is.
 
-    Entries are filed as :func:`bayesgrpo.readers.trl.read_trainer_state` files them (training
+    Entries are filed as :func:`bayesgrpo.logs.readers.trl.read_trainer_state` files them (training
     and evaluation rows at their ``step``, the summary row to the metadata, entries that are not
     dicts dropped), then cleaned by the readers' ``tidy_run`` (duplicate steps merged, the
     reward chosen: ``reward_key``, else the TRL defaults ``reward``, ``objective/scores``,
@@ -135,11 +135,11 @@ def log_history_table(
         ``reward_key`` names no logged metric, or no default reward metric is logged.
     """
     from bayesgrpo.errors import EmptyLogError, UnknownMetricError
-    from bayesgrpo.readers import ReadOptions, Source
-    from bayesgrpo.readers._records import tidy_run
-    from bayesgrpo.readers.trl import TRL_REWARD_CANDIDATES, _state_metadata, trl_run
-    from bayesgrpo.report import ReadReport
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.logs.readers import ReadOptions, Source
+    from bayesgrpo.logs.readers._records import tidy_run
+    from bayesgrpo.logs.readers.trl import TRL_REWARD_CANDIDATES, _state_metadata, trl_run
+    from bayesgrpo.logs.report import ReadReport
+    from bayesgrpo.logs.table import RunsTable
 
     stated, issues = _state_metadata(dict(state_values or {}), HISTORY_SOURCE)
     filed = history_store(log_history, keep, exclude_prefix=PREFIX)
@@ -199,8 +199,8 @@ def _cached_runs_frame(
 def _build_runs_frame(stated: dict[str, Any], given: dict[str, Any]) -> tuple[pd.DataFrame, list[Any]]:
     import pandas as pd
 
-    from bayesgrpo.readers import merge_metadata
-    from bayesgrpo.table import coerce_metadata
+    from bayesgrpo.logs.readers import merge_metadata
+    from bayesgrpo.logs.table import coerce_metadata
 
     run_id = stated["run_id"]
     merged, notes = merge_metadata(pd.DataFrame([stated]), {run_id: given} if given else None)
@@ -210,7 +210,7 @@ def _build_runs_frame(stated: dict[str, Any], given: dict[str, Any]) -> tuple[pd
 def forecast_keys(reward_key: str | None = None) -> frozenset[str]:
     """The logged metrics a live update reads: the reward (``reward_key`` or the TRL defaults)
     and the completion length (the ``compute`` progress axis)."""
-    from bayesgrpo.readers.trl import TRL_REWARD_CANDIDATES
+    from bayesgrpo.logs.readers.trl import TRL_REWARD_CANDIDATES
 
     rewards = (reward_key,) if reward_key else TRL_REWARD_CANDIDATES
     return frozenset((*rewards, "completions/mean_length", "completion_length"))
@@ -254,7 +254,7 @@ def _positive(value: Any) -> float | None:
 
 def state_values(state: Any) -> dict[str, Any]:
     """The top-level ``TrainerState`` values the TRL reader turns into metadata."""
-    from bayesgrpo.readers.trl import STATE_EXTRA, STATE_METADATA
+    from bayesgrpo.logs.readers.trl import STATE_EXTRA, STATE_METADATA
 
     values = {key: getattr(state, key, None) for key in (*STATE_METADATA, *STATE_EXTRA)}
     if _positive(values.get("max_steps")) is None:
@@ -296,7 +296,7 @@ def forecast_metrics(
         ``bayesgrpo/forecast_final_low``, ``bayesgrpo/forecast_final_high``, ``bayesgrpo/stop``,
         as Python floats.
     """
-    from bayesgrpo.stopping import prob_gain_below, reward_at
+    from bayesgrpo.questions.stopping import prob_gain_below, reward_at
 
     draws = update.curve_draws
     p_plateau = prob_gain_below(draws, update.step, update.horizon_step, eps=eps, relative=relative)[0]
@@ -350,7 +350,7 @@ def resolve_prior(prior: str | Path | RewardModel | None) -> RewardModel:
     from bayesgrpo.model.reward_model import RewardModel
 
     if prior is None:
-        from bayesgrpo.datasets import bundled_population
+        from bayesgrpo.model.datasets import bundled_population
 
         return bundled_population()
     if isinstance(prior, (str, Path)):
@@ -370,12 +370,12 @@ class BayesStopCallback(TrainerCallback):
     ----------
     rule : StoppingRule, optional
         Anything with ``decide(curve_draws, step_now, horizon_step) -> list[Decision]``
-        (:class:`~bayesgrpo.stopping.PlateauRule`, ``BudgetRule``, ``TargetRule``). Default
+        (:class:`~bayesgrpo.questions.stopping.PlateauRule`, ``BudgetRule``, ``TargetRule``). Default
         ``PlateauRule(eps=0.01, prob=0.9)``.
     every : int
         Forecast at every ``every``-th training log (evaluation and summary logs do not count).
     prior : str, Path, RewardModel or None
-        The population: ``None`` for the bundled one (:func:`bayesgrpo.datasets.bundled_population`),
+        The population: ``None`` for the bundled one (:func:`bayesgrpo.model.datasets.bundled_population`),
         a file written by ``RewardModel.save``, or a fitted model. Loaded at the first update, once.
     mode : {"stop", "advise"}
         ``"stop"`` sets ``control.should_training_stop`` on a stop decision; ``"advise"`` only
@@ -515,7 +515,7 @@ class BayesStopCallback(TrainerCallback):
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
-        from bayesgrpo.readers.trl import is_eval, is_summary
+        from bayesgrpo.logs.readers.trl import is_eval, is_summary
 
         if logs is None or is_eval(logs) or is_summary(logs):
             return control
@@ -591,7 +591,7 @@ class BayesStopCallback(TrainerCallback):
             raise BayesGRPOError(
                 "no horizon: state.max_steps is not set; pass BayesStopCallback(horizon=<the step the run ends at>)"
             )
-        from bayesgrpo.live import single_threaded_blas
+        from bayesgrpo.model.laplace import single_threaded_blas
 
         with single_threaded_blas():
             update = forecaster.update(table, horizon=horizon)
@@ -620,7 +620,7 @@ class BayesStopCallback(TrainerCallback):
         if self._forecaster is None:
             if self._load_error is not None:
                 raise BayesGRPOError(f"the prior could not be loaded: {self._load_error}")
-            from bayesgrpo.live import LiveForecaster
+            from bayesgrpo.questions.live import LiveForecaster
 
             try:
                 self._forecaster = LiveForecaster(

@@ -44,15 +44,15 @@ import pandas as pd
 from bayesgrpo.errors import BayesGRPOError
 
 if TYPE_CHECKING:
-    from bayesgrpo.live import LiveForecaster, LiveUpdate
-    from bayesgrpo.stopping import Decision, StoppingRule
-    from bayesgrpo.table import RunsTable
+    from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
+    from bayesgrpo.questions.stopping import Decision, StoppingRule
+    from bayesgrpo.logs.table import RunsTable
 
 logger = logging.getLogger(__name__)
 
 #: The key under which :func:`attach` registers the hook in ``Tracking.logger``.
 BACKEND_NAME = "bayesgrpo"
-#: Train reward metrics verl logs, in order of preference (as ``bayesgrpo.readers.verl``).
+#: Train reward metrics verl logs, in order of preference (as ``bayesgrpo.logs.readers.verl``).
 REWARD_KEYS: tuple[str, ...] = ("critic/score/mean", "critic/rewards/mean")
 
 
@@ -85,7 +85,7 @@ class BayesStopHook:
         Default ``PlateauRule(eps=0.01, prob=0.9, relative=True)``.
     prior : RewardModel, LiveForecaster, path of a saved model, or None
         The population a new run is placed in (its prior); default the population shipped with
-        bayesgrpo (``bayesgrpo.datasets.bundled_population()``), loaded at the first decision.
+        bayesgrpo (``bayesgrpo.model.datasets.bundled_population()``), loaded at the first decision.
     horizon : float, optional
         The step the run is planned to end at (verl's ``trainer.total_training_steps``); default
         ``metadata["total_steps"]``.
@@ -102,7 +102,7 @@ class BayesStopHook:
     every : int
         Decide at every ``every``-th logged reward (1: each step).
     on_stop : callable, optional
-        Called once, with the :class:`~bayesgrpo.stopping.Decision`, the first time the rule says
+        Called once, with the :class:`~bayesgrpo.questions.stopping.Decision`, the first time the rule says
         stop (e.g. :func:`stop_after_next_step`).
     random_seed : int, optional
 
@@ -138,7 +138,7 @@ class BayesStopHook:
         random_seed: int | None = 1,
     ) -> None:
         if rule is None:
-            from bayesgrpo.stopping import PlateauRule
+            from bayesgrpo.questions.stopping import PlateauRule
 
             rule = PlateauRule(eps=0.01, prob=0.9, relative=True)
         if int(min_points) < 1 or int(every) < 1:
@@ -164,14 +164,14 @@ class BayesStopHook:
     def from_verl_config(cls, config: Mapping[str, Any], *, horizon: float | None = None, **kwargs: Any) -> BayesStopHook:
         """A hook whose metadata and horizon come from verl's resolved config.
 
-        Reads what ``bayesgrpo.readers.verl`` reads from a logged config: ``group_size`` =
+        Reads what ``bayesgrpo.logs.readers.verl`` reads from a logged config: ``group_size`` =
         ``actor_rollout_ref.rollout.n``, ``batch_size`` = ``data.train_batch_size``, ``model``,
         ``algorithm``, ``total_steps`` = ``trainer.total_training_steps`` (often null: pass
         ``horizon=trainer.total_training_steps``, which verl computes from the epochs); the run id
         is ``trainer.experiment_name``. Keyword arguments go to the constructor (``metadata``
         given there wins).
         """
-        from bayesgrpo.readers.verl import metadata_from_config
+        from bayesgrpo.logs.readers.verl.config import metadata_from_config
 
         plain = _plain(config)
         stated = metadata_from_config(plain)
@@ -187,7 +187,7 @@ class BayesStopHook:
     @property
     def live(self) -> LiveForecaster:
         if self._live is None:
-            from bayesgrpo.watch import live_forecaster
+            from bayesgrpo.questions.live import live_forecaster
 
             self._live = live_forecaster(self.prior, self.random_seed)
         return self._live
@@ -203,7 +203,7 @@ class BayesStopHook:
 
     def table(self) -> RunsTable:
         """The rewards received so far as a one-run table (what the population is conditioned on)."""
-        from bayesgrpo.table import RunsTable, coerce_metadata
+        from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
         steps = sorted(self.points)
         points = pd.DataFrame({

@@ -38,7 +38,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc_extras.prior import Prior
 
-from bayesgrpo.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
+from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.data import UNKNOWN, ModelData
 from bayesgrpo.model.priors import LEVEL_PARAMS, curve_params
 
@@ -381,7 +381,7 @@ def create_reward_model(
     data : ModelData
         From ``bayesgrpo.model.data.prepare``.
     curve : str
-        A curve family of ``bayesgrpo.curves.CURVES``.
+        A curve family of ``bayesgrpo.model.curves.CURVES``.
     priors : mapping of str to Prior
         Complete prior set (``bayesgrpo.model.priors.merge_priors``).
     pooling : {"partial", "none", "complete"}

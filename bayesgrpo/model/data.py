@@ -29,7 +29,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.table import RunsTable
+from bayesgrpo.logs.table import RunsTable
 
 Progress = Literal["step", "epoch", "samples", "compute"]
 PROGRESS_AXES: tuple[str, ...] = ("step", "epoch", "samples", "compute")

@@ -2,7 +2,7 @@
 
 Each run is fitted alone, first under a weak prior centred on the population priors' means,
 then (with 8 runs or more) under the spread the first fits show across runs, by the same
-Student-t likelihood as the model (``bayesgrpo.live.laplace_fit``): the mode
+Student-t likelihood as the model (``bayesgrpo.model.laplace.laplace_fit``): the mode
 ``m`` and the Cholesky factor ``L`` of the Laplace covariance. The model then samples that run's
 parameters as ``m + L z`` (``model.build``), where its posterior is close to a standard normal.
 """
@@ -68,7 +68,7 @@ def run_laplace(
     informed : ndarray of bool, shape (len(index),)
         Whether the run's data pin its levels down (``MAX_SHRINK_RATIO``).
     """
-    from bayesgrpo.live import GaussianRunPrior, laplace_fit
+    from bayesgrpo.model.laplace import GaussianRunPrior, laplace_fit
 
     names = (*curve_params(curve), "log_sigma")
     centres, scales = zip(*(_weak_prior(priors, name) for name in names))

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from bayesgrpo.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
+from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.build import run_location
 from bayesgrpo.model.data import ModelData
 from bayesgrpo.model.priors import curve_params

@@ -34,7 +34,7 @@ from typing import Any
 
 from pymc_extras.prior import Prior
 
-from bayesgrpo.curves import get_curve
+from bayesgrpo.model.curves import get_curve
 from bayesgrpo.errors import BayesGRPOError
 
 #: Curve parameters shared by every family, on their unconstrained scales.
@@ -59,7 +59,7 @@ def default_priors(curve: str) -> dict[str, Prior]:
     Parameters
     ----------
     curve : str
-        A key of ``bayesgrpo.curves.CURVES``.
+        A key of ``bayesgrpo.model.curves.CURVES``.
 
     Returns
     -------

@@ -20,17 +20,17 @@ import pandas as pd
 import xarray as xr
 
 from bayesgrpo._version import __version__
-from bayesgrpo.curves import CURVES, DEFAULT_CURVE, get_curve
+from bayesgrpo.model.curves import CURVES, DEFAULT_CURVE, get_curve
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.build import covariate_used
 from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
 from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
 from bayesgrpo.model.priors import merge_priors, priors_from_dict, priors_to_dict
 from bayesgrpo.model.sampling import DEFAULT_SAMPLER, FitDiagnostics, sample_model
-from bayesgrpo.table import RunsTable
+from bayesgrpo.logs.table import RunsTable
 
 if TYPE_CHECKING:
-    from bayesgrpo.stopping import CurveDraws
+    from bayesgrpo.model.draws import CurveDraws
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class RewardModel:
 
     Examples
     --------
-    >>> from bayesgrpo.datasets import load_bundled
+    >>> from bayesgrpo.model.datasets import load_bundled
     >>> model = RewardModel(curve="weibull").fit(load_bundled())  # doctest: +SKIP
     >>> model.forecast().table.head()  # doctest: +SKIP
     """
@@ -302,10 +302,10 @@ class RewardModel:
 
         Returns
         -------
-        bayesgrpo.stopping.CurveDraws
+        bayesgrpo.questions.stopping.CurveDraws
             Levels in reward units, steps mapped to the model's progress, each run's horizon.
         """
-        from bayesgrpo.stopping import CurveDraws
+        from bayesgrpo.model.draws import CurveDraws
 
         idata, data = self._require_fit()
         return CurveDraws.from_model_data(run_draws(idata.posterior, self.curve), data, self.curve)

@@ -10,7 +10,7 @@ and pickles the InferenceData to /tmp/geom_<curve><TAG>.pkl for correlation anal
 import time, warnings, sys, numpy as np
 warnings.simplefilter("ignore")
 import nutpie
-from bayesgrpo.datasets import load_bundled
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 t=load_bundled(warn=False)
 curve=sys.argv[1] if len(sys.argv)>1 else "weibull"

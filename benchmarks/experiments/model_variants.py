@@ -1,6 +1,6 @@
 import time, warnings, sys
 warnings.simplefilter("ignore")
-from bayesgrpo.datasets import load_bundled
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.sampling import sample_model
 variant=sys.argv[1]

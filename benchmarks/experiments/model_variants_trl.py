@@ -1,7 +1,7 @@
 import time, warnings, sys, numpy as np
 warnings.simplefilter("ignore")
 import bayesgrpo.model.build as b
-from bayesgrpo.datasets import load_bundled
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.sampling import sample_model
 variant=sys.argv[1]

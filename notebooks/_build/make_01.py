@@ -14,7 +14,7 @@ nb.cells = [
        "The 60 real GRPO/PPO runs bundled with bayesgrpo (verl TensorBoard files and console logs, "
        "TRL/Unsloth notebook tables) stand in for your own logs; `bayesgrpo.load_runs([...])` reads yours "
        "the same way. Set `BAYESGRPO_NOTEBOOK_FAST=1` to run it with few draws (CI does)."),
-    code("import os\n\nimport bayesgrpo\nfrom bayesgrpo.plotting import plot_forecast_grid\n\n"
+    code("import os\n\nimport bayesgrpo\nfrom bayesgrpo.interfaces.plotting import plot_forecast_grid\n\n"
          "FAST = os.environ.get(\"BAYESGRPO_NOTEBOOK_FAST\") == \"1\"\n"
          "DRAWS = 60 if FAST else 500\n\n"
          "table = bayesgrpo.load_bundled()\ntable"),
@@ -22,7 +22,7 @@ nb.cells = [
     code("table.summary()[[\"run_id\", \"family\", \"size_b\", \"n_points\", \"first_step\", \"last_step\"]].head(8)"),
     md("## Where will each run end?\n\nFit the pooled model on the first half of every run "
        "(the second half is what we forecast), then read each run's final reward with its 90% interval."),
-    code("from bayesgrpo.cli import _cut_table\n\n"
+    code("from bayesgrpo.interfaces.cli import _cut_table\n\n"
          "half = _cut_table(table, 0.5)\n"
          "horizon = dict(zip(table.summary()[\"run_id\"], table.summary()[\"last_step\"].astype(float)))\n"
          "model = bayesgrpo.RewardModel().fit(half, horizon=horizon, draws=DRAWS, tune=DRAWS, random_seed=1, progressbar=False)\n"
@@ -38,7 +38,7 @@ nb.cells = [
        "chains (`fit(..., draws=1000, chains=4)`) agree; on the other runs the chains agree to within r_hat 1.05."),
     md("## Should I stop now?\n\nAt the cut, the plateau rule asks: is the gain over the rest of the run "
        "below 1% of the reward range with probability 0.9? `expected_gain` and `phase` say why."),
-    code("from bayesgrpo.stopping import PlateauRule, decisions_table, expected_gain, phase\n\n"
+    code("from bayesgrpo.questions.stopping import PlateauRule, decisions_table, expected_gain, phase\n\n"
          "draws = model.curve_draws()\n"
          "cut_step = half.points.groupby(\"run_id\")[\"step\"].max().reindex(list(draws.run_ids)).to_numpy(dtype=float)\n"
          "decisions = decisions_table(PlateauRule(eps=0.01, prob=0.9, relative=True).decide(draws, cut_step))\n"
@@ -46,7 +46,7 @@ nb.cells = [
     code("phase(draws, cut_step).head(8)"),
     md("## A run in progress, without refitting\n\nA training loop asks again every few steps. "
        "The live update conditions the run's points so far on the fitted population in milliseconds."),
-    code("import time\n\nfrom bayesgrpo.table import RunsTable\n\n"
+    code("import time\n\nfrom bayesgrpo.logs.table import RunsTable\n\n"
          "one = table.select([\"verl_pr3389_dp_2_gpu_20251111_044742\"])\n"
          "so_far = one.points[one.points[\"step\"] <= 40].reset_index(drop=True)\n"
          "live = bayesgrpo.LiveForecaster(model, random_seed=0)\n"
@@ -56,7 +56,7 @@ nb.cells = [
          "print(f\"{1000 * (time.perf_counter() - start):.0f} ms: {decision.decision} - {decision.reason}\")\n"
          "expected_gain(update.curve_draws, update.step)"),
     md("## Anything wrong with a run?"),
-    code("from bayesgrpo.diagnostics import diagnose\n\n"
+    code("from bayesgrpo.questions.diagnostics import diagnose\n\n"
          "findings = diagnose(table)\n"
          "findings[findings[\"severity\"] == \"high\"][[\"run_id\", \"name\", \"first_step\", \"last_step\", \"action\"]]"),
 ]

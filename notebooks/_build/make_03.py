@@ -51,11 +51,11 @@ CELLS = [
             run_points,
             stopping_backtest,
         )
-        from bayesgrpo.history import stop_history
-        from bayesgrpo.live import LiveForecaster
-        from bayesgrpo.plotting import plot_fan, plot_stop_probability
-        from bayesgrpo.stopping import BudgetRule, PlateauRule
-        from bayesgrpo.table import RunsTable
+        from bayesgrpo.questions.history import stop_history
+        from bayesgrpo.questions.live import LiveForecaster
+        from bayesgrpo.interfaces.plotting import plot_fan, plot_stop_probability
+        from bayesgrpo.questions.stopping import BudgetRule, PlateauRule
+        from bayesgrpo.logs.table import RunsTable
 
         FAST = os.environ.get("BAYESGRPO_NOTEBOOK_FAST") == "1"
         DRAWS = 60 if FAST else 500  # population fit: draws and tuning steps per chain

@@ -22,7 +22,7 @@ CELLS = [
         forecast get once its first 5% or 10% of steps are logged? bayesgrpo's population places a new
         run by its metadata (family, size, task, samples per step, the reward's range) as it places
         a fitted run, and conditions it on the reward the model had before training, or on its first
-        points, when there are any (`bayesgrpo.transfer.predict_new_run`). This notebook holds out
+        points, when there are any (`bayesgrpo.questions.transfer.predict_new_run`). This notebook holds out
         every run of one model size, predicts those runs from a population that never saw that size,
         scores the predictions, then asks what happens for a family the population has never seen,
         what the committed evaluation over all runs says, and what the population says about model
@@ -42,7 +42,7 @@ CELLS = [
         import pandas as pd
 
         import bayesgrpo
-        from bayesgrpo.datasets import bundled_population
+        from bayesgrpo.model.datasets import bundled_population
         from bayesgrpo.evaluate.backtest import cut_points, planned_horizon, run_points
         from bayesgrpo.evaluate.transfer_eval import (
             improvement_over,
@@ -54,10 +54,10 @@ CELLS = [
             transfer_summary,
             zero_shot_metadata,
         )
-        from bayesgrpo.plotting import plot_scaling, plot_transfer
-        from bayesgrpo.shrinkage import scaling_table
-        from bayesgrpo.table import RunsTable
-        from bayesgrpo.transfer import predict_new_run
+        from bayesgrpo.interfaces.plotting import plot_scaling, plot_transfer
+        from bayesgrpo.questions.shrinkage import scaling_table
+        from bayesgrpo.logs.table import RunsTable
+        from bayesgrpo.questions.transfer import predict_new_run
 
         FAST = os.environ.get("BAYESGRPO_NOTEBOOK_FAST") == "1"
         DRAWS = 60 if FAST else 500  # population fit: draws and tuning steps per chain

@@ -25,7 +25,7 @@ CELLS = [
         each run end, should it stop now, is something wrong with it.
 
         To have real logs in every format, this notebook takes seven of the real runs bundled with
-        bayesgrpo and writes each out as its stack would (`bayesgrpo.writers`), into a temporary
+        bayesgrpo and writes each out as its stack would (`bayesgrpo.logs.writers`), into a temporary
         folder. Point the same calls at your own folder.
 
         Set `BAYESGRPO_NOTEBOOK_FAST=1` for a quick run (CI does); the committed outputs come from
@@ -47,19 +47,20 @@ CELLS = [
         import yaml
 
         import bayesgrpo
-        from bayesgrpo.cli import main as bayesgrpo_cli
-        from bayesgrpo.datasets import bundled_population
-        from bayesgrpo.diagnostics import diagnose
-        from bayesgrpo.html_report import write_report
-        from bayesgrpo.live import LiveForecaster, LiveUpdateWarning
-        from bayesgrpo.plotting import plot_fan
-        from bayesgrpo.readers import detect_format
-        from bayesgrpo.stopping import PlateauRule, reward_at
-        from bayesgrpo.writers.notebook import write_notebook
-        from bayesgrpo.writers.tensorboard import write_tensorboard
-        from bayesgrpo.writers.trl import write_trainer_state, write_trl_console
-        from bayesgrpo.writers.verl import CANONICAL_TO_VERL, write_verl_console, write_verl_jsonl
-        from bayesgrpo.writers.wandb import write_wandb_csv
+        from bayesgrpo.interfaces.cli import main as bayesgrpo_cli
+        from bayesgrpo.model.datasets import bundled_population
+        from bayesgrpo.questions.diagnostics import diagnose
+        from bayesgrpo.interfaces.html_report import write_report
+        from bayesgrpo.questions.live import LiveForecaster
+        from bayesgrpo.model.laplace import LiveUpdateWarning
+        from bayesgrpo.interfaces.plotting import plot_fan
+        from bayesgrpo.logs.readers import detect_format
+        from bayesgrpo.questions.stopping import PlateauRule, reward_at
+        from bayesgrpo.logs.writers.notebook import write_notebook
+        from bayesgrpo.logs.writers.tensorboard import write_tensorboard
+        from bayesgrpo.logs.writers.trl import write_trainer_state, write_trl_console
+        from bayesgrpo.logs.writers.verl import CANONICAL_TO_VERL, write_verl_console, write_verl_jsonl
+        from bayesgrpo.logs.writers.wandb import write_wandb_csv
 
         FAST = os.environ.get("BAYESGRPO_NOTEBOOK_FAST") == "1"
         HISTORY_POINTS = 3 if FAST else 8  # cuts of each run's stop-probability history in the HTML report
@@ -484,7 +485,7 @@ CELLS = [
         bayesgrpo stop live/ --metadata runs.yaml
         ```
 
-        Here through `bayesgrpo.cli.main`, which takes the same arguments:
+        Here through `bayesgrpo.interfaces.cli.main`, which takes the same arguments:
     """),
     ("code", """
         (WORK / "runs.yaml").write_text(yaml.safe_dump(META, sort_keys=False))

@@ -1,0 +1,210 @@
+"""The runs table: the one internal schema every later stage consumes (DESIGN.md section 2.1).
+
+``RunsTable.points`` is long in steps and wide in metrics: one row per logged step of a run,
+columns ``run_id``, ``step``, ``reward`` and any further metrics (canonical names where the
+reader knows them, the log's own names otherwise). ``reward`` may be NaN on a row that holds
+only other metrics (a validation-only step 0, say); a run's *points* are its rows with a finite
+reward. ``RunsTable.runs`` holds one row of metadata per run. ``RunsTable.report`` accounts for
+every record read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bayesgrpo.logs.report import ReadReport
+
+#: Columns every points table has, in this order.
+POINT_COLUMNS: tuple[str, ...] = ("run_id", "step", "reward")
+
+#: Canonical names of common metrics; readers map the outside world's names onto these.
+CANONICAL_METRICS: tuple[str, ...] = (
+    "reward",
+    "reward_std",
+    "kl",
+    "entropy",
+    "completion_length",
+    "frac_reward_zero_std",
+    "learning_rate",
+    "epoch",
+    "loss",
+)
+
+#: Metadata columns, with their dtype. Unknown values are missing, never guessed.
+METADATA_DTYPES: dict[str, str] = {
+    "run_id": "string",
+    "family": "string",
+    "model": "string",
+    "size_b": "float64",
+    "algorithm": "string",
+    "group_size": "Float64",
+    "batch_size": "Float64",  # prompts per optimizer step (verl's train_batch_size)
+    "samples_per_step": "Float64",  # completions per optimizer step (TRL's total batch; batch_size x group_size)
+    "learning_rate": "float64",
+    "total_steps": "Float64",
+    "steps_per_epoch": "Float64",
+    "num_epochs": "float64",
+    "num_examples": "Float64",
+    "logging_steps": "Float64",
+    "reward_min": "float64",
+    "reward_max": "float64",
+    "task": "string",
+    "source": "string",
+    "format": "string",
+    "path": "string",
+    "reward_key": "string",
+}
+
+
+def empty_metadata() -> pd.DataFrame:
+    """An empty metadata table with the schema's columns and dtypes."""
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in METADATA_DTYPES.items()})
+
+
+def coerce_metadata(frame: pd.DataFrame) -> pd.DataFrame:
+    """Give the schema's columns their dtypes, add missing ones, keep extra ones after them.
+
+    Raises
+    ------
+    MetadataError
+        When a value of a typed column cannot be converted (``size_b="big"``).
+    """
+    from bayesgrpo.errors import MetadataError
+
+    out = frame.copy()
+    for name, dtype in METADATA_DTYPES.items():
+        if name not in out.columns:
+            out[name] = pd.Series(pd.NA if dtype != "float64" else np.nan, index=out.index)
+        column = out[name]
+        try:
+            if dtype in ("float64", "Float64"):
+                numeric = pd.to_numeric(column, errors="coerce")
+                bad = numeric.isna() & column.notna() & (column.astype("string").str.strip() != "")
+                if bad.any():
+                    first = column[bad].iloc[0]
+                    run = out["run_id"][bad].iloc[0] if "run_id" in out.columns else "?"
+                    raise MetadataError(
+                        f"metadata column {name!r} must be numeric; run {run!r} has {first!r}"
+                    )
+                out[name] = numeric.astype(dtype)
+            else:
+                out[name] = column.astype(dtype)
+        except (TypeError, ValueError) as exc:
+            raise MetadataError(f"metadata column {name!r} cannot be read as {dtype}: {exc}") from exc
+    ordered = list(METADATA_DTYPES) + [c for c in out.columns if c not in METADATA_DTYPES]
+    return out[ordered].reset_index(drop=True)
+
+
+@dataclass
+class RunsTable:
+    """Logged points of one or more runs, their metadata and the reading report.
+
+    Attributes
+    ----------
+    points : pandas.DataFrame
+        ``run_id`` (str), ``step`` (int64), ``reward`` (float64), further metric columns.
+        Sorted by run then step; one row per (run_id, step).
+    runs : pandas.DataFrame
+        One row per run, columns of ``METADATA_DTYPES`` then any extra metadata.
+    report : ReadReport
+        What was read, kept, repaired and dropped, and where.
+    """
+
+    points: pd.DataFrame
+    runs: pd.DataFrame
+    report: ReadReport = field(default_factory=ReadReport)
+
+    def __post_init__(self) -> None:
+        missing = [c for c in POINT_COLUMNS if c not in self.points.columns]
+        if missing:
+            raise ValueError(f"points table lacks columns {missing}")
+
+    @property
+    def run_ids(self) -> list[str]:
+        """Run ids in the order of the metadata table."""
+        return [str(r) for r in self.runs["run_id"]]
+
+    @property
+    def metrics(self) -> list[str]:
+        """Metric columns of the points table (everything but run_id and step)."""
+        return [c for c in self.points.columns if c not in ("run_id", "step")]
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __repr__(self) -> str:
+        n_points = int(np.isfinite(self.points["reward"].to_numpy(dtype=float)).sum())
+        return (
+            f"RunsTable({len(self.runs)} runs, {n_points} reward points, "
+            f"{len(self.metrics)} metrics, {len(self.report.issues)} report issues)"
+        )
+
+    def run(self, run_id: str) -> pd.DataFrame:
+        """The points of one run, with the metric columns it has values in."""
+        if run_id not in set(self.run_ids):
+            from bayesgrpo.errors import BayesGRPOError
+
+            raise BayesGRPOError(f"no run {run_id!r}; runs are {self.run_ids}")
+        frame = self.points[self.points["run_id"] == run_id]
+        return frame.dropna(axis=1, how="all").reset_index(drop=True)
+
+    def select(self, run_ids: list[str] | None = None, **metadata: Any) -> RunsTable:
+        """A new table with the runs named, or whose metadata equals the given values.
+
+        Examples
+        --------
+        >>> table.select(family="Qwen", algorithm="GRPO")  # doctest: +SKIP
+        """
+        keep = pd.Series(True, index=self.runs.index)
+        if run_ids is not None:
+            unknown = set(run_ids) - set(self.run_ids)
+            if unknown:
+                from bayesgrpo.errors import BayesGRPOError
+
+                raise BayesGRPOError(f"unknown run ids {sorted(unknown)}")
+            keep &= self.runs["run_id"].isin(run_ids)
+        for name, value in metadata.items():
+            if name not in self.runs.columns:
+                from bayesgrpo.errors import UnknownMetricError
+
+                raise UnknownMetricError(name, list(self.runs.columns), "the run metadata")
+            keep &= self.runs[name] == value
+        runs = self.runs[keep.fillna(False).astype(bool)].reset_index(drop=True)
+        points = self.points[self.points["run_id"].isin(runs["run_id"])].reset_index(drop=True)
+        return RunsTable(points=points, runs=runs, report=self.report)
+
+    def summary(self) -> pd.DataFrame:
+        """One row per run: metadata that matters, point counts, steps, reward range, metrics."""
+        rows = []
+        finite = self.points[np.isfinite(self.points["reward"].to_numpy(dtype=float))]
+        grouped_finite = dict(tuple(finite.groupby("run_id", sort=False)))
+        grouped_all = dict(tuple(self.points.groupby("run_id", sort=False)))
+        for meta in self.runs.itertuples(index=False):
+            run_id = str(meta.run_id)
+            points = grouped_finite.get(run_id, finite.iloc[:0])
+            every = grouped_all.get(run_id, self.points.iloc[:0])
+            metric_names = [
+                c for c in every.columns if c not in ("run_id", "step") and every[c].notna().any()
+            ]
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "family": meta.family,
+                    "size_b": meta.size_b,
+                    "algorithm": meta.algorithm,
+                    "group_size": meta.group_size,
+                    "n_points": len(points),
+                    "first_step": int(points["step"].min()) if len(points) else pd.NA,
+                    "last_step": int(points["step"].max()) if len(points) else pd.NA,
+                    "reward_min": float(points["reward"].min()) if len(points) else np.nan,
+                    "reward_max": float(points["reward"].max()) if len(points) else np.nan,
+                    "reward_last": float(points["reward"].iloc[-1]) if len(points) else np.nan,
+                    "n_metrics": len(metric_names),
+                    "metrics": metric_names,
+                }
+            )
+        return pd.DataFrame(rows)

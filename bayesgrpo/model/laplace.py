@@ -1,0 +1,440 @@
+"""One run conditioned on a Gaussian prior of its curve parameters: Laplace fit, importance sampling.
+
+The prior (:class:`GaussianRunPrior`) is a Gaussian on the run's unconstrained parameters (logit
+start, logit level at the horizon, log shape, log noise), for example a fitted population's
+prediction for a new run of a family and size. It is combined with the run's own points by the
+model's Student-t likelihood (:func:`condition_run`):
+
+1. the posterior mode by L-BFGS and the Hessian there by finite differences (:func:`laplace_fit`);
+2. importance sampling from a defensive mixture: 85% a multivariate t (5 degrees of freedom)
+   around the mode with the Laplace covariance, 15% the Gaussian prior itself, so a posterior
+   wider or more skewed than the Laplace fit is still covered;
+3. while the weights are poor (Pareto k above 0.5), up to three more rounds with the proposal
+   moved to the weighted draws' mean and covariance (population Monte Carlo);
+4. Pareto-smoothed weights (PSIS, Vehtari et al. 2024, ``arviz.psislw``); the Pareto k and the
+   effective sample size are returned, and a k above 0.7 warns that the draws are unreliable.
+
+:func:`condition_start` conditions the prior exactly on a measured start instead. Everything is
+numpy, vectorised over draws; nothing is compiled. The population fit uses the same Laplace fit to
+precondition its sampler (:mod:`bayesgrpo.model.precondition`); the live forecaster
+(:mod:`bayesgrpo.questions.live`) orchestrates it for runs in progress.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import optimize, special, stats
+from threadpoolctl import ThreadpoolController
+
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
+from bayesgrpo.model.priors import curve_params
+
+if TYPE_CHECKING:
+    pass
+
+
+
+
+logger = logging.getLogger(__name__)
+
+#: Share of importance draws taken from the Gaussian prior itself (defensive mixture).
+PRIOR_SHARE = 0.15
+#: Degrees of freedom of the multivariate t around the Laplace mode.
+PROPOSAL_DF = 5.0
+#: Pareto k above which importance-sampling draws are not trusted (Vehtari et al. 2024).
+PARETO_K_LIMIT = 0.7
+#: Pareto k at which the proposal is good enough to stop adapting it.
+GOOD_PARETO_K = 0.5
+#: Importance-sampling rounds at most (the first from the Laplace fit, then adapted).
+ADAPT_ROUNDS = 4
+
+
+class LiveUpdateWarning(UserWarning):
+    """The live update's importance weights are unreliable (Pareto k above 0.7)."""
+
+
+@dataclass(frozen=True)
+class GaussianRunPrior:
+    """A new run's parameters before its data: a Gaussian on the model's unconstrained scales.
+
+    Attributes
+    ----------
+    curve : str
+    names : tuple of str
+        Curve parameters (``r0``, ``r1``, shape parameters) then ``log_sigma``.
+    mean : ndarray, shape (P,)
+    cov : ndarray, shape (P, P)
+    nu : float
+        Student-t degrees of freedom of the noise (posterior median of the population).
+    noise_floor : float
+        As in the model: the noise scale is sqrt(exp(2 log_sigma) + floor^2).
+    """
+
+    curve: str
+    names: tuple[str, ...]
+    mean: np.ndarray
+    cov: np.ndarray
+    nu: float
+    noise_floor: float = 0.01
+
+    @classmethod
+    def from_draws(cls, draws: Mapping[str, np.ndarray], curve: str, noise_floor: float = 0.01) -> GaussianRunPrior:
+        """Moment-match draws of a new run's parameters (``model.predict.new_run_draws``)."""
+        names = (*curve_params(curve), "log_sigma")
+        matrix = np.column_stack([np.asarray(draws[name], dtype=float) for name in names])
+        if not np.isfinite(matrix).all():
+            raise BayesGRPOError("population draws of the new run hold non-finite values; is the fit sound?")
+        cov = np.cov(matrix, rowvar=False) + 1e-9 * np.eye(len(names))
+        return cls(curve, names, matrix.mean(axis=0), cov, float(np.median(draws["nu"])), float(noise_floor))
+
+    @property
+    def dim(self) -> int:
+        return len(self.names)
+
+    @cached_property
+    def _chol(self) -> np.ndarray:
+        return np.linalg.cholesky(self.cov)
+
+    def log_density(self, theta: np.ndarray) -> np.ndarray:
+        """Gaussian log density of a batch of parameter vectors, shape (B,)."""
+        chol = self._chol
+        centred = np.linalg.solve(chol, (np.atleast_2d(theta) - self.mean).T)
+        return -0.5 * (centred * centred).sum(axis=0) - np.log(np.diag(chol)).sum() - 0.5 * self.dim * np.log(2 * np.pi)
+
+
+def log_likelihood(
+    theta: np.ndarray, prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray
+) -> np.ndarray:
+    """Student-t log likelihood of one run's points for a batch of parameter vectors.
+
+    Parameters
+    ----------
+    theta : ndarray, shape (B, P)
+        Unconstrained parameters in the order of ``prior.names``.
+    prior : GaussianRunPrior
+    t, y, noise_scale : ndarray, shape (N,)
+        Normalised progress, normalised reward, relative noise scale of each (binned) point.
+
+    Returns
+    -------
+    ndarray, shape (B,)
+    """
+    theta = np.atleast_2d(theta)
+    if len(t) == 0:
+        return np.zeros(theta.shape[0])
+    family = get_curve(prior.curve)
+    r0 = special.expit(theta[:, 0])[:, None]
+    r1 = special.expit(theta[:, 1])[:, None]
+    shape = {name: np.exp(theta[:, 2 + i])[:, None] for i, name in enumerate(family.shape_params)}
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        mean = reward_curve_by_levels(prior.curve, t[None, :], r0, r1, **shape)
+        sigma = np.sqrt(np.exp(2.0 * theta[:, -1]) + prior.noise_floor**2)[:, None] * noise_scale[None, :]
+        nu = prior.nu
+        z = (y[None, :] - mean) / sigma
+        constant = special.gammaln(0.5 * (nu + 1.0)) - special.gammaln(0.5 * nu) - 0.5 * np.log(nu * np.pi)
+        logp = (constant - np.log(sigma) - 0.5 * (nu + 1.0) * np.log1p(z * z / nu)).sum(axis=1)
+    return np.where(np.isfinite(logp), logp, -np.inf)
+
+
+def log_posterior(
+    theta: np.ndarray, prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray
+) -> np.ndarray:
+    """Gaussian prior plus Student-t likelihood, shape (B,); see :func:`log_likelihood`."""
+    theta = np.atleast_2d(theta)
+    return prior.log_density(theta) + log_likelihood(theta, prior, t, y, noise_scale)
+
+
+def _hessian(fun: Any, x: np.ndarray, step: float = 1e-3) -> np.ndarray:
+    """Central finite-difference Hessian of a batched scalar function, in one batched call."""
+    p = len(x)
+    eye = np.eye(p) * step
+    points = [x]
+    pairs = []
+    for i in range(p):
+        for j in range(i, p):
+            pairs.append((i, j))
+            points += [x + eye[i] + eye[j], x + eye[i] - eye[j], x - eye[i] + eye[j], x - eye[i] - eye[j]]
+    values = fun(np.array(points))
+    hessian = np.empty((p, p))
+    for k, (i, j) in enumerate(pairs):
+        a, b, c, d = values[1 + 4 * k : 5 + 4 * k]
+        hessian[i, j] = hessian[j, i] = (a - b - c + d) / (4 * step * step)
+    return hessian
+
+
+def laplace_fit(prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior mode and the covariance of the Laplace approximation there."""
+
+    step = 1e-5
+    offsets = np.vstack([np.zeros(prior.dim), step * np.eye(prior.dim), -step * np.eye(prior.dim)])
+
+    def negative_and_gradient(x: np.ndarray) -> tuple[float, np.ndarray]:
+        # the value and a central-difference gradient in one batched evaluation; a line search
+        # can try a point so far out that exp() of a log-scale parameter underflows (measured:
+        # log tau near -745 on a held-out bundled run, tau = 0, which the curve refuses): such a
+        # point is refused like a non-finite one, and the search steps back
+        try:
+            values = log_posterior(x[None, :] + offsets, prior, t, y, noise_scale)
+        except BayesGRPOError:
+            return 1e300, np.zeros(prior.dim)
+        if not np.isfinite(values).all():
+            return 1e300, np.zeros(prior.dim)
+        gradient = (values[1 : 1 + prior.dim] - values[1 + prior.dim :]) / (2 * step)
+        return -float(values[0]), -gradient
+
+    result = optimize.minimize(negative_and_gradient, prior.mean, jac=True, method="L-BFGS-B")
+    mode = result.x
+    hessian = -_hessian(lambda z: log_posterior(z, prior, t, y, noise_scale), mode)
+    eigenvalues, vectors = np.linalg.eigh(0.5 * (hessian + hessian.T))
+    # directions the data leave flat (or a saddle left by the optimiser) keep the prior's scale
+    prior_precision_floor = 1.0 / np.linalg.eigvalsh(prior.cov).max()
+    eigenvalues = np.maximum(eigenvalues, prior_precision_floor)
+    cov = (vectors / eigenvalues) @ vectors.T
+    return mode, 0.5 * (cov + cov.T)
+
+
+def _importance_draws(
+    prior: GaussianRunPrior,
+    t: np.ndarray,
+    y: np.ndarray,
+    noise_scale: np.ndarray,
+    location: np.ndarray,
+    cov: np.ndarray,
+    n_draws: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draws from the defensive mixture proposal and their log importance weights."""
+    n_prior = round(PRIOR_SHARE * n_draws)
+    proposal_t = stats.multivariate_t(loc=location, shape=cov, df=PROPOSAL_DF, allow_singular=True)
+    proposal_prior = stats.multivariate_normal(prior.mean, prior.cov)
+    theta = np.vstack(
+        [
+            proposal_t.rvs(size=n_draws - n_prior, random_state=rng).reshape(-1, prior.dim),
+            proposal_prior.rvs(size=n_prior, random_state=rng).reshape(-1, prior.dim),
+        ]
+    )
+    log_q = np.logaddexp(
+        np.log1p(-PRIOR_SHARE) + proposal_t.logpdf(theta), np.log(PRIOR_SHARE) + proposal_prior.logpdf(theta)
+    )
+    log_w = log_posterior(theta, prior, t, y, noise_scale) - log_q
+    return theta, np.where(np.isfinite(log_w), log_w, -np.inf)
+
+
+@dataclass(frozen=True)
+class RunPosterior:
+    """Draws of one run's parameters after its points, with how far they can be trusted.
+
+    Attributes
+    ----------
+    prior : GaussianRunPrior
+    theta : ndarray, shape (S, P)
+        Equally weighted draws (resampled) on the unconstrained scales of ``prior.names``.
+    mode : ndarray, shape (P,)
+    pareto_k : float
+        PSIS diagnostic of the importance weights; above 0.7 the draws are unreliable.
+    ess : float
+        Effective sample size of the importance weights.
+    n_points : int
+        Points (bins) conditioned on.
+    seconds : float
+    """
+
+    prior: GaussianRunPrior
+    theta: np.ndarray
+    mode: np.ndarray
+    pareto_k: float
+    ess: float
+    n_points: int
+    seconds: float
+
+    def natural(self) -> dict[str, np.ndarray]:
+        """Draws on natural scales: ``r0``, ``r1``, ``asymptote`` (normalised reward), shape
+        parameters, ``sigma``; each shape (S,)."""
+        family = get_curve(self.prior.curve)
+        out = {"r0": special.expit(self.theta[:, 0]), "r1": special.expit(self.theta[:, 1])}
+        for i, name in enumerate(family.shape_params):
+            out[name] = np.exp(self.theta[:, 2 + i])
+        shape = {name: out[name] for name in family.shape_params}
+        out["asymptote"] = asymptote_from_levels(self.prior.curve, out["r0"], out["r1"], **shape)
+        out["sigma"] = np.sqrt(np.exp(2.0 * self.theta[:, -1]) + self.prior.noise_floor**2)
+        return out
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """The loaded thread pools, inspected once per process (a fresh inspection costs milliseconds)."""
+    return ThreadpoolController()
+
+
+def single_threaded_blas() -> Any:
+    """A context in which BLAS runs on one thread.
+
+    A live update is hundreds of tiny linear-algebra calls: BLAS threads only wait on each other,
+    and inside a training process they compete with the framework's threads.
+    """
+    return _blas_controller().limit(limits=1, user_api="blas")
+
+
+def condition_run(
+    prior: GaussianRunPrior,
+    t: np.ndarray,
+    y: np.ndarray,
+    noise_scale: np.ndarray | None = None,
+    *,
+    n_draws: int = 2000,
+    random_seed: int | None = None,
+) -> RunPosterior:
+    """Condition a run's Gaussian population prior on its (normalised) points.
+
+    Parameters
+    ----------
+    prior : GaussianRunPrior
+    t, y : array-like, shape (N,)
+        Normalised progress and reward of the run's points (N may be 0: the prior's draws).
+    noise_scale : array-like, shape (N,), optional
+        Relative noise of each point (1/sqrt(points in a bin)); default 1.
+    n_draws : int
+        Importance draws (and resampled draws returned).
+    random_seed : int, optional
+
+    Returns
+    -------
+    RunPosterior
+
+    Notes
+    -----
+    The work is a few hundred tiny (5 x 5) linear-algebra calls: BLAS is held to one thread
+    while it runs: with its default threads, on a busy 2-core machine, each L-BFGS-B iteration
+    waited on thread hand-offs (``benchmarks/live_update.py`` measures the query as a whole).
+    """
+    with single_threaded_blas():
+        return _condition_run(prior, t, y, noise_scale, n_draws=n_draws, random_seed=random_seed)
+
+
+def _condition_run(
+    prior: GaussianRunPrior,
+    t: np.ndarray,
+    y: np.ndarray,
+    noise_scale: np.ndarray | None,
+    *,
+    n_draws: int,
+    random_seed: int | None,
+) -> RunPosterior:
+    """:func:`condition_run` without the BLAS thread limit."""
+    start = time.perf_counter()
+    t = np.asarray(t, dtype=float).reshape(-1)
+    y = np.asarray(y, dtype=float).reshape(-1)
+    noise_scale = np.ones_like(t) if noise_scale is None else np.asarray(noise_scale, dtype=float).reshape(-1)
+    if not (len(t) == len(y) == len(noise_scale)):
+        raise BayesGRPOError(f"t, y and noise_scale differ in length: {len(t)}, {len(y)}, {len(noise_scale)}")
+    finite = np.isfinite(t) & np.isfinite(y) & np.isfinite(noise_scale)
+    if not finite.all():
+        raise BayesGRPOError(f"{int((~finite).sum())} of {len(t)} points are not finite; read logs with load_runs, which reports them")
+    rng = np.random.default_rng(random_seed)
+    if len(t) == 0:
+        theta = rng.multivariate_normal(prior.mean, prior.cov, size=n_draws)
+        return RunPosterior(prior, theta, prior.mean.copy(), 0.0, float(n_draws), 0, time.perf_counter() - start)
+
+    mode, cov = laplace_fit(prior, t, y, noise_scale)
+    location = mode
+    import arviz as az
+
+    for _ in range(ADAPT_ROUNDS):
+        theta, log_w = _importance_draws(prior, t, y, noise_scale, location, cov, n_draws, rng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            smoothed, pareto_k = az.psislw(log_w - log_w.max())
+        weights = np.exp(smoothed - special.logsumexp(smoothed))
+        pareto_k = float(pareto_k)
+        if pareto_k <= GOOD_PARETO_K:
+            break
+        # adapt the proposal to the weighted draws (population Monte Carlo): a curved or skewed
+        # posterior is covered by its moments where the Laplace fit at the mode misses it
+        location = weights @ theta
+        centred = theta - location
+        cov = (centred * weights[:, None]).T @ centred + 1e-9 * np.eye(prior.dim)
+    ess = float(1.0 / np.sum(weights**2))
+    if pareto_k > PARETO_K_LIMIT:
+        warnings.warn(
+            f"live update: importance weights unreliable (Pareto k {pareto_k:.2f} > {PARETO_K_LIMIT}, "
+            f"ESS {ess:.0f} of {n_draws}); the run's data disagree with what the population expects of it "
+            "(refit the population with this run for a trustworthy answer)",
+            LiveUpdateWarning,
+            stacklevel=3,
+        )
+    # systematic resampling to equally weighted draws
+    positions = (rng.random() + np.arange(n_draws)) / n_draws
+    index = np.minimum(np.searchsorted(np.cumsum(weights), positions), n_draws - 1)
+    return RunPosterior(prior, theta[index], mode, pareto_k, ess, len(t), time.perf_counter() - start)
+
+
+def condition_start(
+    prior: GaussianRunPrior,
+    start: float,
+    start_sd: float,
+    *,
+    n_draws: int = 2000,
+    random_seed: int | None = None,
+) -> RunPosterior:
+    """Draws of a run's parameters given only a measured start ``y(0) = start +- start_sd``.
+
+    Exact, not Laplace: the logit start ``r0`` given the measurement (a Gaussian prior times
+    ``Normal(start | expit(r0), start_sd)``) is one-dimensional, so it is drawn from its density
+    on a fine grid; the other parameters are then drawn from the prior's Gaussian conditional on
+    ``r0``, so they move by their population correlation with the start (``<p>_r0_slope``): a
+    run that starts high is expected to end high.
+
+    Parameters
+    ----------
+    prior : GaussianRunPrior
+    start : float
+        The normalised reward at ``t = 0``.
+    start_sd : float
+        Its measurement error, normalised reward units (> 0).
+    n_draws : int
+    random_seed : int, optional
+
+    Returns
+    -------
+    RunPosterior
+        ``n_points`` is 0 (no logged point was used), ``pareto_k`` 0 (no importance weights).
+    """
+    start_time = time.perf_counter()
+    if not (np.isfinite(start) and np.isfinite(start_sd) and start_sd > 0):
+        raise BayesGRPOError(f"a measured start needs a finite value and a positive error; got {start} +- {start_sd}")
+    if prior.names[0] != "r0":
+        raise BayesGRPOError(f"the prior's first parameter is {prior.names[0]!r}, not the start r0")
+    rng = np.random.default_rng(random_seed)
+    mean0, sd0 = float(prior.mean[0]), float(np.sqrt(prior.cov[0, 0]))
+    # the grid spans the prior and the measurement's own logit neighbourhood
+    margin = min(max(start_sd, 1e-4), 0.25)
+    seen = float(special.logit(np.clip(start, margin, 1.0 - margin)))
+    low = min(mean0 - 8.0 * sd0, seen - 4.0)
+    high = max(mean0 + 8.0 * sd0, seen + 4.0)
+    grid = np.linspace(low, high, 8001)
+    log_density = -0.5 * ((grid - mean0) / sd0) ** 2 - 0.5 * ((start - special.expit(grid)) / start_sd) ** 2
+    weights = np.exp(log_density - log_density.max())
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    step = grid[1] - grid[0]
+    r0 = np.interp(rng.random(n_draws), cdf, grid) + step * (rng.random(n_draws) - 0.5)
+    # the rest given r0: the Gaussian conditional
+    slope = prior.cov[1:, 0] / prior.cov[0, 0]
+    rest_cov = prior.cov[1:, 1:] - np.outer(slope, prior.cov[0, 1:])
+    rest_cov = 0.5 * (rest_cov + rest_cov.T) + 1e-12 * np.eye(prior.dim - 1)
+    rest = prior.mean[1:] + (r0 - mean0)[:, None] * slope + rng.standard_normal((n_draws, prior.dim - 1)) @ np.linalg.cholesky(rest_cov).T
+    theta = np.column_stack([r0, rest])
+    mode = prior.mean.copy()
+    mode[0] = grid[np.argmax(log_density)]
+    mode[1:] += (mode[0] - mean0) * slope
+    return RunPosterior(prior, theta, mode, 0.0, float(n_draws), 0, time.perf_counter() - start_time)

@@ -1,0 +1,368 @@
+"""Live single-run update: a run's points conditioned on the population posterior, no refit.
+
+A fitted population (``RewardModel`` with partial pooling) says what a new run's curve
+parameters look like before it starts (``model.predict.new_run_draws``: its family, task and
+size placed in the population). :class:`LiveForecaster` summarises that prior as a Gaussian on
+the run's unconstrained parameters and conditions it on the run's own points with
+:func:`bayesgrpo.model.laplace.condition_run` (Laplace fit, then importance sampling with
+Pareto-smoothed weights), and returns a :class:`LiveUpdate` with the run's curve draws.
+
+A run without a stated reward range (``reward_min``/``reward_max``) is put on the scale its
+population kin were fitted on: its whole range is estimated from its prefix's range the way the
+population's runs relate the two at the same progress (:func:`own_range_bounds`), so an early
+prefix is not read as a finished run.
+
+Nothing is compiled, so the first query is as fast as the next (a few milliseconds for hundreds
+of points; ``benchmarks/live_update.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.laplace import (
+    PARETO_K_LIMIT,
+    GaussianRunPrior,
+    LiveUpdateWarning,
+    RunPosterior,
+    condition_run,
+    condition_start,
+    laplace_fit,
+    single_threaded_blas,
+)
+from bayesgrpo.model.priors import curve_params
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.data import ModelData
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.stopping import CurveDraws
+
+
+__all__ = [
+    # this module's own
+    "LiveForecaster",
+    "LiveUpdate",
+    "live_forecaster",
+    "own_range_bounds",
+    "prefix_placement",
+    "stated_reward_range",
+    # the one-run conditioning it orchestrates (bayesgrpo.model.laplace), importable from here as
+    # before the layout moved it
+    "PARETO_K_LIMIT",
+    "GaussianRunPrior",
+    "LiveUpdateWarning",
+    "RunPosterior",
+    "condition_run",
+    "condition_start",
+    "laplace_fit",
+    "single_threaded_blas",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LiveForecaster:
+    """Forecasts for runs in progress from a fitted population, answered without refitting.
+
+    Parameters
+    ----------
+    population : RewardModel
+        Fitted with ``pooling="partial"``.
+    n_draws : int
+    random_seed : int, optional
+    place_own_range : bool
+        Normalise a run without a stated reward range by the whole range its prefix implies
+        (:func:`own_range_bounds`, default) rather than by the prefix's own range.
+
+    Examples
+    --------
+    >>> live = LiveForecaster(model)  # doctest: +SKIP
+    >>> update = live.update(table_of_one_run, horizon=1000)  # doctest: +SKIP
+    >>> PlateauRule(eps=0.01).decide(update.curve_draws, step_now=update.step)  # doctest: +SKIP
+    """
+
+    population: RewardModel
+    n_draws: int = 2000
+    random_seed: int | None = None
+    place_own_range: bool = True
+    _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.population.idata is None or self.population.data is None:
+            from bayesgrpo.model.reward_model import NotFittedError
+
+            raise NotFittedError("LiveForecaster needs a fitted population model (RewardModel.fit or RewardModel.load)")
+        if self.population.pooling != "partial":
+            raise BayesGRPOError(
+                f"a live update needs a population fitted with pooling='partial' (got {self.population.pooling!r}): "
+                "only partial pooling says how a new run relates to the others"
+            )
+
+    def prior_for(self, metadata: Mapping[str, Any]) -> GaussianRunPrior:
+        """The population's Gaussian prior for a run with this metadata (cached).
+
+        ``metadata`` may hold ``family``, ``task``, ``size_b`` and ``samples_per_step`` (or
+        ``batch_size`` and ``group_size``); anything missing is treated as unknown. Without
+        ``reward_min``/``reward_max`` the run's reward is normalised by its own (estimated whole)
+        range (:meth:`update`), and it gets the population's levels of such runs
+        (``model.build.bounds_from_data``).
+        """
+        from bayesgrpo.model.build import effect_levels
+        from bayesgrpo.model.predict import new_run_draws
+
+        data = self.population.data
+        assert data is not None and self.population.idata is not None
+        family = _text(metadata.get("family"))
+        task = _text(metadata.get("task"))
+        size = _number(metadata.get("size_b"))
+        samples = _number(metadata.get("samples_per_step"))
+        if not np.isfinite(samples):
+            samples = _number(metadata.get("batch_size")) * _number(metadata.get("group_size"))
+        from_data = stated_reward_range(metadata) is None
+        key = (family, task, size if np.isfinite(size) else None, samples if np.isfinite(samples) else None, from_data)
+        if key not in self._priors:
+            _, family_levels = effect_levels(data.family_index, data.families)
+            _, task_levels = effect_levels(data.task_index, data.tasks)
+            draws = new_run_draws(
+                self.population.idata.posterior,
+                self.population.curve,
+                family_level=_level(family, data.families, data.family_index, family_levels),
+                task_level=_level(task, data.tasks, data.task_index, task_levels),
+                log_size=float(data.size_standardizer(np.log(size))) if size > 0 else np.nan,
+                log_samples=float(data.samples_standardizer(np.log(samples))) if samples > 0 else np.nan,
+                bounds_from_data=from_data,
+                random_seed=self.random_seed,
+            )
+            self._priors[key] = GaussianRunPrior.from_draws(draws, self.population.curve, self.population.noise_floor)
+        return self._priors[key]
+
+    def update(self, run: RunsTable, *, horizon: float | None = None) -> LiveUpdate:
+        """Condition the population on one run's points so far.
+
+        A run without a stated reward range is normalised by the whole range its prefix implies
+        (:func:`own_range_bounds`; with ``place_own_range=False`` by the prefix's own range
+        widened by the population's margin), the bounds the returned ``data`` holds.
+
+        Parameters
+        ----------
+        run : RunsTable
+            One run (its metadata row says family, size, bounds, ``total_steps``).
+        horizon : float, optional
+            The step the run is planned to end at (default: its ``total_steps``, else its last
+            logged step).
+
+        Returns
+        -------
+        LiveUpdate
+        """
+        from bayesgrpo.model.data import prepare
+        from bayesgrpo.questions.stopping import CurveDraws
+
+        if len(run.runs) != 1:
+            raise BayesGRPOError(f"update takes one run; got {len(run.runs)} (select one with table.select)")
+        population = self.population
+        settings = {
+            "progress": population.progress,
+            "horizon": horizon,
+            "max_points": population.max_points,
+            "bounds_margin": population.bounds_margin,
+            "size_standardizer": population.data.size_standardizer,
+            "samples_standardizer": population.data.samples_standardizer,
+        }
+        data = prepare(run, **settings)
+        metadata = run.runs.iloc[0].to_dict()
+        if self.place_own_range and data.bounds_source[0] == "data":
+            bounds = own_range_bounds(population.data, run, data, population.bounds_margin)
+            if bounds is not None:
+                runs = run.runs.assign(reward_min=bounds[0], reward_max=bounds[1])
+                placed = prepare(type(run)(points=run.points, runs=runs, report=run.report), **settings)
+                data = dataclasses.replace(placed, bounds_source=data.bounds_source)  # still from the data
+        prior = self.prior_for(metadata)
+        mask = data.mask[0]
+        posterior = condition_run(
+            prior, data.t[0, mask], data.y[0, mask], data.noise_scale[0, mask], n_draws=self.n_draws, random_seed=self.random_seed
+        )
+        natural = posterior.natural()
+        params = {name: natural[name][:, None] for name in (*curve_params(population.curve), "asymptote")}
+        curve_draws = CurveDraws.from_model_data(params, data, population.curve)
+        last_step = float(run.points["step"].max())
+        return LiveUpdate(run_id=data.run_ids[0], step=last_step, horizon_step=float(data.horizon_step[0]),
+                          posterior=posterior, curve_draws=curve_draws, data=data)
+
+
+#: Fewest population runs normalised by their own range that :func:`prefix_placement` reads.
+MIN_PLACEMENT_RUNS = 3
+
+
+def prefix_placement(population: ModelData, progress: float) -> tuple[float, float] | None:
+    """Where a prefix up to ``progress`` sits in its run's whole range, by the population's runs.
+
+    For each population run normalised by its own range (all runs when fewer than
+    ``MIN_PLACEMENT_RUNS`` are) that has at least two points at or before ``progress``: the
+    prefix's range as a share of the run's whole range, and how far above the run's minimum the
+    prefix's minimum lies, as a share of the whole range. Both are read on the population's
+    (binned) points; the medians are returned.
+
+    Parameters
+    ----------
+    population : ModelData
+        The population's data.
+    progress : float
+        The prefix's progress (normalised, 1 at the horizon).
+
+    Returns
+    -------
+    (range_share, floor_share) or None
+        None when fewer than ``MIN_PLACEMENT_RUNS`` runs have two points in the prefix.
+    """
+    own = np.array([source == "data" for source in population.bounds_source], dtype=bool)
+    if own.sum() < MIN_PLACEMENT_RUNS:
+        own = np.ones(population.n_runs, dtype=bool)
+    range_share, floor_share = [], []
+    for i in np.flatnonzero(own):
+        mask = population.mask[i]
+        t, y = population.t[i, mask], population.y[i, mask]
+        whole = float(y.max() - y.min())
+        prefix = y[t <= progress]
+        if prefix.size < 2 or whole <= 0:
+            continue
+        range_share.append(float(prefix.max() - prefix.min()) / whole)
+        floor_share.append(float(prefix.min() - y.min()) / whole)
+    if len(range_share) < MIN_PLACEMENT_RUNS:
+        return None
+    return float(np.median(range_share)), float(np.median(floor_share))
+
+
+def own_range_bounds(population: ModelData, run: RunsTable, data: ModelData, margin: float) -> tuple[float, float] | None:
+    """Reward bounds for a live run without a stated range, as the population's runs had them.
+
+    A population run without a stated range is normalised by its whole run's range, widened
+    by ``margin`` of it each side. A live run has only its prefix, whose range is smaller the
+    earlier it is: normalised by that range, the prefix would look like a whole run, and the
+    population would read it as one that has reached its end. So the whole range is estimated
+    from the prefix's the way the population's runs relate them at the same progress
+    (:func:`prefix_placement`): whole = prefix range / range share, whole minimum = prefix
+    minimum - floor share x whole; then widened by ``margin`` each side as in the population.
+
+    Parameters
+    ----------
+    population : ModelData
+        The population's data.
+    run : RunsTable
+        The live run (one run, its points so far).
+    data : ModelData
+        ``run`` prepared with its prefix's own bounds (its progress is read from it).
+    margin : float
+        The population's ``bounds_margin``.
+
+    Returns
+    -------
+    (lower, upper) or None
+        None (keep the prefix's own bounds) when the prefix has no spread or the population
+        has too few runs to say.
+    """
+    reward = run.points["reward"].to_numpy(dtype=float)
+    reward = reward[np.isfinite(reward)]
+    low, high = float(reward.min()), float(reward.max())
+    mask = data.mask[0]
+    placement = prefix_placement(population, float(data.t[0, mask].max()))
+    if high <= low or placement is None:
+        return None
+    range_share, floor_share = placement
+    if range_share <= 0:
+        return None
+    range_share = min(range_share, 1.0)
+    whole = (high - low) / range_share
+    floor = low - floor_share * whole
+    return floor - margin * whole, floor + whole + margin * whole
+
+
+@dataclass(frozen=True)
+class LiveUpdate:
+    """One run's state after a live update: draws of its curve and where it stands.
+
+    ``data`` is the run as the update saw it (normalised with the bounds it used, see
+    :func:`own_range_bounds`), for checking the update against a refit of the same points.
+    """
+
+    run_id: str
+    step: float
+    horizon_step: float
+    posterior: RunPosterior
+    curve_draws: CurveDraws
+    data: ModelData | None = None
+
+
+def _text(value: Any) -> str | None:
+    """A metadata value as text, None when missing (None, NaN, pd.NA, empty)."""
+    import pandas as pd
+
+    if value is None or (not isinstance(value, str) and bool(pd.isna(value))):
+        return None
+    text = str(value)
+    return None if text in ("", "<NA>", "nan", "None") else text
+
+
+def stated_reward_range(metadata: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The reward range a run's metadata states (``reward_min``, ``reward_max``), or None when
+    either is missing, not a number, or they do not make a range (``model.data.prepare`` then
+    normalises the run by its own observed range)."""
+    low, high = _number(metadata.get("reward_min")), _number(metadata.get("reward_max"))
+    return (low, high) if np.isfinite(low) and np.isfinite(high) and high > low else None
+
+
+def _number(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+    return number if np.isfinite(number) else float("nan")
+
+
+def _level(value: str | None, fitted_levels: tuple[str, ...], fitted_index: np.ndarray, effect_names: tuple[str, ...]) -> str | None:
+    """The effect level of a run's family/task: its own, ``(other)`` for a fitted rare level,
+    the value itself (a new level) when never fitted, None when unknown."""
+    from bayesgrpo.model.build import OTHER_LEVEL
+    from bayesgrpo.model.data import UNKNOWN
+
+    if value is None or value == UNKNOWN:
+        return None
+    if value in effect_names:
+        return value
+    if value in fitted_levels:
+        return OTHER_LEVEL if OTHER_LEVEL in effect_names else None
+    return value
+
+
+def live_forecaster(population: Any = None, random_seed: int | None = 1) -> LiveForecaster:
+    """What answers live updates, from what a user gives.
+
+    Parameters
+    ----------
+    population : RewardModel, path of a saved model, None, or a forecaster
+        None: the population shipped with bayesgrpo (``bundled_population()``). Anything with an
+        ``update(run, horizon=...)`` method returning a ``LiveUpdate`` (a ``LiveForecaster``) is
+        used as it is.
+    random_seed : int, optional
+    """
+    from bayesgrpo.model.reward_model import RewardModel
+
+    if population is None:
+        from bayesgrpo.model.datasets import bundled_population
+
+        population = bundled_population()
+    elif isinstance(population, (str, Path)):
+        population = RewardModel.load(population)
+    elif not isinstance(population, RewardModel) and callable(getattr(population, "update", None)):
+        return population
+    return LiveForecaster(population, random_seed=random_seed)

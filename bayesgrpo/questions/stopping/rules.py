@@ -1,0 +1,373 @@
+"""Stopping rules: :class:`PlateauRule`, :class:`BudgetRule`, :class:`TargetRule`.
+
+Each turns the curve draws of runs into one :class:`Decision` per run: stop or continue, the
+probability behind it and a one-line reason. :func:`decisions_table` lays decisions out as a table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.curves import get_curve
+
+if TYPE_CHECKING:
+    pass
+
+from bayesgrpo.model.draws import CurveDraws, gain_share
+from bayesgrpo.questions.stopping.gain import (
+    check_eps,
+    check_prob,
+    checked_steps,
+    eps_per_run,
+    interval_bounds,
+    remaining_gain,
+)
+
+#: Later steps at which :class:`BudgetRule` weighs continuing (evenly spaced up to the horizon).
+BUDGET_GRID = 100
+
+# --------------------------------------------------------------------------------------------
+# Decisions and rules
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a stopping rule says about one run.
+
+    Attributes
+    ----------
+    run_id : str or None
+    rule : str
+        The rule and its settings, e.g. ``"PlateauRule(eps=0.01, prob=0.9)"``.
+    decision : {"stop", "continue"}
+    probability : float
+        The posterior probability the rule compared with its threshold, as named in ``reason``
+        (for :class:`PlateauRule` ``P(gain < eps)`` whatever the decision).
+    reason : str
+        One line of plain words with the numbers.
+    step, horizon_step : float
+    expected_gain, gain_lower, gain_upper : float
+        Expected remaining gain to the horizon and its interval (reward units).
+    details : mapping of str to float
+        Further numbers of the rule (e.g. the best later step of :class:`BudgetRule`).
+    """
+
+    run_id: str | None
+    rule: str
+    decision: str
+    probability: float
+    reason: str
+    step: float
+    horizon_step: float
+    expected_gain: float
+    gain_lower: float
+    gain_upper: float
+    details: Mapping[str, float] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def stop(self) -> bool:
+        return self.decision == "stop"
+
+
+class StoppingRule(Protocol):
+    """Anything with ``decide(cd, step_now, horizon_step=None) -> list[Decision]``."""
+
+    def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]: ...
+
+
+def _fmt_step(x: float) -> str:
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:g}"
+
+
+def _gain_numbers(cd: CurveDraws, s: np.ndarray, T: np.ndarray, interval: float):
+    gain = remaining_gain(cd, s, T)
+    return gain, *interval_bounds(gain, interval)
+
+
+def _decisions(rule: str, cd: CurveDraws, s: np.ndarray, T: np.ndarray, stop: np.ndarray,
+               probability: np.ndarray, reasons: Sequence[str], gain_stats: Sequence[np.ndarray],
+               details: Mapping[str, np.ndarray] | None = None) -> list[Decision]:
+    mean, lower, upper = gain_stats
+    details = details or {}
+    return [
+        Decision(
+            run_id=cd.run_ids[i],
+            rule=rule,
+            decision="stop" if stop[i] else "continue",
+            probability=float(probability[i]),
+            reason=reasons[i],
+            step=float(s[i]),
+            horizon_step=float(T[i]),
+            expected_gain=float(mean[i]),
+            gain_lower=float(lower[i]),
+            gain_upper=float(upper[i]),
+            details={name: float(value[i]) for name, value in details.items()},
+        )
+        for i in range(cd.n_runs)
+    ]
+
+
+@dataclass(frozen=True)
+class PlateauRule:
+    """Stop when the run is on its plateau: ``P(R(T) - R(s) < eps) >= prob``.
+
+    Parameters
+    ----------
+    eps : float
+        Gain that counts as nothing, ``>= 0``, in reward units (a fraction of each run's
+        ``reward_scale`` when ``relative``).
+    prob : float
+        Required posterior probability, in (0, 1).
+    relative : bool
+    interval : float
+        Interval of the expected gain reported with the decision.
+    """
+
+    eps: float
+    prob: float = 0.9
+    relative: bool = False
+    interval: float = 0.9
+
+    def __post_init__(self) -> None:
+        check_eps(self.eps)
+        check_prob(self.prob, "prob")
+        check_prob(self.interval, "interval")
+
+    def __str__(self) -> str:
+        unit = " of the reward range" if self.relative else ""
+        return f"PlateauRule(eps={self.eps:g}{unit}, prob={self.prob:g})"
+
+    def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
+        """One :class:`Decision` per run of ``cd`` at ``step_now`` with horizon ``horizon_step``."""
+        s, T = checked_steps(cd, step_now, horizon_step)
+        gain, *stats = _gain_numbers(cd, s, T, self.interval)
+        eps = eps_per_run(cd, self.eps, self.relative)
+        p = (gain < eps[None, :]).mean(axis=0)
+        done = T == s  # no gain is left to make, even when eps = 0
+        p = np.where(done, 1.0, p)
+        stop = p >= self.prob
+        reasons = []
+        for i in range(cd.n_runs):
+            left = T[i] - s[i]
+            if left == 0:
+                reasons.append(f"no steps remain before the horizon (step {_fmt_step(T[i])}): stop")
+                continue
+            head = f"P(gain over the remaining {_fmt_step(left)} steps < {eps[i]:.3g}) = {p[i]:.2f}"
+            if stop[i]:
+                reasons.append(f"{head} >= {self.prob:.2f}: the run is on its plateau")
+            else:
+                reasons.append(
+                    f"{head} < {self.prob:.2f}: expected gain {stats[0][i]:+.3g} "
+                    f"({stats[1][i]:+.3g} to {stats[2][i]:+.3g}), keep training"
+                )
+        return _decisions(str(self), cd, s, T, stop, p, reasons, stats)
+
+
+@dataclass(frozen=True)
+class BudgetRule:
+    """Stop when no later step is worth its cost in expectation.
+
+    Continuing from ``s`` to a later step ``u`` is worth
+    ``value_per_unit_reward * (R(u) - R(s)) - cost_per_step * (u - s)``. The rule weighs
+    ``n_grid`` evenly spaced later steps up to the horizon (``n_grid=1``: the horizon alone, i.e.
+    "is the expected value of the remaining gain below the cost of the remaining steps") and
+    stops when none has a positive expected net value. It keeps going when an intermediate step
+    pays even if running to the horizon does not.
+
+    Parameters
+    ----------
+    cost_per_step : float
+        Cost of one more step (>= 0), in any currency.
+    value_per_unit_reward : float
+        Value of one unit of reward (> 0), in the same currency.
+    n_grid : int
+        Number of later steps weighed.
+    interval : float
+        Interval of the expected gain reported with the decision.
+
+    Notes
+    -----
+    The decision rests on expected values; ``probability`` is the posterior probability that
+    continuing to the best later step pays (net value > 0).
+    """
+
+    cost_per_step: float
+    value_per_unit_reward: float
+    n_grid: int = BUDGET_GRID
+    interval: float = 0.9
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.cost_per_step) and self.cost_per_step >= 0):
+            raise BayesGRPOError(f"cost_per_step must be finite and >= 0; got {self.cost_per_step:g}.")
+        if not (math.isfinite(self.value_per_unit_reward) and self.value_per_unit_reward > 0):
+            raise BayesGRPOError(
+                f"value_per_unit_reward must be finite and > 0; got {self.value_per_unit_reward:g}."
+            )
+        if int(self.n_grid) != self.n_grid or self.n_grid < 1:
+            raise BayesGRPOError(f"n_grid must be a positive integer; got {self.n_grid!r}.")
+        check_prob(self.interval, "interval")
+
+    def __str__(self) -> str:
+        return (
+            f"BudgetRule(cost_per_step={self.cost_per_step:g}, "
+            f"value_per_unit_reward={self.value_per_unit_reward:g})"
+        )
+
+    def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
+        """One :class:`Decision` per run of ``cd`` at ``step_now`` with horizon ``horizon_step``."""
+        s, T = checked_steps(cd, step_now, horizon_step)
+        _, *stats = _gain_numbers(cd, s, T, self.interval)
+        gain = cd.total_gain
+        g_now = gain_share(cd, cd.to_t(s))
+        best_value = np.full(cd.n_runs, -np.inf)
+        best_step = s.copy()
+        best_prob = np.zeros(cd.n_runs)
+        # a loop over the later steps weighed (memory (S, R) per step), never over draws
+        for j in range(1, int(self.n_grid) + 1):
+            u = s + (T - s) * (j / self.n_grid)
+            value_of_gain = self.value_per_unit_reward * gain * (gain_share(cd, cd.to_t(u)) - g_now)
+            net = value_of_gain - self.cost_per_step * (u - s)
+            value = net.mean(axis=0)
+            better = value > best_value
+            best_value = np.where(better, value, best_value)
+            best_step = np.where(better, u, best_step)
+            best_prob = np.where(better, (net > 0).mean(axis=0), best_prob)
+        stop = best_value <= 0
+        reasons = []
+        for i in range(cd.n_runs):
+            left = T[i] - s[i]
+            if left == 0:
+                reasons.append(f"no steps remain before the horizon (step {_fmt_step(T[i])}): stop")
+            elif stop[i]:
+                reasons.append(
+                    f"no later step pays: the best, step {_fmt_step(best_step[i])}, has expected net value "
+                    f"{best_value[i]:+.3g} (value of the gain minus the cost of "
+                    f"{_fmt_step(best_step[i] - s[i])} steps)"
+                )
+            else:
+                reasons.append(
+                    f"continuing to step {_fmt_step(best_step[i])} has expected net value "
+                    f"{best_value[i]:+.3g} "
+                    f"(P(net value > 0) = {best_prob[i]:.2f}): keep training"
+                )
+        details = {"best_step": best_step, "expected_net_value": best_value}
+        return _decisions(str(self), cd, s, T, stop, best_prob, reasons, stats, details)
+
+
+def _max_reward(cd: CurveDraws, s: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """Draws of ``max R(t)`` over ``[s, T]``, (S, R), exact for every family.
+
+    Monotone families reach it at an end. An underdamped oscillator has its extrema at
+    ``n pi / omega_d`` with amplitudes that shrink, so the first maximum and the first minimum of
+    ``g`` after ``s`` are the largest of their kind: with the two ends they hold the maximum.
+    """
+    t_s, t_T = cd.to_t(s), cd.to_t(T)
+    size = (cd.n_draws, cd.n_runs)
+    candidates = [np.broadcast_to(t_s, size), np.broadcast_to(t_T, size)]
+    if cd.curve == "oscillator":
+        tau, zeta = cd.params["tau"], cd.params["zeta"]
+        under = zeta < 1.0
+        half_period = np.pi / ((2.0 * zeta / tau) * np.sqrt(np.where(under, 1.0 - zeta**2, 1.0)))
+        first = np.maximum(np.ceil(t_s[None, :] / half_period), 1.0)
+        for offset in (0.0, 1.0):
+            t = np.clip((first + offset) * half_period, t_s[None, :], t_T[None, :])
+            candidates.append(np.where(under, t, t_s[None, :]))
+    r0, gain = cd.params["r0"], cd.total_gain
+    best = np.full((cd.n_draws, cd.n_runs), -np.inf)
+    for t in candidates:
+        g = get_curve(cd.curve).g(t, **cd.shape)
+        best = np.maximum(best, r0 + gain * g)
+    return best
+
+
+@dataclass(frozen=True)
+class TargetRule:
+    """Stop when a target reward is reached, or out of reach before the horizon.
+
+    * reached: ``P(R(s) >= target) >= prob``;
+    * out of reach: ``P(max over [s, T] of R >= target) < 1 - prob``;
+    * otherwise continue.
+
+    Rewards are to be maximised; ``R`` is the expected curve, not a noisy logged point.
+
+    Parameters
+    ----------
+    target : float
+        Target reward, in reward units.
+    prob : float
+        Required posterior probability, in (0, 1).
+    interval : float
+        Interval of the expected gain reported with the decision.
+    """
+
+    target: float
+    prob: float = 0.9
+    interval: float = 0.9
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.target):
+            raise BayesGRPOError(f"target must be a finite reward; got {self.target!r}.")
+        check_prob(self.prob, "prob")
+        check_prob(self.interval, "interval")
+
+    def __str__(self) -> str:
+        return f"TargetRule(target={self.target:g}, prob={self.prob:g})"
+
+    def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
+        """One :class:`Decision` per run of ``cd`` at ``step_now`` with horizon ``horizon_step``."""
+        s, T = checked_steps(cd, step_now, horizon_step)
+        _, *stats = _gain_numbers(cd, s, T, self.interval)
+        now = cd.params["r0"] + cd.total_gain * gain_share(cd, cd.to_t(s))
+        p_now = (now >= self.target).mean(axis=0)
+        p_reach = (_max_reward(cd, s, T) >= self.target).mean(axis=0)
+        reached = p_now >= self.prob
+        out_of_reach = ~reached & (p_reach < 1.0 - self.prob)
+        done = T == s
+        stop = reached | out_of_reach | done
+        probability = np.where(reached, p_now, p_reach)
+        reasons = []
+        for i in range(cd.n_runs):
+            by = f"P(reward reaches {self.target:g} by step {_fmt_step(T[i])}) = {p_reach[i]:.2f}"
+            if done[i] and not reached[i]:
+                reasons.append(
+                    f"no steps remain before the horizon (step {_fmt_step(T[i])}) and "
+                    f"P(reward >= {self.target:g} now) = {p_now[i]:.2f} < {self.prob:.2f}: stop"
+                )
+            elif reached[i]:
+                reasons.append(
+                    f"P(reward >= {self.target:g} now) = {p_now[i]:.2f} >= {self.prob:.2f}: target reached"
+                )
+            elif out_of_reach[i]:
+                reasons.append(f"{by} < {1.0 - self.prob:.2f}: target out of reach")
+            else:
+                reasons.append(f"{by}: target still possible, keep training")
+        details = {"prob_reached_now": p_now, "prob_reach_by_horizon": p_reach}
+        return _decisions(str(self), cd, s, T, stop, probability, reasons, stats, details)
+
+
+def decisions_table(decisions: Iterable[Decision]) -> pd.DataFrame:
+    """Decisions as a table: one row each, the fields of :class:`Decision` and its details.
+
+    Parameters
+    ----------
+    decisions : iterable of Decision
+        E.g. ``rule.decide(cd, step)`` or the concatenation of several rules' decisions.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``run_id, rule, decision, probability, reason, step, horizon_step,
+        expected_gain, gain_lower, gain_upper``, then one column per detail (NaN where a rule
+        has none).
+    """
+    names = [f.name for f in fields(Decision) if f.name != "details"]
+    rows = [{**{name: getattr(d, name) for name in names}, **d.details} for d in decisions]
+    return pd.DataFrame(rows, columns=None if rows else names)
