@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from bayesgrpo.questions import diagnostics as dg
+from bayesgrpo.questions.diagnostics.finding import ACTIONS, FINDING_COLUMNS
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.questions.stopping import CurveDraws
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
@@ -155,7 +156,7 @@ def test_stall_never_learned_without_reference(steps, severity, action):
     (f,) = dg.detect_stall(steps, -7.0 + _noise(len(steps), 1.0, 1))
     assert (f.severity, f.first_step, f.last_step) == (severity, 1, len(steps))
     assert "no comparable runs" in f.evidence["reason"] and f.evidence["direction"] == "flat"
-    assert f.action == dg._ACTIONS[action]
+    assert f.action == ACTIONS[action]
     assert max(f.evidence["gain_bound_run"], f.evidence["gain_bound_last_half"]) < dg.STALL_FLAT_FRACTION
     learning = -7.0 + 0.05 * steps + _noise(len(steps), 0.5, 6)
     assert dg.detect_stall(steps, learning) == []
@@ -302,7 +303,7 @@ def _table() -> RunsTable:
 
 def test_diagnose_table():
     table = dg.diagnose(_table())
-    assert list(table.columns) == list(dg.FINDING_COLUMNS)
+    assert list(table.columns) == list(FINDING_COLUMNS)
     assert list(zip(table["run_id"], table["name"], table["severity"], strict=True)) == [
         ("collapsed", "collapse", "high"),
         ("collapsed", "advantage_degeneracy", "high"),

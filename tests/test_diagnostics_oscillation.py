@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bayesgrpo.questions import diagnostics as dg
+from bayesgrpo.questions.diagnostics import by_run
+from bayesgrpo.questions.diagnostics import oscillation as dg
 from bayesgrpo.interfaces.cli import main
 from bayesgrpo.model.curves import reward_curve
 from bayesgrpo.errors import BayesGRPOError
@@ -185,16 +186,16 @@ def _fake_detect(steps, reward, **kwargs):
 
 
 def test_diagnose_runs_oscillation_only_when_asked(monkeypatch):
-    monkeypatch.setattr(dg, "detect_oscillation", _fake_detect)
-    assert "oscillation" not in set(dg.diagnose(_tiny_table())["name"])
-    table = dg.diagnose(_tiny_table(), oscillation=True)
+    monkeypatch.setattr(by_run, "detect_oscillation", _fake_detect)
+    assert "oscillation" not in set(by_run.diagnose(_tiny_table())["name"])
+    table = by_run.diagnose(_tiny_table(), oscillation=True)
     assert list(table.loc[table["name"] == "oscillation", "run_id"]) == ["ring"]
 
 
 def test_cli_diagnose_prints_and_dumps_oscillation(monkeypatch, capsys):
     import bayesgrpo.model.datasets
 
-    monkeypatch.setattr(dg, "detect_oscillation", _fake_detect)
+    monkeypatch.setattr(by_run, "detect_oscillation", _fake_detect)
     monkeypatch.setattr(bayesgrpo.model.datasets, "load_bundled", lambda warn=False: _tiny_table())
     assert main(["diagnose", "--bundled", "--oscillation"]) == 0
     out = capsys.readouterr().out
