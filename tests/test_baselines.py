@@ -16,7 +16,8 @@ import pytest
 from scipy.optimize import least_squares
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.evaluate import baselines as bl
+from bayesgrpo.evaluate.baselines import domhan, exp_law, scalerl_sigmoid, stopping_rules
+from bayesgrpo.evaluate.baselines import least_squares as batched_least_squares
 from bayesgrpo.evaluate.baselines import (
     BASELINE_FORECASTERS,
     DOMHAN_FAMILIES,
@@ -156,7 +157,7 @@ def test_scalerl_sigmoid_recovers_parameters_and_covers_them(fit_r0: bool) -> No
 def test_sigmoid_is_r0_at_zero_compute() -> None:
     # C = 0 (step 0) is allowed and gives R0 exactly.
     theta = np.array([[0.8, math.log(0.3), math.log(2.0)]])
-    values = bl._sigmoid_curve_fixed_r0(theta, np.array([0.0, 0.3]), np.array([0.2]))
+    values = scalerl_sigmoid._sigmoid_curve_fixed_r0(theta, np.array([0.0, 0.3]), np.array([0.2]))
     np.testing.assert_allclose(values, [[0.2, 0.5]])
 
 
@@ -181,10 +182,10 @@ def test_batched_lm_reaches_the_scipy_optimum() -> None:
     y = exp_law(STEPS, HORIZON, 0.8, 0.2, 0.3) + 0.01 * rng.standard_normal(STEPS.size)
     lower, upper = np.array([-1.0, -1.0, math.log(1e-3)]), np.array([2.0, 2.0, math.log(1e2)])
     nan_r0 = np.array([np.nan])
-    reference = least_squares(lambda p: bl._exp_curve(p[None], t, nan_r0)[0] - y, [0.7, 0.25, math.log(0.5)],
+    reference = least_squares(lambda p: exp_law._exp_curve(p[None], t, nan_r0)[0] - y, [0.7, 0.25, math.log(0.5)],
                               bounds=(lower, upper), method="trf", x_scale="jac")
     starts = reference.x[None, :] + np.array([[0.0, 0.0, 0.0], [0.05, -0.02, 0.2], [-0.05, 0.03, -0.3]])
-    theta, cost = bl._batched_lm(lambda th: bl._exp_curve(th, t, nan_r0) - y[None, :], starts, lower, upper)
+    theta, cost = batched_least_squares.batched_lm(lambda th: exp_law._exp_curve(th, t, nan_r0) - y[None, :], starts, lower, upper)
     np.testing.assert_allclose(theta, np.repeat(reference.x[None, :], 3, axis=0), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(cost, reference.cost, rtol=1e-6)
 
@@ -292,17 +293,17 @@ def test_domhan_has_the_11_published_families() -> None:
 
 
 @pytest.mark.parametrize("family", DOMHAN_FAMILIES, ids=lambda f: f.name)
-def test_domhan_family_formula(family: bl._DomhanFamily) -> None:
+def test_domhan_family_formula(family: domhan._DomhanFamily) -> None:
     params, expected = FAMILY_VALUES[family.name]
     value = family.fn(np.array([4.0]), np.array([params, params]))  # two walker rows
     np.testing.assert_allclose(value, [[expected], [expected]], rtol=1e-12)
     assert len(family.start) == len(family.params) == len(params)
 
 
-def _ensemble() -> bl._Ensemble:
+def _ensemble() -> domhan._Ensemble:
     families = (DOMHAN_FAMILIES[1], DOMHAN_FAMILIES[10])  # pow3, ilog2
     x = np.linspace(1.0, 30.0, 20)
-    return bl._Ensemble(families, (slice(0, 3), slice(3, 5)), x, 1.0 - x**-0.5, np.array([1.0, 100.0]), (-1.0, 2.0))
+    return domhan._Ensemble(families, (slice(0, 3), slice(3, 5)), x, 1.0 - x**-0.5, np.array([1.0, 100.0]), (-1.0, 2.0))
 
 
 @pytest.mark.parametrize(
@@ -411,10 +412,10 @@ def test_stop_patience(rewards, patience, min_delta, window, expected_index) -> 
 
 def test_smoothers_by_hand() -> None:
     rewards = np.array([0.0, 1.0, 1.0, 1.0])
-    np.testing.assert_allclose(bl._smooth(rewards, 2, "rolling"), [0.0, 0.5, 1.0, 1.0])
-    np.testing.assert_allclose(bl._smooth(rewards, 3, "ema"), [0.0, 0.5, 0.75, 0.875])  # alpha = 0.5
+    np.testing.assert_allclose(stopping_rules._smooth(rewards, 2, "rolling"), [0.0, 0.5, 1.0, 1.0])
+    np.testing.assert_allclose(stopping_rules._smooth(rewards, 3, "ema"), [0.0, 0.5, 0.75, 0.875])  # alpha = 0.5
     with pytest.raises(BaselineInputError):
-        bl._smooth(rewards, 3, "median")  # type: ignore[arg-type]
+        stopping_rules._smooth(rewards, 3, "median")  # type: ignore[arg-type]
 
 
 def _median_case() -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
