@@ -16,7 +16,8 @@ import pytest
 from scipy.optimize import least_squares
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.evaluate.baselines import domhan, exp_law, scalerl_sigmoid, stopping_rules
+from bayesgrpo.evaluate.baselines import domhan, scalerl_sigmoid, stopping_rules
+from bayesgrpo.evaluate.baselines import exp_law as exp_law_module
 from bayesgrpo.evaluate.baselines import least_squares as batched_least_squares
 from bayesgrpo.evaluate.baselines import (
     BASELINE_FORECASTERS,
@@ -182,10 +183,10 @@ def test_batched_lm_reaches_the_scipy_optimum() -> None:
     y = exp_law(STEPS, HORIZON, 0.8, 0.2, 0.3) + 0.01 * rng.standard_normal(STEPS.size)
     lower, upper = np.array([-1.0, -1.0, math.log(1e-3)]), np.array([2.0, 2.0, math.log(1e2)])
     nan_r0 = np.array([np.nan])
-    reference = least_squares(lambda p: exp_law._exp_curve(p[None], t, nan_r0)[0] - y, [0.7, 0.25, math.log(0.5)],
+    reference = least_squares(lambda p: exp_law_module._exp_curve(p[None], t, nan_r0)[0] - y, [0.7, 0.25, math.log(0.5)],
                               bounds=(lower, upper), method="trf", x_scale="jac")
     starts = reference.x[None, :] + np.array([[0.0, 0.0, 0.0], [0.05, -0.02, 0.2], [-0.05, 0.03, -0.3]])
-    theta, cost = batched_least_squares.batched_lm(lambda th: exp_law._exp_curve(th, t, nan_r0) - y[None, :], starts, lower, upper)
+    theta, cost = batched_least_squares.batched_lm(lambda th: exp_law_module._exp_curve(th, t, nan_r0) - y[None, :], starts, lower, upper)
     np.testing.assert_allclose(theta, np.repeat(reference.x[None, :], 3, axis=0), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(cost, reference.cost, rtol=1e-6)
 
