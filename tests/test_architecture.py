@@ -53,7 +53,7 @@ def test_an_old_path_is_the_module_at_its_new_path(old):
 
 
 def test_old_submodule_paths_and_attributes_resolve_to_the_same_objects():
-    from bayesgrpo.logs.readers.trl import TRL_ALIASES
+    from bayesgrpo.logs.readers.trl.columns import TRL_ALIASES
     from bayesgrpo.questions.stopping import PlateauRule
 
     with warnings.catch_warnings():

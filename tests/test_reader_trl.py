@@ -22,13 +22,9 @@ import pytest
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers import ReadOptions, Source
-from bayesgrpo.logs.readers.trl import (
-    BannerParser,
-    find_dict,
-    parse_dict_line,
-    read_trainer_state,
-    read_trl_console,
-)
+from bayesgrpo.logs.readers.trl.metadata import BannerParser
+from bayesgrpo.logs.readers.trl.console import find_dict, parse_dict_line, read_trl_console
+from bayesgrpo.logs.readers.trl.state import read_trainer_state
 from bayesgrpo.logs.writers.trl import (
     console_lines,
     format_log,

@@ -23,7 +23,7 @@ import pytest
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, MalformedRecordError, ReadWarning, TruncatedLogError
 from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
-from bayesgrpo.logs.readers.trl import history_store
+from bayesgrpo.logs.readers.trl.state import history_store
 from bayesgrpo.logs.readers.verl.jsonl import flatten_metrics, is_verl_jsonl, read_verl_jsonl
 from bayesgrpo.logs.report import ReadIssue
 from bayesgrpo.questions.stopping import CurveDraws, PlateauRule

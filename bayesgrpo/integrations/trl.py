@@ -61,7 +61,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.logs.readers.trl import history_store
+from bayesgrpo.logs.readers.trl.state import history_store
 from bayesgrpo.questions.stopping import PlateauRule
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def log_history_table(
 ) -> RunsTable:
     """One run's table from a trainer's ``state.log_history``, read as ``trainer_state.json`` is.
 
-    Entries are filed as :func:`bayesgrpo.logs.readers.trl.read_trainer_state` files them (training
+    Entries are filed as :func:`bayesgrpo.logs.readers.trl.state.read_trainer_state` files them (training
     and evaluation rows at their ``step``, the summary row to the metadata, entries that are not
     dicts dropped), then cleaned by the readers' ``tidy_run`` (duplicate steps merged, the
     reward chosen: ``reward_key``, else the TRL defaults ``reward``, ``objective/scores``,
@@ -137,11 +137,12 @@ def log_history_table(
     from bayesgrpo.errors import EmptyLogError, UnknownMetricError
     from bayesgrpo.logs.readers import ReadOptions, Source
     from bayesgrpo.logs.readers._records import tidy_run
-    from bayesgrpo.logs.readers.trl import TRL_REWARD_CANDIDATES, _state_metadata, trl_run
+    from bayesgrpo.logs.readers.trl.columns import TRL_REWARD_CANDIDATES, trl_run
+    from bayesgrpo.logs.readers.trl.metadata import state_metadata
     from bayesgrpo.logs.report import ReadReport
     from bayesgrpo.logs.table import RunsTable
 
-    stated, issues = _state_metadata(dict(state_values or {}), HISTORY_SOURCE)
+    stated, issues = state_metadata(dict(state_values or {}), HISTORY_SOURCE)
     filed = history_store(log_history, keep, exclude_prefix=PREFIX)
     store, dropped = filed.store, len(filed.not_objects)
     stated.update(filed.summary)
@@ -210,7 +211,7 @@ def _build_runs_frame(stated: dict[str, Any], given: dict[str, Any]) -> tuple[pd
 def forecast_keys(reward_key: str | None = None) -> frozenset[str]:
     """The logged metrics a live update reads: the reward (``reward_key`` or the TRL defaults)
     and the completion length (the ``compute`` progress axis)."""
-    from bayesgrpo.logs.readers.trl import TRL_REWARD_CANDIDATES
+    from bayesgrpo.logs.readers.trl.columns import TRL_REWARD_CANDIDATES
 
     rewards = (reward_key,) if reward_key else TRL_REWARD_CANDIDATES
     return frozenset((*rewards, "completions/mean_length", "completion_length"))
@@ -254,7 +255,7 @@ def _positive(value: Any) -> float | None:
 
 def state_values(state: Any) -> dict[str, Any]:
     """The top-level ``TrainerState`` values the TRL reader turns into metadata."""
-    from bayesgrpo.logs.readers.trl import STATE_EXTRA, STATE_METADATA
+    from bayesgrpo.logs.readers.trl.columns import STATE_EXTRA, STATE_METADATA
 
     values = {key: getattr(state, key, None) for key in (*STATE_METADATA, *STATE_EXTRA)}
     if _positive(values.get("max_steps")) is None:
@@ -515,7 +516,7 @@ class BayesStopCallback(TrainerCallback):
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
-        from bayesgrpo.logs.readers.trl import is_eval, is_summary
+        from bayesgrpo.logs.readers.trl.metadata import is_eval, is_summary
 
         if logs is None or is_eval(logs) or is_summary(logs):
             return control

@@ -27,17 +27,10 @@ from typing import TYPE_CHECKING, Any
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._common import locations, unique_names
 from bayesgrpo.logs.readers._records import RawRun
-from bayesgrpo.logs.readers.trl import (
-    TRL_ALIASES,
-    BannerParser,
-    ColumnStore,
-    json_error_place,
-    json_is_cut,
-    parse_dict_line,
-    read_text_file,
-    summary_metadata,
-    trl_run,
-)
+from bayesgrpo.logs.readers.trl.columns import TRL_ALIASES, ColumnStore, json_error_place, read_text_file, trl_run
+from bayesgrpo.logs.readers.trl.metadata import BannerParser, summary_metadata
+from bayesgrpo.logs.readers.trl.state import json_is_cut
+from bayesgrpo.logs.readers.trl.console import parse_dict_line
 from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
 
 if TYPE_CHECKING:

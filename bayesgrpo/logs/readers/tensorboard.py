@@ -65,7 +65,7 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c as _pyth
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
-from bayesgrpo.logs.readers.trl import TRL_ALIASES, TRL_REWARD_CANDIDATES
+from bayesgrpo.logs.readers.trl.columns import TRL_ALIASES, TRL_REWARD_CANDIDATES
 from bayesgrpo.logs.readers.verl.lines import REWARD_CANDIDATES as VERL_REWARD_CANDIDATES
 from bayesgrpo.logs.readers.verl.lines import metric_aliases as verl_metric_aliases
 from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue

@@ -85,7 +85,7 @@ def verl_jsonl_run(lines: JsonLines, source: Source, options: ReadOptions) -> Ra
     MalformedRecordError
         With ``strict=True``, at a record whose ``data`` is missing or not an object.
     """
-    from bayesgrpo.logs.readers.trl import ColumnStore
+    from bayesgrpo.logs.readers.trl.columns import ColumnStore
 
     path = Path(source.paths[0])
     label = str(path)
