@@ -6,21 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.evaluate.backtest import (
-    BacktestError,
-    FixedFraction,
-    MedianPruning,
-    Patience,
-    bayes_forecast_draws,
-    cut_points,
-    fold_assignment,
-    forecast_backtest,
-    frontier,
-    kfold_populations,
-    planned_horizon,
-    smoothed_reward,
-    stopping_backtest,
-)
+from bayesgrpo.evaluate.backtest.cuts import BacktestError, cut_points, planned_horizon
+from bayesgrpo.evaluate.backtest.stopping import FixedFraction, MedianPruning, Patience, frontier, stopping_backtest
+from bayesgrpo.evaluate.backtest.forecast import bayes_forecast_draws, forecast_backtest
+from bayesgrpo.evaluate.backtest.populations import fold_assignment, kfold_populations
+from bayesgrpo.evaluate.backtest.smoothing import smoothed_reward
 from bayesgrpo.model.simulate import simulate_runs
 from bayesgrpo.questions.stopping import PlateauRule, reward_at
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
@@ -419,7 +409,7 @@ def test_a_failed_live_update_is_recorded_not_fatal(kfold, monkeypatch):
 
 
 def test_cross_validated_window_is_wide_for_noise_and_narrow_for_a_clean_rise():
-    from bayesgrpo.evaluate.backtest import cross_validated_window
+    from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window
 
     rng = np.random.default_rng(0)
     noise = rng.normal(0.0, 1.0, 101)
@@ -431,7 +421,7 @@ def test_cross_validated_window_is_wide_for_noise_and_narrow_for_a_clean_rise():
 
 
 def test_cross_validated_window_minimises_the_leave_one_out_error():
-    from bayesgrpo.evaluate.backtest import cross_validated_window
+    from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window
 
     rewards = np.array([0.0, 1.0, 0.0, 1.0, 5.0, 6.0, 5.0])
 
@@ -448,7 +438,7 @@ def test_cross_validated_window_minimises_the_leave_one_out_error():
 
 
 def test_smoothed_reward_cv_uses_the_cross_validated_window():
-    from bayesgrpo.evaluate.backtest import cross_validated_window
+    from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window
 
     rewards = np.random.default_rng(1).normal(0.0, 1.0, 41)
     window = cross_validated_window(rewards)
@@ -458,7 +448,7 @@ def test_smoothed_reward_cv_uses_the_cross_validated_window():
 
 
 def test_calibration_scores_every_check_against_what_the_run_then_did(kfold):
-    from bayesgrpo.evaluate.backtest import calibration_table, stop_probability_calibration
+    from bayesgrpo.evaluate.backtest.calibration import calibration_table, stop_probability_calibration
 
     table, populations = kfold
     sub = table.select(table.run_ids[:2])
@@ -483,7 +473,7 @@ def test_calibration_scores_every_check_against_what_the_run_then_did(kfold):
 
 
 def test_calibration_table_by_hand():
-    from bayesgrpo.evaluate.backtest import calibration_table
+    from bayesgrpo.evaluate.backtest.calibration import calibration_table
 
     frame = pd.DataFrame(
         {
@@ -509,11 +499,8 @@ def test_calibration_table_by_hand():
 def test_predictive_probability_counts_the_noise_the_reference_keeps(kfold):
     """The predictive draws are the smoothed gain of the points logged up to the check and drawn
     (curve plus noise) after it, smoothed like the reference: checked by hand on one draw."""
-    from bayesgrpo.evaluate.backtest import (
-        _logged_reward_draws,
-        _smoothed_gain_draws,
-        stop_probability_calibration,
-    )
+    from bayesgrpo.evaluate.backtest.forecast import logged_reward_draws
+    from bayesgrpo.evaluate.backtest.calibration import _smoothed_gain_draws, stop_probability_calibration
     from bayesgrpo.questions.live import LiveForecaster
 
     table, populations = kfold
@@ -524,11 +511,11 @@ def test_predictive_probability_counts_the_noise_the_reference_keeps(kfold):
     points = table.points[table.points["run_id"] == run_id].sort_values("step")
     steps, rewards = points["step"].to_numpy(float), points["reward"].to_numpy(float)
     run = table.select([run_id])
-    from bayesgrpo.evaluate.backtest import _prefix_table
+    from bayesgrpo.evaluate.backtest.cuts import prefix_table
 
-    update = LiveForecaster(populations[run_id], n_draws=300, random_seed=0).update(_prefix_table(run, points.iloc[:31]), horizon=60.0)
+    update = LiveForecaster(populations[run_id], n_draws=300, random_seed=0).update(prefix_table(run, points.iloc[:31]), horizon=60.0)
     gains = _smoothed_gain_draws(update, rewards, steps, 30, 5, seed=7)
-    future = _logged_reward_draws(update, steps[31:], seed=7)
+    future = logged_reward_draws(update, steps[31:], seed=7)
     # by hand, draw 0: window 5 around point 30 (points 28..32) and the last 3 points (58..60)
     around = np.concatenate([rewards[28:31], future[0, :2]]).mean()
     end = future[0, -3:].mean()

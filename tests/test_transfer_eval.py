@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.evaluate.backtest import BacktestError
+from bayesgrpo.evaluate.backtest.cuts import BacktestError
 from bayesgrpo.evaluate.transfer_eval import (
     WHOLE_CURVE,
     improvement_over,

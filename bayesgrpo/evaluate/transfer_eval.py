@@ -23,7 +23,7 @@ against two references:
     given the reward range when the metadata states it.
 
 Every forecast is a set of draws of the *logged* reward (the curve plus the noise of one logged
-point, as :func:`bayesgrpo.evaluate.backtest.bayes_forecast_draws` draws it), scored by CRPS and
+point, as :func:`bayesgrpo.evaluate.backtest.forecast.bayes_forecast_draws` draws it), scored by CRPS and
 the absolute error of the final reward (mean of the last :data:`backtest.FINAL_FRACTION` of the
 run's points), both in units of the run's logged reward range. Each score is taken on a
 *window* of the run's points, the same for every method compared in it:
@@ -51,7 +51,6 @@ import logging
 import math
 import time
 import warnings
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -60,19 +59,20 @@ import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.evaluate import scores
-from bayesgrpo.evaluate.backtest import (
+from bayesgrpo.evaluate.backtest.cuts import (
     FINAL_FRACTION,
     MIN_OBSERVED,
     BacktestError,
     cut_points,
-    held_out_populations,
     planned_horizon,
     run_points,
+    run_seed,
 )
+from bayesgrpo.evaluate.backtest.populations import held_out_populations
 
 if TYPE_CHECKING:
-    from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.questions.transfer import TransferPrediction
 
 __all__ = [
@@ -310,12 +310,6 @@ def run_out_populations(
 # --------------------------------------------------------------------------------------------
 
 
-def _seed(random_seed: int, *parts: Any) -> int:
-    """A seed per (split, run, method) that does not depend on the order runs are visited."""
-    words = [int(random_seed) & 0xFFFFFFFF] + [zlib.crc32(str(p).encode()) for p in parts]
-    return int(np.random.SeedSequence(words).generate_state(1)[0])
-
-
 def observed_reward_draws(
     prediction: TransferPrediction, target_steps: np.ndarray, seed: int | None
 ) -> np.ndarray:
@@ -323,7 +317,7 @@ def observed_reward_draws(
 
     The curve draws at the steps plus the noise of one logged point, ``sigma * e`` with ``e``
     Student-t with the population's ``nu`` and ``sigma`` the run's noise draw in reward units
-    (as :func:`bayesgrpo.evaluate.backtest.bayes_forecast_draws`).
+    (as :func:`bayesgrpo.evaluate.backtest.forecast.bayes_forecast_draws`).
 
     Parameters
     ----------
@@ -511,7 +505,7 @@ def transfer_scores(
             for method, meta in metadatas.items():
                 start = time.perf_counter()
                 draws, status = _predict(
-                    population, meta, horizon, all_steps, n_draws, _seed(random_seed, split, run_id, method)
+                    population, meta, horizon, all_steps, n_draws, run_seed(random_seed, split, run_id, method)
                 )
                 seconds = time.perf_counter() - start
                 for window, (_, scored) in windows.items():
@@ -538,7 +532,7 @@ def transfer_scores(
                 horizon,
                 target,
                 n_draws,
-                _seed(random_seed, split, run_id, method),
+                run_seed(random_seed, split, run_id, method),
                 first_points=_prefix_table(run, observed),
             )
             rows.append(
@@ -552,7 +546,7 @@ def transfer_scores(
                 observed["reward"].to_numpy(dtype=float),
                 target,
                 n_draws=n_draws,
-                random_seed=_seed(random_seed, split, run_id, method),
+                random_seed=run_seed(random_seed, split, run_id, method),
                 reward_bounds=bounds,
             )
             status = (

@@ -1,0 +1,327 @@
+"""The forecast backtest: every method forecasts the held-out rest of each cut run, and is scored."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from bayesgrpo.evaluate import scores
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.live import LiveForecaster
+
+
+from bayesgrpo.evaluate.backtest.cuts import (
+    BAYES_METHOD,
+    DEFAULT_CUTS,
+    DEFAULT_METHODS,
+    FINAL_FRACTION,
+    MIN_OBSERVED,
+    UPDATE_ERRORS,
+    BacktestError,
+    cut_points,
+    planned_horizon,
+    prefix_table,
+    run_points,
+    run_seed,
+)
+
+logger = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------------------------
+# Bayesian forecasts of a held-out run
+# --------------------------------------------------------------------------------------------
+
+
+def forecaster_for(population: RewardModel | LiveForecaster, n_draws: int, seed: int | None) -> LiveForecaster:
+    from bayesgrpo.questions.live import LiveForecaster
+
+    if isinstance(population, LiveForecaster):
+        return population
+    return LiveForecaster(population, n_draws=int(n_draws), random_seed=seed)
+
+
+def _bayes_forecast(
+    live: LiveForecaster, run: RunsTable, cut: float, target_steps: np.ndarray, seed: int | None
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Draws (S, N) of the observed reward at ``target_steps`` and the update's diagnostics."""
+    from bayesgrpo.model.laplace import LiveUpdateWarning
+
+    run_id = str(run.runs["run_id"].iloc[0])
+    points = run_points(run, run_id)
+    observed = points[points["step"] <= cut]
+    if observed.empty:
+        raise BacktestError(f"run {run_id!r} has no point at or before the cut step {cut:g}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LiveUpdateWarning)
+        update = live.update(prefix_table(run, observed), horizon=planned_horizon(run))
+    posterior = update.posterior
+    info = {"pareto_k": posterior.pareto_k, "ess": posterior.ess, "n_observed": posterior.n_points}
+    return logged_reward_draws(update, target_steps, seed), info
+
+
+def logged_reward_draws(update: Any, steps: np.ndarray, seed: int | None) -> np.ndarray:
+    """Draws (S, N) of the logged reward at ``steps`` after a live update: the curve plus one
+    logged point's noise, sigma (normalised units, noise floor included) x Student-t(nu)."""
+    from bayesgrpo.questions.stopping import reward_at
+
+    cd, posterior = update.curve_draws, update.posterior
+    mean = reward_at(cd, np.asarray(steps, dtype=float))[:, 0, :]
+    sigma = posterior.natural()["sigma"] * float(cd.reward_scale[0])
+    noise = np.random.default_rng(seed).standard_t(posterior.prior.nu, size=mean.shape)
+    return mean + sigma[:, None] * noise
+
+
+def bayes_forecast_draws(
+    population: RewardModel | LiveForecaster,
+    run_table: RunsTable,
+    cut: float,
+    target_steps: np.ndarray,
+    n_draws: int = 1000,
+    seed: int | None = None,
+) -> np.ndarray:
+    """Draws of a run's logged reward at later steps from its prefix and a population.
+
+    The run's points at steps ``<= cut`` are conditioned on the population posterior by the
+    live update (:meth:`LiveForecaster.update`, normalised progress on the run's
+    :func:`planned_horizon`), and each draw of the curve at ``target_steps`` gets the noise of
+    one logged point: ``sigma * e`` with ``e`` Student-t with the population's ``nu`` and
+    ``sigma`` the run's noise scale draw (the model's noise of a logged point is ``sigma *
+    noise_scale``, and one unbinned point has ``noise_scale = 1``).
+
+    Parameters
+    ----------
+    population : RewardModel or LiveForecaster
+        A partial-pooling fit that did not see this run (or a live forecaster around one).
+    run_table : RunsTable
+        The run, one metadata row; points after ``cut`` are ignored.
+    cut : float
+        Last step observed.
+    target_steps : ndarray, shape (N,)
+    n_draws : int
+        Draws (when ``population`` is a model; a forecaster keeps its own).
+    seed : int, optional
+        Seeds the live update and the noise.
+
+    Returns
+    -------
+    ndarray, shape (n_draws, N)
+        In reward units.
+    """
+    if len(run_table.runs) != 1:
+        raise BacktestError(
+            f"bayes_forecast_draws takes one run; got {len(run_table.runs)} (use table.select)"
+        )
+    draws, _ = _bayes_forecast(
+        forecaster_for(population, n_draws, seed), run_table, float(cut), target_steps, seed
+    )
+    return draws
+
+
+# --------------------------------------------------------------------------------------------
+# Forecast backtest
+# --------------------------------------------------------------------------------------------
+
+
+def score_forecast(draws: np.ndarray, y: np.ndarray, scale: float, n_final: int) -> dict[str, float]:
+    """Mean scores of one forecast over its held-out points."""
+    return {
+        "crps": float(scores.crps_from_draws(draws, y, scale).mean()),
+        "lpd": float(scores.log_predictive_density(draws, y, scale).mean()),
+        "cover50": float(scores.interval_coverage(draws, y, 0.5).mean()),
+        "cover90": float(scores.interval_coverage(draws, y, 0.9).mean()),
+        "width50": float(scores.interval_width(draws, 0.5, scale).mean()),
+        "width90": float(scores.interval_width(draws, 0.9, scale).mean()),
+        "final_abs_error": scores.final_reward_error(draws[:, -n_final:], y[-n_final:], scale),
+    }
+
+
+def live_forecasters(
+    populations: Mapping[str, RewardModel], run_ids: Sequence[str], n_draws: int, random_seed: int
+) -> dict[str, LiveForecaster]:
+    """One live forecaster per distinct population object (its new-run prior is cached)."""
+    missing = [r for r in run_ids if r not in populations]
+    if missing:
+        raise BacktestError(
+            f"no population for runs {missing[:5]} ({len(missing)} in all); fit them with kfold_populations"
+        )
+    by_object: dict[int, LiveForecaster] = {}
+    out = {}
+    for run_id in run_ids:
+        population = populations[run_id]
+        if id(population) not in by_object:
+            by_object[id(population)] = forecaster_for(
+                population, n_draws, run_seed(random_seed, "live", len(by_object))
+            )
+        out[run_id] = by_object[id(population)]
+    return out
+
+
+def forecast_backtest(
+    table: RunsTable,
+    populations: Mapping[str, RewardModel] | None,
+    cuts: Sequence[float] = DEFAULT_CUTS,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    baseline_options: Mapping[str, Mapping[str, Any]] | None = None,
+    n_draws: int = 1000,
+    random_seed: int = 0,
+) -> pd.DataFrame:
+    """Cut every run, forecast its held-out points with every method, score the forecasts.
+
+    Parameters
+    ----------
+    table : RunsTable
+    populations : mapping run_id -> RewardModel, or None
+        For ``"bayesgrpo"``: a population fitted without the run (:func:`kfold_populations`).
+        Only needed when ``"bayesgrpo"`` is among ``methods``.
+    cuts : sequence of float
+        Fractions of each run's step span observed (:func:`cut_points`).
+    methods : sequence of str
+        ``"bayesgrpo"`` and names of :data:`bayesgrpo.evaluate.baselines.BASELINE_FORECASTERS`.
+    baseline_options : mapping method -> mapping, optional
+        Keyword options of each baseline (``{"domhan_ensemble": {"n_steps": 300}}``).
+    n_draws : int
+        Predictive draws per forecast.
+    random_seed : int
+
+    Returns
+    -------
+    DataFrame
+        One row per (run, cut, method): ``run_id, cut, method, crps, lpd, cover50, cover90,
+        width50, width90, final_abs_error, seconds``, then ``cut_step, n_observed, n_held_out,
+        n_final, reward_range, status`` (``"ok"``, or why the method fell back or is unreliable).
+        CRPS, widths and the final error are in units of the run's logged reward range; the
+        final reward is the mean of the run's last :data:`FINAL_FRACTION` of points. A cut that
+        leaves fewer than :data:`MIN_OBSERVED` observed points, no held-out point, or a run
+        with a constant reward is skipped (logged).
+    """
+    from bayesgrpo.evaluate.baselines import BASELINE_FORECASTERS
+
+    methods = list(methods)
+    unknown = [m for m in methods if m != BAYES_METHOD and m not in BASELINE_FORECASTERS]
+    if unknown:
+        raise BacktestError(f"unknown methods {unknown}; choose from {[BAYES_METHOD, *BASELINE_FORECASTERS]}")
+    options = {name: dict(value) for name, value in (baseline_options or {}).items()}
+    bad_options = sorted(set(options) - set(BASELINE_FORECASTERS))
+    if bad_options:
+        raise BacktestError(
+            f"baseline_options for unknown baselines {bad_options}; baselines are {list(BASELINE_FORECASTERS)}"
+        )
+    live: dict[str, LiveForecaster] = {}
+    if BAYES_METHOD in methods:
+        if populations is None:
+            raise BacktestError(
+                "method 'bayesgrpo' needs populations (run_id -> fitted RewardModel): kfold_populations"
+            )
+        live = live_forecasters(populations, table.run_ids, n_draws, random_seed)
+
+    rows = []
+    for run_id in table.run_ids:
+        points = run_points(table, run_id)
+        rewards = points["reward"].to_numpy(dtype=float)
+        reward_range = float(rewards.max() - rewards.min())
+        if reward_range <= 0:
+            logger.info("forecast backtest: run %s skipped (constant reward)", run_id)
+            continue
+        n_final_run = max(1, math.ceil(FINAL_FRACTION * len(points)))
+        run = table.select([run_id])
+        for fraction in cuts:
+            cut = cut_points(points, fraction)
+            if len(cut.observed) < MIN_OBSERVED or cut.held_out.empty:
+                logger.info(
+                    "forecast backtest: run %s cut %g skipped (%d observed, %d held out)",
+                    run_id,
+                    fraction,
+                    len(cut.observed),
+                    len(cut.held_out),
+                )
+                continue
+            target = cut.held_out["step"].to_numpy(dtype=float)
+            y = cut.held_out["reward"].to_numpy(dtype=float)
+            n_final = min(n_final_run, len(y))
+            for method in methods:
+                seed = run_seed(random_seed, run_id, fraction, method)
+                start = time.perf_counter()
+                if method == BAYES_METHOD:
+                    try:
+                        draws, info = _bayes_forecast(live[run_id], run, cut.step, target, seed)
+                    except UPDATE_ERRORS as exc:  # one failed update must not end an hour-long backtest
+                        logger.warning(
+                            "forecast backtest: live update of run %s at cut %g failed: %s",
+                            run_id,
+                            fraction,
+                            exc,
+                        )
+                        draws, info = np.full((1, len(target)), np.nan), {"pareto_k": np.nan}
+                        status = f"live update failed: {type(exc).__name__}: {exc}"
+                    else:
+                        k = info["pareto_k"]
+                        status = "ok" if k <= 0.7 else f"unreliable live update (Pareto k {k:.2f})"
+                else:
+                    forecast = BASELINE_FORECASTERS[method](
+                        cut.observed["step"].to_numpy(dtype=float),
+                        cut.observed["reward"].to_numpy(dtype=float),
+                        target,
+                        n_draws=n_draws,
+                        random_seed=seed,
+                        **options.get(method, {}),
+                    )
+                    draws = forecast.draws
+                    status = "ok" if not forecast.fell_back else str(forecast.info.get("fallback"))
+                seconds = time.perf_counter() - start
+                finite = np.all(np.isfinite(draws), axis=1)
+                row: dict[str, Any] = {"run_id": run_id, "cut": float(fraction), "method": method}
+                if finite.any():
+                    row.update(score_forecast(draws[finite], y, reward_range, n_final))
+                    if not finite.all():
+                        status += f"; {int((~finite).sum())} non-finite draws dropped"
+                else:
+                    row.update(
+                        dict.fromkeys(
+                            ("crps", "lpd", "cover50", "cover90", "width50", "width90", "final_abs_error"),
+                            np.nan,
+                        )
+                    )
+                    status = status if status.startswith("live update failed") else "no finite draw"
+                row.update(
+                    {
+                        "seconds": seconds,
+                        "cut_step": cut.step,
+                        "n_observed": len(cut.observed),
+                        "n_held_out": len(y),
+                        "n_final": n_final,
+                        "reward_range": reward_range,
+                        "status": status,
+                    }
+                )
+                rows.append(row)
+        logger.info("forecast backtest: run %s done", run_id)
+    columns = [
+        "run_id",
+        "cut",
+        "method",
+        "crps",
+        "lpd",
+        "cover50",
+        "cover90",
+        "width50",
+        "width90",
+        "final_abs_error",
+        "seconds",
+        "cut_step",
+        "n_observed",
+        "n_held_out",
+        "n_final",
+        "reward_range",
+        "status",
+    ]
+    return pd.DataFrame(rows, columns=columns)
