@@ -318,7 +318,7 @@ class StubForecaster:
 
 
 def test_watch_follows_a_file_logger_jsonl_as_it_grows(tmp_path, monkeypatch, capsys):
-    from bayesgrpo.interfaces import watch
+    from bayesgrpo.interfaces.watch import watcher as watch
     from bayesgrpo.interfaces.cli import main
 
     path = tmp_path / "exp.jsonl"

@@ -493,7 +493,7 @@ def test_render_table_has_one_row_per_run():
 
 
 def test_cli_watch_once_prints_one_table(tmp_path, monkeypatch, capsys):
-    from bayesgrpo.interfaces import watch
+    from bayesgrpo.interfaces.watch import watcher as watch
     from bayesgrpo.interfaces.cli import main
 
     monkeypatch.setattr(watch, "live_forecaster", lambda population, random_seed: StubForecaster())

@@ -1,0 +1,295 @@
+"""The watcher: every followed run's live forecast and stop advice, one :class:`RunStatus` a run."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from bayesgrpo.errors import (
+    BayesGRPOError,
+)
+from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.questions.live import live_forecaster
+
+if TYPE_CHECKING:
+
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.questions.stopping import StoppingRule
+
+
+from bayesgrpo.interfaces.watch.follow import LogFollower, ReadSettings, WatchTarget, short_error
+
+logger = logging.getLogger(__name__)
+
+
+INTERVAL = 0.9
+#: Default number of last logged rewards averaged into the "current reward".
+SMOOTH = 10
+
+
+# --------------------------------------------------------------------------------------------
+# Status of a run
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """Where one run stands at one poll: what the watcher shows in one row.
+
+    Attributes
+    ----------
+    run_id, source : str
+    state : {"ok", "waiting", "no_horizon", "error"}
+        ``ok``: forecast and advice below; ``waiting``: nothing readable yet; ``no_horizon``:
+        read, but no horizon (pass one, or a log stating its total steps); ``error``: see reason.
+    n_steps : int
+        Logged steps with a reward so far.
+    step : float or None
+        The last of them.
+    reward_now : float or None
+        Mean of the last ``smooth`` logged rewards.
+    horizon_step : float or None
+    final_median, final_lower, final_upper : float or None
+        Forecast expected reward at the horizon: median and 90% interval.
+    p_plateau : float or None
+        ``P(gain from now to the horizon < eps)``.
+    decision : {"stop", "continue"} or None
+        The rule's advice.
+    reason : str
+        The rule's one-line reason, or why there is no advice.
+    updated : bool
+        Recomputed at this poll (False: the run's data did not change; cached).
+    seconds : float
+        Time the update took (0 when cached).
+    pareto_k : float or None
+        Reliability of the live update's importance weights (above 0.7: unreliable).
+    """
+
+    run_id: str
+    source: str
+    state: str
+    n_steps: int = 0
+    step: float | None = None
+    reward_now: float | None = None
+    horizon_step: float | None = None
+    final_median: float | None = None
+    final_lower: float | None = None
+    final_upper: float | None = None
+    p_plateau: float | None = None
+    decision: str | None = None
+    reason: str = ""
+    updated: bool = False
+    seconds: float = 0.0
+    pareto_k: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (NaN as None)."""
+        out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                out[key] = None
+        return out
+
+
+def finite_or_none(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _fingerprint(points: pd.DataFrame) -> tuple[int, int]:
+    """Changes whenever a step or reward of the run changes."""
+    frame = points[["step", "reward"]]
+    return len(frame), int(pd.util.hash_pandas_object(frame, index=False).sum())
+
+
+# --------------------------------------------------------------------------------------------
+# The watcher
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Watcher:
+    """Follow logs and forecast every run in them; :meth:`poll` answers, the UI renders.
+
+    Parameters
+    ----------
+    paths : path or paths
+        Log files or folders; they need not exist yet.
+    rule : StoppingRule
+        Gives the advice (``PlateauRule``, ``BudgetRule``, ``TargetRule``).
+    population : RewardModel, LiveForecaster, path of a saved model, or None
+        The prior of each run; default the population shipped with the package
+        (``bayesgrpo.model.datasets.bundled_population()``). Loaded at the first forecast (see
+        :func:`live_forecaster`).
+    horizon : float, optional
+        The step every run is planned to end at; default each run's ``total_steps`` as its log
+        states it.
+    eps : float
+        Gain that counts as nothing in ``P(plateau)``: a share of the run's reward range
+        (``relative``) or reward units.
+    relative : bool
+    smooth : int
+        Last logged rewards averaged into the current reward.
+    read : ReadSettings
+        ``load_runs`` options (format, reward metric, metadata, TRL ``logging_steps``).
+    random_seed : int, optional
+    """
+
+    paths: str | Path | Sequence[str | Path]
+    rule: StoppingRule
+    population: Any = None
+    horizon: float | None = None
+    eps: float = 0.01
+    relative: bool = True
+    smooth: int = SMOOTH
+    read: ReadSettings = field(default_factory=ReadSettings)
+    random_seed: int | None = 1
+    _targets: list[WatchTarget] = field(default_factory=list, init=False, repr=False)
+    _live: LiveForecaster | None = field(default=None, init=False, repr=False)
+    _cache: dict[tuple[str, str], tuple[Any, RunStatus]] = field(default_factory=dict, init=False, repr=False)
+    _names: dict[tuple[str, str], str] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        paths = [self.paths] if isinstance(self.paths, (str, Path)) else list(self.paths)
+        if not paths:
+            raise BayesGRPOError("watch needs at least one log file or folder")
+        self._targets = [WatchTarget(Path(p), self.read) for p in paths]
+        if self.smooth < 1:
+            raise BayesGRPOError(f"smooth must be at least 1 (points averaged); got {self.smooth}")
+
+    @property
+    def followers(self) -> list[LogFollower]:
+        return [f for target in self._targets for f in target.followers.values()]
+
+    @property
+    def live(self) -> LiveForecaster:
+        """The live forecaster (the population loaded on first use)."""
+        if self._live is None:
+            self._live = live_forecaster(self.population, self.random_seed)
+        return self._live
+
+    def poll(self) -> list[RunStatus]:
+        """Read what changed, update what needs it, and say where every run stands.
+
+        Returns
+        -------
+        list of RunStatus
+            One per run (or per followed path with nothing readable yet), in the order of the
+            paths given, then of discovery.
+        """
+        statuses: list[RunStatus] = []
+        for target in self._targets:
+            followers = target.refresh()
+            if not followers:
+                statuses.append(RunStatus(run_id=target.path.name, source=str(target.path), state="waiting",
+                                          reason=target.message or "no log found yet"))
+                continue
+            for follower in followers:
+                follower.poll()
+                statuses.extend(self._statuses(follower))
+        return statuses
+
+    def _display_name(self, key: str, run_id: str) -> str:
+        if (key, run_id) not in self._names:
+            taken = set(self._names.values())
+            name, n = run_id, 1
+            while name in taken:
+                n += 1
+                name = f"{run_id}#{n}"
+            self._names[(key, run_id)] = name
+        return self._names[(key, run_id)]
+
+    def _statuses(self, follower: LogFollower) -> list[RunStatus]:
+        table = follower.table
+        if table is None:
+            name = self._display_name(follower.key, follower.source.run_id)
+            state = "error" if follower.state == "error" else "waiting"
+            return [RunStatus(run_id=name, source=follower.label, state=state, reason=follower.message)]
+        out = []
+        for run_id in table.run_ids:
+            name = self._display_name(follower.key, run_id)
+            status = self._run_status(follower, table.select([run_id]), name)
+            if follower.state == "error":  # shown from the last good read
+                status = replace(status, reason=f"{status.reason} [last read failed: {follower.message}]")
+            out.append(status)
+        return out
+
+    def _horizon_of(self, run: RunsTable) -> float | None:
+        if self.horizon is not None:
+            return float(self.horizon)
+        return finite_or_none(run.runs["total_steps"].iloc[0]) if "total_steps" in run.runs.columns else None
+
+    def _run_status(self, follower: LogFollower, run: RunsTable, name: str) -> RunStatus:
+        points = run.points[np.isfinite(run.points["reward"].to_numpy(dtype=float))]
+        horizon = self._horizon_of(run)
+        key = (follower.key, name)
+        fingerprint = (_fingerprint(points), horizon, follower.state)
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == fingerprint:
+            return RunStatus(**{**asdict(cached[1]), "updated": False, "seconds": 0.0})
+        status = self._compute(run, points, horizon, name, follower)
+        self._cache[key] = (fingerprint, status)
+        return status
+
+    def _compute(self, run: RunsTable, points: pd.DataFrame, horizon: float | None, name: str, follower: LogFollower) -> RunStatus:
+        from bayesgrpo.questions.stopping import prob_gain_below, reward_at
+
+        start = time.perf_counter()
+        rewards = points["reward"].to_numpy(dtype=float)
+        base = {
+            "run_id": name,
+            "source": follower.label,
+            "n_steps": len(points),
+            "step": finite_or_none(points["step"].max()) if len(points) else None,
+            "reward_now": float(rewards[-self.smooth :].mean()) if len(rewards) else None,
+            "horizon_step": horizon,
+            "updated": True,
+        }
+        if not len(points):
+            return RunStatus(**base, state="waiting", reason="no reward logged yet")
+        if horizon is None:
+            return RunStatus(**base, state="no_horizon", reason="no horizon: pass --horizon (the log states no total steps)")
+        step = float(base["step"])
+        if step > horizon:
+            return RunStatus(**base, state="error", reason=f"step {step:g} is past the horizon {horizon:g}; pass a larger --horizon")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                update = self.live.update(run, horizon=horizon)
+            draws = update.curve_draws
+            final = reward_at(draws, np.array([horizon]))[:, 0, 0]
+            tail = (1 - INTERVAL) / 2
+            lower, median, upper = np.quantile(final, [tail, 0.5, 1 - tail])
+            p_plateau = float(prob_gain_below(draws, step, horizon, eps=self.eps, relative=self.relative)[0])
+            decision = self.rule.decide(draws, step, horizon)[0]
+        except (BayesGRPOError, ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+            logger.warning("watch: no forecast for %s: %s", name, exc)
+            return RunStatus(**base, state="error", reason=short_error(exc), seconds=time.perf_counter() - start)
+        reason = decision.reason
+        unreliable = [str(w.message) for w in caught if "unreliable" in str(w.message)]
+        if unreliable:
+            reason += f" [live update unreliable: Pareto k {update.posterior.pareto_k:.2f}]"
+        return RunStatus(
+            **base,
+            state="ok",
+            final_median=float(median),
+            final_lower=float(lower),
+            final_upper=float(upper),
+            p_plateau=p_plateau,
+            decision=decision.decision,
+            reason=reason,
+            seconds=time.perf_counter() - start,
+            pareto_k=float(update.posterior.pareto_k),
+        )
