@@ -22,16 +22,11 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c a
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers import ReadOptions, Source, detect_format, discover
-from bayesgrpo.logs.readers import tensorboard as tb_reader
-from bayesgrpo.logs.readers.tensorboard import (
-    REWARD_CANDIDATES,
-    event_file_order,
-    masked_crc32c,
-    read_event_files,
-    read_tensorboard,
-    tensor_scalar,
-    tensorboard_aliases,
-)
+from bayesgrpo.logs.readers.tensorboard import crc as tb_crc
+from bayesgrpo.logs.readers.tensorboard import records as tb_records
+from bayesgrpo.logs.readers.tensorboard.reader import REWARD_CANDIDATES, read_event_files, read_tensorboard, tensorboard_aliases
+from bayesgrpo.logs.readers.tensorboard.records import event_file_order, tensor_scalar
+from bayesgrpo.logs.readers.tensorboard.crc import masked_crc32c
 from bayesgrpo.logs.writers.tensorboard import (
     append_events,
     frame_records,
@@ -242,7 +237,7 @@ def test_masked_crc32c_matches_tensorboard_both_implementations(monkeypatch):
     lengths[40:] = 50  # many ranges of one length: the vectorised numpy path
     expected = [reference_masked_crc32c(data[s : s + n]) for s, n in zip(starts, lengths)]
     assert masked_crc32c(data, starts, lengths).tolist() == expected
-    monkeypatch.setattr(tb_reader, "_FAST_CRC", False)  # the numpy fallback
+    monkeypatch.setattr(tb_crc, "_FAST_CRC", False)  # the numpy fallback
     assert masked_crc32c(data, starts, lengths).tolist() == expected
     assert masked_crc32c(data, [], []).tolist() == []
 
@@ -395,7 +390,7 @@ def test_corrupted_data_in_the_middle_drops_one_record(tmp_path):
 @pytest.mark.parametrize("chunk", [None, 64, 1000])
 def test_corrupted_length_in_the_middle_resynchronises(tmp_path, chunk, monkeypatch):
     if chunk is not None:
-        monkeypatch.setattr(tb_reader, "_CHUNK_BYTES", chunk)
+        monkeypatch.setattr(tb_records, "CHUNK_BYTES", chunk)
     folder, path = _run_folder(tmp_path)
     data = bytearray(path.read_bytes())
     records = _records(bytes(data))
@@ -699,7 +694,7 @@ def test_read_errors_become_log_read_errors(tmp_path, monkeypatch):
     def fail(self, keep_from, need=0):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(tb_reader._Window, "advance", fail)
+    monkeypatch.setattr(tb_records._Window, "advance", fail)
     with pytest.raises(LogReadError, match="cannot read.*Input/output error"):
         bayesgrpo.load_runs(folder)
 
@@ -712,7 +707,7 @@ def test_out_of_order_steps_are_reported(tmp_path):
 
 def test_memory_stays_within_a_few_times_the_records(tmp_path, monkeypatch):
     """Compact arrays, a bounded read window: peak Python allocations ~ the records' size."""
-    monkeypatch.setattr(tb_reader, "_CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(tb_records, "CHUNK_BYTES", 64 * 1024)
     path = write_large_tensorboard(tmp_path / "big", n_steps=2_000, n_tags=20)  # 40,000 events
     source = Source("tensorboard", (path,), "big")
     tracemalloc.start()

@@ -34,7 +34,7 @@ from tensorboard.plugins.scalar import metadata as scalar_metadata
 from tensorboard.plugins.text.plugin_data_pb2 import TextPluginData
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-from bayesgrpo.logs.readers.tensorboard import masked_crc32c
+from bayesgrpo.logs.readers.tensorboard.crc import masked_crc32c
 
 STYLES = ("simple_value", "tensor", "tf2")
 
