@@ -17,7 +17,8 @@ import pytest
 
 from bayesgrpo.interfaces.cli import main
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.interfaces.html_report import _anchor, transfer_specs, write_report
+from bayesgrpo.interfaces.html_report import transfer_specs, write_report
+from bayesgrpo.interfaces.html_report.sections import run_anchor as _anchor
 from bayesgrpo.logs.table import RunsTable
 
 EVIL = "<script>alert('x')</script>"

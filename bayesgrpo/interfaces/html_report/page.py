@@ -1,0 +1,243 @@
+"""The page put together (:func:`write_report`) and ``bayesgrpo report`` (:func:`run_cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import logging
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from bayesgrpo.errors import BayesGRPOError
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.stopping import StoppingRule
+
+
+from bayesgrpo.interfaces.html_report.markup import CSS, esc, img_tag
+from bayesgrpo.interfaces.html_report.runs import planned_horizons, run_rows, split_by_run
+from bayesgrpo.interfaces.html_report.sections import (
+    T80_FRACTIONS,
+    diagnostics_section,
+    fit_mode_text,
+    header_section,
+    live_mode_text,
+    run_anchor,
+    summary_table,
+    transfer_section,
+    transfer_specs,
+)
+
+logger = logging.getLogger(__name__)
+
+
+#: Default fit settings when the report fits the pooled model itself.
+DEFAULT_FIT: dict[str, Any] = {"draws": 500, "tune": 500, "chains": 2, "random_seed": 1, "progressbar": False}
+#: Population parameters of the shrinkage and scaling figures.
+SHRINKAGE_PARAMS: tuple[str, ...] = ("asymptote", "tau")
+SCALING_PARAMS: tuple[str, ...] = ("r1",)
+
+
+def write_report(
+    table: RunsTable,
+    path: str | Path,
+    *,
+    population: RewardModel | None = None,
+    fit_kwargs: Mapping[str, Any] | None = None,
+    transfer: Sequence[Mapping[str, Any]] | None = None,
+    rule: StoppingRule | None = None,
+    diagnose: bool = True,
+    horizon: float | Mapping[str, float] | None = None,
+    history_points: int = 8,
+    title: str = "bayesgrpo report",
+    dpi: int = 72,
+    random_seed: int | None = 0,
+) -> Path:
+    """Write a self-contained HTML report of the runs of a table.
+
+    Parameters
+    ----------
+    table : RunsTable
+        The runs (``readers.load_runs``); its read report heads the page.
+    path : str or Path
+        The HTML file to write.
+    population : RewardModel, optional
+        A fitted population (``pooling="partial"``): each run is conditioned on it live. Without
+        one the pooled model is fitted on ``table``.
+    fit_kwargs : mapping, optional
+        Passed to ``RewardModel.fit`` when fitting (over :data:`DEFAULT_FIT`).
+    transfer : sequence of mapping, optional
+        New runs to predict (metadata as :func:`bayesgrpo.questions.transfer.predict_new_run` takes it;
+        :func:`transfer_specs` builds them from sizes). A missing reward range is taken from the
+        runs (same family first), a missing ``total_steps`` from ``horizon`` or the runs' median.
+    rule : StoppingRule, optional
+        Default ``PlateauRule(eps=0.01, prob=0.9, relative=True)``.
+    diagnose : bool
+        Add the diagnostics section (``bayesgrpo.questions.diagnostics.diagnose``).
+    horizon : float or mapping run_id -> step, optional
+        The step each run is planned to end at (default: its ``total_steps``, else its last
+        logged step).
+    history_points : int
+        Cuts of each run's stop-probability history (0: no history figures).
+    title : str
+    dpi : int
+        Resolution of the figures.
+    random_seed : int, optional
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Raises
+    ------
+    BayesGRPOError
+        No runs, a run past its horizon, or a population that cannot be conditioned on.
+    """
+    from bayesgrpo.interfaces import plotting
+    from bayesgrpo.questions.history import default_rule, stop_history
+    from bayesgrpo.questions.shrinkage import laplace_modes
+    from bayesgrpo.questions.stopping import steps_to_fraction
+
+    if len(table.run_ids) == 0:
+        raise BayesGRPOError("the table holds no runs: nothing to report")
+    rule = default_rule() if rule is None else rule
+    horizons = planned_horizons(table, horizon)
+    finite = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))]
+    last_step = finite.groupby("run_id")["step"].max()
+    pareto: dict[str, float] = {}
+    from bayesgrpo.questions.live import LiveForecaster
+
+    if population is not None:
+        from bayesgrpo.model.laplace import LiveUpdateWarning
+
+        live = LiveForecaster(population, random_seed=random_seed)
+        draws = {}
+        steps = {}
+        for run_id in table.run_ids:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", LiveUpdateWarning)  # shown per run as its Pareto k
+                update = live.update(table.select([run_id]), horizon=horizons[run_id])
+            draws[run_id], steps[run_id], pareto[run_id] = update.curve_draws, update.step, update.posterior.pareto_k
+        model = population
+        mode = live_mode_text(population)
+        fitted_on_table = None
+    else:
+        from bayesgrpo.model.reward_model import RewardModel
+
+        settings = {**DEFAULT_FIT, **dict(fit_kwargs or {})}
+        logger.info("fitting the pooled model on %d runs (%s)", len(table.run_ids), settings)
+        model = RewardModel().fit(table, horizon=horizons, **settings)
+        draws = split_by_run(model.curve_draws())
+        steps = {run_id: float(last_step[run_id]) for run_id in table.run_ids}
+        mode = fit_mode_text(model)
+        fitted_on_table = model
+        live = LiveForecaster(model, random_seed=random_seed) if history_points > 0 else None
+    rows = run_rows(table, draws, steps, rule, pareto)
+
+    sections: list[str] = []
+    sections.append(f"<h2>Runs</h2>{summary_table(rows, rule)}")
+    figure, ax = plotting.subplots(figsize=(7.5, 3.6))
+    bounds = table.runs[["reward_min", "reward_max"]].astype(float)
+    normalise = bool(bounds.isna().any().any() or bounds.nunique().max() > 1)
+    plotting.plot_runs(table, color_by="family", normalise=normalise, smooth=0.05, ax=ax)
+    sections.append(img_tag(plotting.figure_png(figure, dpi=dpi), "logged curves of every run")
+                    + ('<p class="note">Each run on its own reward range (0 = its lower bound, 1 = its upper one), '
+                       "smoothed over 5% of its points.</p>" if normalise else ""))
+
+    # t80 over every run
+    fractions = pd.concat([steps_to_fraction(draws[r], T80_FRACTIONS) for r in table.run_ids], ignore_index=True)
+    figure, ax = plotting.subplots(figsize=(7.5, 1.2 + 0.2 * len(table.run_ids)))
+    plotting.plot_t80(fractions, fractions=T80_FRACTIONS, ax=ax)
+    sections.append(f"<h2>Steps to {T80_FRACTIONS[0]:.0%} of the gain</h2>"
+                    + img_tag(plotting.figure_png(figure, dpi=dpi), "steps to 80% of the gain"))
+
+    # per run: fan chart and stop history
+    per_run = ["<h2>Each run</h2>"]
+    if history_points > 0:
+        per_run.append('<p class="note">Right: what the rule would have said had it run during training. Each cut '
+                       "of the run is conditioned on the population live; the band beneath is the most probable "
+                       "phase, its opacity that phase's probability."
+                       + (" The population was fitted on these runs, so early cuts borrow from each run's own later "
+                          "points." if fitted_on_table is not None else "") + "</p>")
+    for r in rows:
+        ncols = 2 if history_points > 0 else 1
+        figure, axes = plotting.subplots(1, ncols, figsize=(5.0 * ncols + (1.6 if ncols == 2 else 0), 3.0), squeeze=False)
+        plotting.plot_fan(draws[r.run_id], r.run_id, observed=table, step_now=r.step, ax=axes[0, 0])
+        axes[0, 0].legend(fontsize=6, frameon=False)
+        if history_points > 0:
+            history = stop_history(live, table.select([r.run_id]), history_points, rule, horizon=horizons[r.run_id])
+            plotting.plot_stop_probability(history, threshold=getattr(rule, "prob", None), ax=axes[0, 1])
+            axes[0, 1].set_title("stop probability and phase", fontsize=8)
+        per_run.append(f'<h3 id="run-{run_anchor(r.run_id)}">{esc(r.run_id)}</h3>'
+                       f'<p class="note">{esc(r.decision)}: {esc(r.reason)}</p>'
+                       + img_tag(plotting.figure_png(figure, dpi=dpi), f"forecast of {r.run_id}"))
+    sections.append("\n".join(per_run))
+
+    # the population: shrinkage and scaling
+    if model.pooling == "partial":
+        which = "these runs" if fitted_on_table is not None else f"the population's own {model.data.n_runs} runs"
+        parts = [(f"<h2>Pooling</h2><p class=\"note\">Shrinkage and size scaling of the partially pooled model, over {which}."
+                  " Levels in normalised reward (0 = a run's lower reward bound, 1 = its upper one), rates in "
+                  "normalised progress (1 = a run's horizon).</p>")]
+        n_pop = model.data.n_runs
+        modes = laplace_modes(model)  # once for every parameter
+        for param in SHRINKAGE_PARAMS:
+            figure, ax = plotting.subplots(figsize=(7.5, 1.2 + 0.17 * n_pop))
+            plotting.plot_shrinkage(model, param=param, unpooled=modes, ax=ax)
+            parts.append(img_tag(plotting.figure_png(figure, dpi=dpi), f"shrinkage of {param}"))
+        for param in SCALING_PARAMS:
+            figure, ax = plotting.subplots(figsize=(6.5, 3.6))
+            plotting.plot_scaling(model, param=param, ax=ax)
+            parts.append(img_tag(plotting.figure_png(figure, dpi=dpi), f"{param} by model size"))
+        sections.append("\n".join(parts))
+
+    if transfer:
+        sections.append("<h2>Transfer to new runs</h2>"
+                        + transfer_section(table, model, transfer, horizons, horizon, dpi, random_seed))
+    if diagnose:
+        sections.append("<h2>Diagnostics</h2>" + diagnostics_section(table, fitted_on_table))
+
+    from bayesgrpo._version import __version__
+
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    page = (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n"
+        f"<h1>{esc(title)}</h1><p class=\"note\">bayesgrpo {esc(__version__)}, {stamp}</p>\n"
+        + header_section(table, mode) + "\n" + "\n".join(sections) + "\n</body></html>\n"
+    )
+    path = Path(path)
+    path.write_text(page, encoding="utf-8")
+    logger.info("wrote %s (%d bytes)", path, len(page))
+    return path
+
+
+def run_cli(args: argparse.Namespace) -> Path:
+    """``bayesgrpo report LOGS... -o report.html``: read the logs, write the report; returns
+    the file written."""
+    from bayesgrpo.logs.readers import load_runs
+    from bayesgrpo.questions.stopping import PlateauRule
+
+    table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+    population = None
+    if args.population:
+        from bayesgrpo.model.reward_model import RewardModel
+
+        population = RewardModel.load(args.population)
+    transfer = None
+    if args.transfer_size:
+        transfer = transfer_specs(args.transfer_size, family=args.transfer_family, task=args.transfer_task, table=table)
+    rule = PlateauRule(eps=args.eps, prob=args.prob, relative=True)
+    fit_kwargs = {"draws": args.draws, "tune": args.tune, "random_seed": args.seed, "progressbar": not args.quiet}
+    return write_report(
+        table, args.output, population=population, fit_kwargs=fit_kwargs, transfer=transfer, rule=rule,
+        diagnose=not args.no_diagnose, horizon=args.horizon, history_points=args.history_points, random_seed=args.seed,
+    )

@@ -1,0 +1,155 @@
+"""One row a run: its forecast, stop decision, phase and reward now (:class:`ReportRun`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from bayesgrpo.errors import BayesGRPOError
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.questions.stopping import CurveDraws, StoppingRule
+
+
+from bayesgrpo.interfaces.html_report.markup import fmt_text
+
+#: Logged rewards averaged into a run's "reward now".
+RECENT_POINTS = 5
+
+
+@dataclass(frozen=True)
+class ReportRun:
+    """What the report says about one run (one row of its summary table).
+
+    Attributes
+    ----------
+    run_id, family, task : str or None
+    size_b : float
+    n_points : int
+    step, horizon_step : float
+        The last logged step and the step the run is planned to end at.
+    reward_now : float
+        Mean of the last :data:`RECENT_POINTS` logged rewards.
+    final_median, final_lower, final_upper : float
+        The expected reward at the horizon: posterior median and 90% interval.
+    decision : str
+    probability : float
+        The rule's probability (``P(gain < eps)`` for a plateau rule).
+    reason : str
+    phase : str
+    phase_probability : float
+    pareto_k : float
+        The live update's importance-sampling diagnostic (NaN for a fitted model).
+    """
+
+    run_id: str
+    family: str | None
+    task: str | None
+    size_b: float
+    n_points: int
+    step: float
+    horizon_step: float
+    reward_now: float
+    final_median: float
+    final_lower: float
+    final_upper: float
+    decision: str
+    probability: float
+    reason: str
+    phase: str
+    phase_probability: float
+    pareto_k: float = float("nan")
+
+
+def planned_horizons(table: RunsTable, horizon: float | Mapping[str, float] | None) -> dict[str, float]:
+    """Each run's horizon: ``horizon`` (one for all, or per run), else its ``total_steps``, else
+    its last logged step; never before its last logged step."""
+    from bayesgrpo.questions.history import run_horizon
+
+    out = {}
+    for run_id in table.run_ids:
+        one = table.select([run_id])
+        given = horizon.get(run_id) if isinstance(horizon, Mapping) else horizon
+        value = run_horizon(one, None if given is None else float(given))
+        finite = one.points[np.isfinite(one.points["reward"].to_numpy(dtype=float))]
+        last = float(finite["step"].max())
+        if value < last:
+            raise BayesGRPOError(
+                f"run {run_id!r} is already at step {last:g}, past its horizon {value:g}; pass a later horizon"
+            )
+        out[run_id] = value
+    return out
+
+
+def recent_reward(table: RunsTable) -> dict[str, float]:
+    out = {}
+    for run_id, frame in table.points.groupby("run_id", sort=False):
+        reward = frame.sort_values("step")["reward"].to_numpy(dtype=float)
+        reward = reward[np.isfinite(reward)]
+        out[str(run_id)] = float(reward[-RECENT_POINTS:].mean()) if reward.size else float("nan")
+    return out
+
+
+def run_rows(
+    table: RunsTable,
+    draws: Mapping[str, CurveDraws],
+    steps: Mapping[str, float],
+    rule: StoppingRule,
+    pareto: Mapping[str, float],
+) -> list[ReportRun]:
+    """One :class:`ReportRun` per run from its curve draws (one run each)."""
+    from bayesgrpo.questions.stopping import phase, reward_at
+
+    recent = recent_reward(table)
+    meta = table.runs.set_index("run_id")
+    counts = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))].groupby("run_id").size()
+    rows = []
+    for run_id in table.run_ids:
+        cd = draws[run_id]
+        horizon = float(cd.horizon_step[0])
+        final = reward_at(cd, [horizon])[:, 0, 0]
+        low, median, high = np.quantile(final, [0.05, 0.5, 0.95])
+        decision = rule.decide(cd, steps[run_id], horizon)[0]
+        phases = phase(cd, steps[run_id]).iloc[0]
+        rows.append(ReportRun(
+            run_id=run_id,
+            family=fmt_text(meta.loc[run_id, "family"]),
+            task=fmt_text(meta.loc[run_id, "task"]),
+            size_b=float(meta.loc[run_id, "size_b"]),
+            n_points=int(counts.get(run_id, 0)),
+            step=float(steps[run_id]),
+            horizon_step=horizon,
+            reward_now=recent.get(run_id, float("nan")),
+            final_median=float(median),
+            final_lower=float(low),
+            final_upper=float(high),
+            decision=decision.decision,
+            probability=decision.probability,
+            reason=decision.reason,
+            phase=str(phases["phase"]),
+            phase_probability=float(phases["probability"]),
+            pareto_k=float(pareto.get(run_id, float("nan"))),
+        ))
+    return rows
+
+
+def split_by_run(cd: CurveDraws) -> dict[str, CurveDraws]:
+    """Curve draws of several runs as one ``CurveDraws`` per run."""
+    from bayesgrpo.questions.stopping import CurveDraws
+
+    out = {}
+    for i, run_id in enumerate(cd.run_ids):
+        out[run_id] = CurveDraws(
+            curve=cd.curve,
+            params={name: value[:, [i]] for name, value in cd.params.items()},
+            step_scale=np.asarray(cd.step_scale)[[i]],
+            reward_scale=np.asarray(cd.reward_scale)[[i]],
+            horizon_step=None if cd.horizon_step is None else np.asarray(cd.horizon_step)[[i]],
+            run_ids=(run_id,),
+            step_offset=cd.step_offset,
+        )
+    return out
