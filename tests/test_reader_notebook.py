@@ -19,7 +19,8 @@ import pytest
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers import ReadOptions, Source
-from bayesgrpo.logs.readers.notebook import code_metadata, metric_name, read_notebook
+from bayesgrpo.logs.readers.notebook.code import code_metadata
+from bayesgrpo.logs.readers.notebook.reader import metric_name, read_notebook
 from bayesgrpo.logs.writers.notebook import (
     code_cell,
     html_output,

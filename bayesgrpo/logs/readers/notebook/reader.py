@@ -1,0 +1,285 @@
+"""The notebook reader: the last complete progress table as a run, with its metadata.
+
+Metadata come, per field, from the banner and the returned ``TrainOutput`` first, then the
+progress bar (``[250/250 1:40:29, Epoch 0/1]``), then the notebook's code.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bayesgrpo.errors import EmptyLogError, MalformedRecordError, TruncatedLogError
+from bayesgrpo.logs.readers._common import locations, unique_names
+from bayesgrpo.logs.readers._records import RawRun
+from bayesgrpo.logs.readers.trl.columns import (
+    ColumnStore,
+    trl_run,
+)
+from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.readers.base import ReadOptions, Source
+
+from bayesgrpo.logs.readers.notebook.cells import (
+    NO_LOG,
+    NOTEBOOK_ALIASES,
+    ROW_LABEL,
+    SPACED_SLASH,
+    ProgressTable,
+    find_tables,
+    load_notebook,
+    notebook_cells,
+)
+
+_BAR_COUNT = re.compile(r"\[\s*(\d+)\s*/\s*(\d+)")
+_BAR_ELAPSED = re.compile(r"\[\s*\d+\s*/\s*\d+\s+(\d+(?::\d{2}){1,2})")
+_BAR_EPOCH = re.compile(r"Epoch\s+([\d.]+)\s*/\s*([\d.]+)")
+
+# --------------------------------------------------------------------------------------------
+# the reader
+# --------------------------------------------------------------------------------------------
+
+
+def metric_name(header: str) -> str:
+    """A table header as the metric name TRL logs: ``rewards / f`` -> ``rewards/f``."""
+    return SPACED_SLASH.sub("/", header.strip())
+
+
+def _seconds(clock: str) -> float:
+    parts = [int(p) for p in clock.split(":")]
+    total = 0
+    for part in parts:
+        total = total * 60 + part
+    return float(total)
+
+
+def _progress_metadata(table: ProgressTable) -> tuple[dict[str, Any], tuple[int, int] | None]:
+    """Steps done and planned, epochs and elapsed time, from the progress bar and its label."""
+    out: dict[str, Any] = {}
+    count: tuple[int, int] | None = None
+    match = _BAR_COUNT.search(table.label)
+    attrs = table.progress or {}
+    try:
+        if match:
+            count = (int(match.group(1)), int(match.group(2)))
+        elif attrs.get("value") is not None and attrs.get("max") is not None:
+            count = (int(float(str(attrs["value"]))), int(float(str(attrs["max"]))))
+    except ValueError:
+        count = None
+    if count is not None:
+        out["steps_completed"] = float(count[0])
+        out["total_steps"] = float(count[1])
+    elapsed = _BAR_ELAPSED.search(table.label)
+    if elapsed:
+        out["train_runtime"] = _seconds(elapsed.group(1))
+    epoch = _BAR_EPOCH.search(table.label)
+    if epoch:
+        try:
+            out["num_epochs"] = float(epoch.group(2))
+        except ValueError:
+            pass
+    return out, count
+
+
+def _choose(tables: list[ProgressTable], path: Path) -> tuple[ProgressTable, list[ProgressTable]]:
+    steps = [t for t in tables if t.is_step_table]
+    if not steps:
+        headers = sorted({t.header[0] if t.header else "(none)" for t in tables})
+        raise EmptyLogError(
+            f"{len(tables)} progress table(s) found, none with a 'Step' column (first columns: {headers}); "
+            "a table per epoch (eval_strategy='epoch') does not state steps",
+            path,
+        )
+    complete = [t for t in steps if t.closed]
+    chosen = complete[-1] if complete else steps[-1]
+    others = [t for t in tables if t is not chosen]
+    return chosen, others
+
+
+def read_notebook(source: Source, options: ReadOptions) -> list[RawRun]:
+    """Read the training progress table of a Jupyter notebook into one raw run.
+
+    Parameters
+    ----------
+    source : Source
+    options : ReadOptions
+
+    Returns
+    -------
+    list of RawRun
+        One run: the last complete progress table of the notebook.
+
+    Raises
+    ------
+    EmptyLogError
+        The notebook holds no progress table (saved without outputs?), or its table no row.
+    TruncatedLogError
+        The notebook's JSON is cut (notebooks are not salvaged).
+    MalformedRecordError
+        With ``options.strict``, at a table row whose cells do not match the header.
+    LogReadError
+        Not a notebook.
+    """
+    path = source.paths[0]
+    label = str(path)
+    notebook = load_notebook(path)
+    cells = notebook_cells(notebook, path)
+    tables = find_tables(cells)
+    if not tables:
+        n_outputs = sum(len(c.get("outputs") or []) for c in cells if isinstance(c.get("outputs"), list))
+        raise EmptyLogError(
+            f"no training progress table (an HTML <table> after a <progress> bar, as transformers "
+            f"shows in notebooks) in {len(cells)} cell(s) with {n_outputs} output(s); was the notebook "
+            "saved with its outputs?",
+            path,
+        )
+    table, others = _choose(tables, path)
+    issues: list[ReadIssue] = []
+    where_table = f"cell {table.cell}"
+    if others:
+        issues.append(
+            ReadIssue(
+                label,
+                "other_tables",
+                "info",
+                len(others),
+                tuple(f"cell {t.cell}" for t in others[:MAX_LOCATIONS]),
+                f"{len(others)} other progress table(s) (earlier displays, re-runs or other trainings) not "
+                f"read; read the last complete one, in {where_table}",
+            )
+        )
+    names = unique_names(metric_name(h) for h in table.header[1:])
+    width = len(table.header)
+    store = ColumnStore()
+    bad: list[int] = []
+    no_log = 0
+    no_log_rows: list[int] = []
+    for number, row in enumerate(table.rows, start=1):
+        if len(row) != width:
+            if options.strict:
+                raise MalformedRecordError(
+                    f"progress table row has {len(row)} cells, the header {width}",
+                    path,
+                    f"{where_table}, {ROW_LABEL} {number}",
+                )
+            bad.append(number)
+            continue
+        record: dict[str, Any] = {}
+        for name, cell in zip(names, row[1:], strict=True):
+            if cell.strip().lower() in NO_LOG:
+                no_log += 1
+                if len(no_log_rows) < MAX_LOCATIONS and (not no_log_rows or no_log_rows[-1] != number):
+                    no_log_rows.append(number)
+                record[name] = None
+            else:
+                record[name] = cell
+        store.add(number, row[0], record)
+    dropped = len(bad) + table.partial_rows
+    if bad:
+        issues.append(
+            ReadIssue(
+                label,
+                "bad_row",
+                "dropped",
+                len(bad),
+                locations(ROW_LABEL, bad),
+                f"progress table rows ({where_table}) whose number of cells differs from the "
+                f"header's {width}; dropped",
+            )
+        )
+    if table.partial_rows or not table.closed:
+        detail = (
+            f"the progress table in {where_table} ends without closing its last row or the table "
+            f"(output saved mid-update?); {table.partial_rows} partial row(s) dropped"
+        )
+        if options.strict:
+            raise TruncatedLogError(detail, path, where_table)
+        issues.append(
+            ReadIssue(
+                label,
+                "truncated",
+                "dropped" if table.partial_rows else "info",
+                table.partial_rows,
+                (where_table,),
+                detail,
+            )
+        )
+    if no_log:
+        issues.append(
+            ReadIssue(
+                label,
+                "no_log",
+                "info",
+                no_log,
+                locations(ROW_LABEL, no_log_rows),
+                "cells reading 'No Log' (metric not logged at that step) treated as missing",
+            )
+        )
+    if len(store) == 0:
+        raise EmptyLogError(f"the progress table in {where_table} has no complete row yet", path, where_table)
+    issues.append(
+        ReadIssue(
+            label,
+            "rounded_values",
+            "info",
+            len(store),
+            (where_table,),
+            "the notebook table prints values with 6 decimals (small values such as a KL near 0 "
+            "lose precision)",
+        )
+    )
+
+    metadata, count = _metadata(table, label, issues)
+    return [
+        trl_run(
+            source,
+            options,
+            store,
+            dropped,
+            issues,
+            metadata,
+            location_label=ROW_LABEL,
+            aliases=NOTEBOOK_ALIASES,
+            text_values=True,
+        )
+    ]
+
+
+def _metadata(
+    table: ProgressTable, label: str, issues: list[ReadIssue]
+) -> tuple[dict[str, Any], tuple[int, int] | None]:
+    """Per field: the banner and the returned ``TrainOutput`` first, then the progress bar, then
+    the notebook's code."""
+    progress, count = _progress_metadata(table)
+    metadata: dict[str, Any] = {**table.banner, **table.summary}
+    for key, value in progress.items():
+        metadata.setdefault(key, value)
+    from_code = {k: v for k, v in table.code.items() if k not in metadata}
+    metadata.update(from_code)
+    if from_code:
+        shown = ", ".join(f"{k}={v!r}" for k, v in from_code.items())
+        issues.append(
+            ReadIssue(
+                label,
+                "code_metadata",
+                "info",
+                len(from_code),
+                (),
+                f"metadata read from the notebook's own code (GRPOConfig / from_pretrained): {shown}",
+            )
+        )
+    if count is not None and count[0] < count[1]:
+        issues.append(
+            ReadIssue(
+                label,
+                "stopped_early",
+                "info",
+                1,
+                (f"cell {table.cell}",),
+                f"the progress bar stopped at {count[0]}/{count[1]} steps: the run was interrupted or "
+                "stopped before its planned end",
+            )
+        )
+    return metadata, count
