@@ -44,9 +44,9 @@ import pandas as pd
 from bayesgrpo.errors import BayesGRPOError
 
 if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
     from bayesgrpo.questions.stopping import Decision, StoppingRule
-    from bayesgrpo.logs.table import RunsTable
 
 logger = logging.getLogger(__name__)
 
