@@ -51,7 +51,7 @@ nb.cells = [
        "runs differ. On the bundled runs complete pooling is clearly worst (median CRPS 0.216, against 0.127 "
        "partial and 0.122 none). Partial and no pooling are close at this cut: no pooling is a little better on "
        "the median, the means are equal (0.138), and partial wins on 36 of the 60 runs. Most runs' first quarter "
-       "already pins their curve down (the simulated short runs of `tests/test_model_recovery.py`, seen for 15% "
+       "already pins their curve down (the simulated short runs of `tests/model/test_recovery.py`, seen for 15% "
        "of their horizon, show the gap pooling makes when a run has little data). Two cautions in the tables "
        "above: the partial fit has not fully converged at these settings (max r_hat 1.11, min bulk ESS 13), and "
        "neither it nor no pooling reaches 90% coverage on the held-out points (0.82 on the mean for both, 0.96 "

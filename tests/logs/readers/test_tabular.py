@@ -21,7 +21,7 @@ from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
 from bayesgrpo.logs.readers._records import tidy_run
 from bayesgrpo.logs.readers.tabular import read_table
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[2]
 DATA = HERE / "data" / "tabular"
 REAL = HERE.parent / "data"
 MAPPING = {"step": "global_step", "reward": "score", "run_id": "name"}

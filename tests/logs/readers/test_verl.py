@@ -41,9 +41,9 @@ from bayesgrpo.logs.writers.verl import (
     write_verl_console,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 REAL = ROOT / "data" / "verl-console"
-HERE = Path(__file__).resolve().parent / "data" / "verl"
+HERE = Path(__file__).resolve().parents[2] / "data" / "verl"
 RUNS_CSV = ROOT / "data" / "runs.csv"
 PREFIX = ray_prefix("TaskRunner", 678203)
 

@@ -40,7 +40,7 @@ from bayesgrpo.logs.writers.tensorboard import (
     write_tensorboard,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 REAL = ROOT / "data" / "tensorboard"
 REAL_RUN = REAL / "verl_asyncRA_q3b_fsdp_base"
 VAL_TAG = "val-core/openai/gsm8k/reward/mean@1"

@@ -300,7 +300,7 @@ def test_reader_function_on_one_file(tmp_path):
 
 
 class StubForecaster:
-    """A fixed exponential-saturation posterior (as tests/test_watch.py): fast, closed forms."""
+    """A fixed exponential-saturation posterior (as tests/interfaces/test_watch.py): fast, closed forms."""
 
     asymptote = np.linspace(0.5, 0.7, 101)
 

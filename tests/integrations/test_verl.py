@@ -18,7 +18,7 @@ from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.readers.verl.lines import parse_fields
 from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
-VERL_LOG = Path(__file__).resolve().parent.parent / "data" / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
+VERL_LOG = Path(__file__).resolve().parents[2] / "data" / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _STEP = re.compile(r"^(?:\([^)]*pid=\d+\)\s*)?step:(\d+) - (.*)$")
 
@@ -35,7 +35,7 @@ def verl_metrics() -> list[tuple[int, dict[str, float]]]:
 
 
 class StubForecaster:
-    """Exponential saturation with known draws (see tests/test_watch.py)."""
+    """Exponential saturation with known draws (see tests/interfaces/test_watch.py)."""
 
     def __init__(self, asymptote: float = 0.6) -> None:
         self.asymptote = np.linspace(asymptote - 0.05, asymptote + 0.05, 51)

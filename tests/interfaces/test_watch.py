@@ -25,7 +25,7 @@ from bayesgrpo.interfaces.watch import FileStamp, LogFollower, RunStatus, Watche
 from bayesgrpo.logs.writers.tensorboard import frame_records, scalar_value, summary_event
 from bayesgrpo.logs.writers.trl import trainer_state_text
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 VERL_LOG = DATA / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
 TRL_CSV = DATA / "csv" / "nb_unslothai_notebooks_Qwen3_4B_GRPO_c7b12e0_n100.csv"
 VERL_CSV = DATA / "csv" / "verl_pr3389_dp_2_gpu_20251110_100611.csv"

@@ -30,10 +30,10 @@ from bayesgrpo.logs.writers.notebook import (
     write_notebook,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 REAL = ROOT / "data" / "notebook"
 CSV = ROOT / "data" / "csv"
-DATA = Path(__file__).parent / "data" / "notebook"
+DATA = Path(__file__).resolve().parents[2] / "data" / "notebook"
 REAL_STEMS = sorted(p.stem for p in REAL.glob("*.ipynb"))
 
 SETUP_CODE = """from unsloth import FastLanguageModel

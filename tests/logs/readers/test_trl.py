@@ -34,7 +34,7 @@ from bayesgrpo.logs.writers.trl import (
     write_trl_console,
 )
 
-DATA = Path(__file__).parent / "data" / "trl"
+DATA = Path(__file__).resolve().parents[2] / "data" / "trl"
 
 
 # --------------------------------------------------------------------------------------------

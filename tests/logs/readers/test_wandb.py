@@ -24,7 +24,7 @@ from bayesgrpo.logs.readers._records import tidy_run
 from bayesgrpo.logs.readers.wandb import RunColumn, read_wandb_csv, split_column
 from bayesgrpo.logs.writers.wandb import js_number, write_wandb_csv
 
-DATA = Path(__file__).parent / "data" / "wandb"
+DATA = Path(__file__).resolve().parents[2] / "data" / "wandb"
 
 
 # ---------------------------------------------------------------- helpers
