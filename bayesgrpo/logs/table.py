@@ -1,4 +1,4 @@
-"""The runs table: the one internal schema every later stage consumes (DESIGN.md section 2.1).
+"""The runs table: the one internal schema every later stage consumes (``docs/ARCHITECTURE.md``).
 
 ``RunsTable.points`` is long in steps and wide in metrics: one row per logged step of a run,
 columns ``run_id``, ``step``, ``reward`` and any further metrics (canonical names where the

@@ -21,7 +21,7 @@ compiled graph for all runs: no loop over runs.
 ``"complete"`` gives all runs one parameter vector. A run is centred (``theta ~ Normal(loc, sd)``)
 or non-centred (``theta = loc + sd * z``) by how clearly its data move (``centered_min_snr``):
 centred samples far better for informative runs, non-centred for flat, noisy or short ones
-(DESIGN.md section 7).
+(``benchmarks/experiments/README.md``, "Geometry").
 A run whose covariate is unknown (model size, samples per step) sits at the covariate's mean
 (standardised value 0): imputing it as a latent value leaves the imputed value and the run's own
 deviation trading off (measured: correlation -0.94, a ridge that doubled the tree depth).

@@ -15,7 +15,7 @@ Three transformations, each stated in the fit summary:
   (nearly) equal counts; a bin's mean reward has its noise scale divided by ``sqrt(count)``.
 
 Runs are laid out as a ``(run, point)`` matrix with a mask: the layout that samples fastest
-(DESIGN.md section 7).
+(``benchmarks/experiments/README.md``).
 """
 
 from __future__ import annotations

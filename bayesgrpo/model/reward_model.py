@@ -87,8 +87,8 @@ class RewardModel:
         Widening of data-driven reward bounds (runs without ``reward_min``/``reward_max``).
     centered_min_snr : float
         Runs that clearly move (signal-to-noise of their change at least this) are parametrised
-        centred, the others non-centred (DESIGN.md section 7: centred samples far better when
-        the data pin a run down, non-centred when they barely do).
+        centred, the others non-centred (centred samples far better when the data pin a run down,
+        non-centred when they barely do: ``benchmarks/experiments/README.md``, "Geometry").
     noise_floor : float
         Smallest noise scale of one logged point, in normalised reward units (the resolution of
         a logged reward; keeps runs whose points repeat one value from collapsing the noise).

@@ -250,8 +250,8 @@ def forecast_domhan_ensemble(
     within the prefix's range widened by one range each side (or within ``reward_bounds``), the
     counterpart of their sanity check that a predicted accuracy is in [0, 100].
 
-    The paper's defaults (100 walkers, several thousand steps) took 8-10 s per curve
-    (DESIGN.md section 7); the defaults here are smaller and every option can be shrunk for
+    The paper's defaults (100 walkers, several thousand steps) take seconds per curve; the
+    defaults here are smaller and every option can be shrunk for
     tests. Falls back to persistence with fewer than 5 points, a constant prefix, no family
     fitted, or a sampler failure.
 

@@ -72,7 +72,7 @@ def g_weibull(t: ArrayLike, tau: ArrayLike, k: ArrayLike) -> ArrayLike:
 
     ``k = 1`` is ``exp``; ``k > 1`` gives the three phases of many RL reward curves (slow start,
     rapid rise, plateau); ``k < 1`` a fast start and a long tail. Used as a learning-curve family
-    by Domhan et al. (2015, IJCAI) and the forecasting peers of DESIGN.md section 5.
+    by Domhan et al. (2015, IJCAI) and the forecasting baselines (:mod:`bayesgrpo.evaluate.baselines`).
 
     Parameters
     ----------
