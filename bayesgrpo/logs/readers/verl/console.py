@@ -18,7 +18,7 @@ import pandas as pd
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
-from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
+from bayesgrpo.logs.report import ReadIssue
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.readers.base import ReadOptions, Source
@@ -31,6 +31,7 @@ from bayesgrpo.logs.readers.verl.lines import (
     SEPARATOR,
     STEP_HEAD,
     STEP_MARK,
+    Tally,
     metric_aliases,
     parse_value,
     parse_values,
@@ -62,25 +63,6 @@ class _Block:
 
 #: Lines of one block whose values are parsed together.
 CHUNK_ROWS = 4096
-
-
-class Tally:
-    """Count and first locations of one kind of reader-level problem."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.lines: list[int] = []
-        self.examples: list[str] = []
-
-    def add(self, line: int, count: int = 1, example: str | None = None) -> None:
-        self.count += count
-        if len(self.lines) < MAX_LOCATIONS:
-            self.lines.append(line)
-        if example is not None and len(self.examples) < 3:
-            self.examples.append(example[:80])
-
-    def locations(self) -> tuple[str, ...]:
-        return tuple(f"line {n}" for n in self.lines)
 
 
 class _Columns:
