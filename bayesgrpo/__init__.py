@@ -27,7 +27,14 @@ from bayesgrpo._version import __version__
 _moved.install()
 
 _LAZY = {
+    "BacktestError": "bayesgrpo.errors",
+    "BaselineInputError": "bayesgrpo.errors",
     "BayesGRPOError": "bayesgrpo.errors",
+    "BayesGRPOWarning": "bayesgrpo.errors",
+    "LiveUpdateWarning": "bayesgrpo.errors",
+    "ModelConfigError": "bayesgrpo.errors",
+    "NotFittedError": "bayesgrpo.errors",
+    "ScoreInputError": "bayesgrpo.errors",
     "EmptyLogError": "bayesgrpo.errors",
     "LogReadError": "bayesgrpo.errors",
     "MalformedRecordError": "bayesgrpo.errors",
@@ -52,7 +59,14 @@ _LAZY = {
 if TYPE_CHECKING:
     from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.errors import (
+        BacktestError,
+        BaselineInputError,
         BayesGRPOError,
+        BayesGRPOWarning,
+        LiveUpdateWarning,
+        ModelConfigError,
+        NotFittedError,
+        ScoreInputError,
         EmptyLogError,
         LogReadError,
         MalformedRecordError,

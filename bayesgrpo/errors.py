@@ -86,5 +86,34 @@ class MetadataError(BayesGRPOError, ValueError):
     """User-given run metadata is malformed (wrong type, no ``run_id`` key, unreadable file)."""
 
 
-class ReadWarning(UserWarning):
+class ModelConfigError(BayesGRPOError):
+    """A model's configuration is invalid, or a saved model's does not match what it claims or what
+    this version builds (raised by ``RewardModel(...)`` and ``RewardModel.load``)."""
+
+
+class NotFittedError(BayesGRPOError):
+    """A method needs a fitted model (``RewardModel.predict``, ``LiveForecaster`` on an unfitted one...)."""
+
+
+class BacktestError(BayesGRPOError, ValueError):
+    """A backtest was asked something it cannot do (unknown method, run without a population...)."""
+
+
+class BaselineInputError(BayesGRPOError, ValueError):
+    """The observed prefix or the target steps given to a baseline cannot be used."""
+
+
+class ScoreInputError(BayesGRPOError, ValueError):
+    """Draws or observations that cannot be scored (shapes disagree, non-finite values)."""
+
+
+class BayesGRPOWarning(UserWarning):
+    """Base class of every warning bayesgrpo issues on purpose: filter them all with this one."""
+
+
+class ReadWarning(BayesGRPOWarning):
     """Rows or values were repaired or dropped while reading; the report says which and where."""
+
+
+class LiveUpdateWarning(BayesGRPOWarning):
+    """The live update's importance weights are unreliable (Pareto k above 0.7)."""

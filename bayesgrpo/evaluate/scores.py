@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BayesGRPOError, ScoreInputError
 
 __all__ = [
     "MIN_BANDWIDTH",
@@ -41,9 +41,6 @@ __all__ = [
 #: (nearly) coincide would otherwise give a spike whose log density is unbounded.
 MIN_BANDWIDTH = 0.005
 
-
-class ScoreInputError(BayesGRPOError, ValueError):
-    """Draws or observations that cannot be scored (shapes disagree, non-finite values)."""
 
 
 def _check(

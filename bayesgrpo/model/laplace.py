@@ -35,7 +35,7 @@ import numpy as np
 from scipy import optimize, special, stats
 from threadpoolctl import ThreadpoolController
 
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BayesGRPOError, LiveUpdateWarning
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.priors import curve_params
 
@@ -58,9 +58,6 @@ GOOD_PARETO_K = 0.5
 #: Importance-sampling rounds at most (the first from the Laplace fit, then adapted).
 ADAPT_ROUNDS = 4
 
-
-class LiveUpdateWarning(UserWarning):
-    """The live update's importance weights are unreliable (Pareto k above 0.7)."""
 
 
 @dataclass(frozen=True)

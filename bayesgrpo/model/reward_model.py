@@ -21,7 +21,7 @@ import xarray as xr
 
 from bayesgrpo._version import __version__
 from bayesgrpo.model.curves import CURVES, DEFAULT_CURVE, get_curve
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BayesGRPOError, ModelConfigError, NotFittedError
 from bayesgrpo.model.build import covariate_used
 from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
 from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
@@ -39,12 +39,6 @@ MODEL_FORMAT = 5  # 4: runs normalised by their own range get their own levels (
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
-class ModelConfigError(BayesGRPOError):
-    """A saved model's configuration does not match what it claims or what this version builds."""
-
-
-class NotFittedError(BayesGRPOError):
-    """A method needs a fitted model."""
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BacktestError, BayesGRPOError
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
@@ -40,9 +40,6 @@ SMOOTHING_FRACTION = 0.05
 #: Fewest observed points a cut must leave for a forecast to be scored.
 MIN_OBSERVED = 3
 
-
-class BacktestError(BayesGRPOError, ValueError):
-    """A backtest was asked something it cannot do (unknown method, run without a population...)."""
 
 
 # What a live update may raise on an odd prefix (the package's own errors; numpy's LinAlgError is

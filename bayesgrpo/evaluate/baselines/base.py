@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BaselineInputError, BayesGRPOError
 
 logger = logging.getLogger(__name__)
 
@@ -24,9 +24,6 @@ logger = logging.getLogger(__name__)
 # that raises one of these falls back to persistence; anything else is a bug and propagates.
 FIT_ERRORS = (ValueError, ArithmeticError, RuntimeError)
 
-
-class BaselineInputError(BayesGRPOError, ValueError):
-    """The observed prefix or the target steps given to a baseline cannot be used."""
 
 
 @dataclass(frozen=True, eq=False)
