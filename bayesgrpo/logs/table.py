@@ -60,11 +60,6 @@ METADATA_DTYPES: dict[str, str] = {
 }
 
 
-def empty_metadata() -> pd.DataFrame:
-    """An empty metadata table with the schema's columns and dtypes."""
-    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in METADATA_DTYPES.items()})
-
-
 def coerce_metadata(frame: pd.DataFrame) -> pd.DataFrame:
     """Give the schema's columns their dtypes, add missing ones, keep extra ones after them.
 

@@ -124,10 +124,10 @@ class LiveForecaster:
         assert data is not None and self.population.idata is not None
         family = _text(metadata.get("family"))
         task = _text(metadata.get("task"))
-        size = _number(metadata.get("size_b"))
-        samples = _number(metadata.get("samples_per_step"))
+        size = metadata_number(metadata.get("size_b"))
+        samples = metadata_number(metadata.get("samples_per_step"))
         if not np.isfinite(samples):
-            samples = _number(metadata.get("batch_size")) * _number(metadata.get("group_size"))
+            samples = metadata_number(metadata.get("batch_size")) * metadata_number(metadata.get("group_size"))
         from_data = stated_reward_range(metadata) is None
         key = (family, task, size if np.isfinite(size) else None, samples if np.isfinite(samples) else None, from_data)
         if key not in self._priors:
@@ -317,11 +317,12 @@ def stated_reward_range(metadata: Mapping[str, Any]) -> tuple[float, float] | No
     """The reward range a run's metadata states (``reward_min``, ``reward_max``), or None when
     either is missing, not a number, or they do not make a range (``model.data.prepare`` then
     normalises the run by its own observed range)."""
-    low, high = _number(metadata.get("reward_min")), _number(metadata.get("reward_max"))
+    low, high = metadata_number(metadata.get("reward_min")), metadata_number(metadata.get("reward_max"))
     return (low, high) if np.isfinite(low) and np.isfinite(high) and high > low else None
 
 
-def _number(value: Any) -> float:
+def metadata_number(value: Any) -> float:
+    """A metadata value as a finite float, or NaN when it is missing, not a number or not finite."""
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -102,7 +102,7 @@ def predict_new_run(
         Without ``first_points`` and a reward range; for ``initial_reward`` or
         ``initial_reward_sd`` that are given but not numbers, or a non-positive error.
     """
-    from bayesgrpo.questions.live import LiveForecaster, _number, stated_reward_range
+    from bayesgrpo.questions.live import LiveForecaster, metadata_number, stated_reward_range
     from bayesgrpo.model.laplace import condition_run, condition_start
     from bayesgrpo.model.data import UPDATES_BEFORE_STEP
     from bayesgrpo.model.predict import quantile_columns
@@ -125,7 +125,7 @@ def predict_new_run(
             )
         low, high = bounds
         prior = live.prior_for(metadata)
-        initial, error = _number(metadata.get("initial_reward")), _number(metadata.get("initial_reward_sd"))
+        initial, error = metadata_number(metadata.get("initial_reward")), metadata_number(metadata.get("initial_reward_sd"))
         for key, value in (("initial_reward", initial), ("initial_reward_sd", error)):
             given = metadata.get(key)
             if not np.isfinite(value) and given is not None and str(given).strip().lower() not in ("", "nan", "<na>", "none"):

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from bayesgrpo.logs.writers.trl import PointsLike, _records, training_banner
+from bayesgrpo.logs.writers.trl import PointsLike, point_records, training_banner
 
 NO_LOG = "No Log"
 
@@ -64,7 +64,7 @@ def table_items(points: PointsLike, metrics: Sequence[str] | None = None) -> lis
     ``loss`` becomes ``Training Loss``; other metrics keep their TRL names with `` / `` for
     ``/``; a metric a row lacks reads ``No Log``.
     """
-    records = _records(points)
+    records = point_records(points)
     if metrics is None:
         seen: dict[str, None] = {}
         for record in records:
@@ -193,7 +193,7 @@ def training_cell(
     metrics: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The ``trainer.train()`` cell: banner on stderr, then the progress display."""
-    records = _records(points)
+    records = point_records(points)
     total = max_steps or (int(records[-1].get("step", len(records))) if records else 0)
     outputs: list[dict[str, Any]] = []
     if banner == "unsloth":

@@ -45,7 +45,7 @@ _CONTROL_STATE: dict[str, Any] = {
 }
 
 
-def _records(points: PointsLike | None) -> list[dict[str, Any]]:
+def point_records(points: PointsLike | None) -> list[dict[str, Any]]:
     """Points as a list of dicts (DataFrame NaN cells left out), in the order given."""
     if points is None:
         return []
@@ -124,8 +124,8 @@ def log_history(
     ``(index + 1) * logging_steps``; rows without ``epoch`` get ``step / max_steps *
     num_train_epochs``.
     """
-    train = _records(points)
-    evals = _records(eval_points)
+    train = point_records(points)
+    evals = point_records(eval_points)
     train_steps = [_step_of(r, i, logging_steps) for i, r in enumerate(train)]
     eval_steps = [_step_of(r, i, logging_steps) for i, r in enumerate(evals)]
     last = max(train_steps + eval_steps, default=0)
@@ -358,7 +358,7 @@ def write_trl_console(
         progress=progress,
     )
     if banner:
-        total = max_steps or len(_records(points)) * logging_steps
+        total = max_steps or len(point_records(points)) * logging_steps
         lines = itertools.chain([training_banner(num_examples=total, total_steps=total)], lines)
     if isinstance(handle, (str, Path)):
         path = Path(handle)
