@@ -57,31 +57,31 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.errors import (
         BacktestError,
         BaselineInputError,
         BayesGRPOError,
         BayesGRPOWarning,
-        LiveUpdateWarning,
-        ModelConfigError,
-        NotFittedError,
-        ScoreInputError,
         EmptyLogError,
+        LiveUpdateWarning,
         LogReadError,
         MalformedRecordError,
         MetadataError,
+        ModelConfigError,
+        NotFittedError,
         ReadWarning,
+        ScoreInputError,
         TruncatedLogError,
         UnknownFormatError,
         UnknownMetricError,
     )
     from bayesgrpo.logs.readers import load_runs
     from bayesgrpo.logs.report import ReadIssue, ReadReport
-    from bayesgrpo.questions.live import LiveForecaster
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.stopping import BudgetRule, CurveDraws, PlateauRule, TargetRule
     from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.datasets import load_bundled
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.questions.stopping import BudgetRule, CurveDraws, PlateauRule, TargetRule
 
 
 #: Subpackages (and moved modules' old names) that ``bayesgrpo.<name>`` imports on first use.

@@ -100,7 +100,9 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
         target_spec = importlib.util.find_spec(moved)
         if target_spec is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(fullname, moved), origin=target_spec.origin)
+        return importlib.machinery.ModuleSpec(
+            fullname, _AliasLoader(fullname, moved), origin=target_spec.origin
+        )
 
 
 def install() -> None:

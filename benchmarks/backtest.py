@@ -113,7 +113,8 @@ def pick_runs(table, n: int, seed: int) -> list[str]:
 
 def populations_for(table, args: argparse.Namespace) -> tuple[dict, pd.DataFrame]:
     """The K-fold populations (loaded from ``--cache`` when it holds the same settings) and a
-    table of their fits."""
+    table of their fits.
+    """
     from bayesgrpo.evaluate.backtest import fold_assignment, kfold_populations
     from bayesgrpo.model.reward_model import RewardModel
 
@@ -132,7 +133,11 @@ def populations_for(table, args: argparse.Namespace) -> tuple[dict, pd.DataFrame
             logger.info("cache %s holds other settings: refitting", args.cache)
     if populations is None:
         populations = kfold_populations(
-            table, args.folds, fit_kwargs=fit_kwargs, random_seed=args.seed, model_kwargs={"curve": args.curve}
+            table,
+            args.folds,
+            fit_kwargs=fit_kwargs,
+            random_seed=args.seed,
+            model_kwargs={"curve": args.curve},
         )
         if args.cache is not None:
             args.cache.mkdir(parents=True, exist_ok=True)
@@ -229,7 +234,8 @@ def forecast_verdict(summary: pd.DataFrame) -> list[str]:
 
 def given_up_with_reference(table, stops: pd.DataFrame, fraction) -> pd.Series:
     """``reward_given_up`` of every row of ``stops`` with the reference smoothed over ``fraction``
-    of each run's points (or each run's cross-validated window, ``"cv"``)."""
+    of each run's points (or each run's cross-validated window, ``"cv"``).
+    """
     from bayesgrpo.evaluate.backtest import reward_given_up, run_points, smoothed_reward
 
     reference = {}
@@ -261,7 +267,8 @@ def smoothing_sensitivity(table, stops, fractions=(0.05, 0.1, 0.2, "cv")):
 
 def target_lines(front: pd.DataFrame, dominated: pd.DataFrame) -> tuple[str, str]:
     """The two verdicts of the issue's target (>= 40% saved at <= 1% given up; dominance of the
-    fixed-fraction and patience rules), as sentence ends."""
+    fixed-fraction and patience rules), as sentence ends.
+    """
     bayes = front[front["kind"] == "bayes"]
     hits = bayes[(bayes["steps_saved_mean"] >= 0.4) & (bayes["given_up_mean"] <= 0.01)]
     target = (
@@ -291,7 +298,8 @@ def run_kinds(table) -> dict[str, str]:
 def by_kind_of_run(table, stops: pd.DataFrame) -> pd.DataFrame:
     """Mean steps saved and reward given up per rule, for runs with a stated reward range and runs
     normalised by their own range (the two behave differently: long clean verl runs against short
-    noisy notebook runs)."""
+    noisy notebook runs).
+    """
     kind = stops["run_id"].map(run_kinds(table))
     out = stops.assign(run_kind=kind).pivot_table(
         index="rule", columns="run_kind", values=["steps_saved", "reward_given_up"], aggfunc="mean"
@@ -336,8 +344,10 @@ def calibration_section(table, populations, args: argparse.Namespace) -> list[st
         ),
         "",
     ]
-    for column, label in (("probability", "the rule's P(curve gain < eps)"),
-                          ("predictive_probability", "the predictive P(smoothed logged gain < eps)")):
+    for column, label in (
+        ("probability", "the rule's P(curve gain < eps)"),
+        ("predictive_probability", "the predictive P(smoothed logged gain < eps)"),
+    ):
         lines += [f"### {label}", ""]
         for eps, part in checks.groupby("eps"):
             brier = float(((part[column] - part["below"].astype(float)) ** 2).mean())
@@ -372,7 +382,8 @@ def stopping_rules() -> dict:
 
 def dominance(front: pd.DataFrame) -> pd.DataFrame:
     """For each fixed-fraction and patience rule: the Bayesian rules that save at least as many
-    steps at no more mean reward given up."""
+    steps at no more mean reward given up.
+    """
     bayes = front[front["kind"] == "bayes"]
     rows = []
     for row in front[front["kind"].isin(["fixed_fraction", "patience"])].itertuples(index=False):
@@ -423,33 +434,72 @@ def plot_frontier(front: pd.DataFrame, path: Path, title: str) -> None:
     if len(full):
         floor = float(full["given_up_mean"].iloc[0])
         ax.axhline(floor, color="0.5", linestyle="--", linewidth=0.8, zorder=0)
-        ax.text(0.99, floor, f"running every run to its end gives up {floor:.1%}", fontsize=7, color="0.35",
-                ha="right", va="bottom", transform=ax.get_yaxis_transform())
+        ax.text(
+            0.99,
+            floor,
+            f"running every run to its end gives up {floor:.1%}",
+            fontsize=7,
+            color="0.35",
+            ha="right",
+            va="bottom",
+            transform=ax.get_yaxis_transform(),
+        )
     for kind, part in front.groupby("kind"):
         colour = colours.get(kind, "k")
-        ax.plot(part["steps_saved_mean"], part["given_up_mean"], "o", color=colour, label=labels.get(kind, kind),
-                alpha=0.85, markersize=5)
+        ax.plot(
+            part["steps_saved_mean"],
+            part["given_up_mean"],
+            "o",
+            color=colour,
+            label=labels.get(kind, kind),
+            alpha=0.85,
+            markersize=5,
+        )
         if kind == "bayes":
             # the rules no other plateau rule beats on both axes, joined: the plateau rule's frontier
             efficient = part.sort_values("steps_saved_mean")
             efficient = efficient[
-                [not ((part["steps_saved_mean"] >= r.steps_saved_mean) & (part["given_up_mean"] < r.given_up_mean)).any()
-                 for r in efficient.itertuples(index=False)]
+                [
+                    not (
+                        (part["steps_saved_mean"] >= r.steps_saved_mean)
+                        & (part["given_up_mean"] < r.given_up_mean)
+                    ).any()
+                    for r in efficient.itertuples(index=False)
+                ]
             ]
-            ax.plot(efficient["steps_saved_mean"], efficient["given_up_mean"], "-", color=colour, linewidth=1, alpha=0.7)
+            ax.plot(
+                efficient["steps_saved_mean"],
+                efficient["given_up_mean"],
+                "-",
+                color=colour,
+                linewidth=1,
+                alpha=0.7,
+            )
             shown = efficient
         else:
             shown = part[part["rule"] != "full run"]
         for row in shown.itertuples(index=False):
             text = row.rule.replace("plateau eps=", "").replace(" p=", "/").replace("patience ", "pat. ")
-            ax.annotate(text.replace(" window ", " w "), (row.steps_saved_mean, row.given_up_mean), fontsize=6,
-                        xytext=(3, -8 if kind == "bayes" else 4), textcoords="offset points", color=colour)
+            ax.annotate(
+                text.replace(" window ", " w "),
+                (row.steps_saved_mean, row.given_up_mean),
+                fontsize=6,
+                xytext=(3, -8 if kind == "bayes" else 4),
+                textcoords="offset points",
+                color=colour,
+            )
     ax.set_xlabel("mean share of steps saved")
     ax.set_ylabel("mean reward given up (share of the run's reward range)")
     ax.set_xlim(-0.02, 1.0)
     ax.set_ylim(0, max(0.3, float(front["given_up_mean"].max()) * 1.1))
-    ax.text(0.01, 0.01, "plateau labels: eps/prob; the 90th percentiles are in backtest_stopping.md",
-            fontsize=6, color="0.4", transform=ax.transAxes)
+    ax.text(
+        0.01,
+        0.01,
+        "plateau labels: eps/prob; the 90th percentiles are in backtest_stopping.md",
+        fontsize=6,
+        color="0.4",
+        transform=ax.transAxes,
+    )
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
@@ -465,8 +515,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("bayesgrpo.model").setLevel(logging.ERROR)  # fit warnings are in the fit table
     warnings.simplefilter("ignore")
 
-    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.evaluate.backtest import forecast_backtest, frontier, stopping_backtest
+    from bayesgrpo.model.datasets import load_bundled
 
     command = "python benchmarks/backtest.py" + "".join(
         " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)

@@ -64,7 +64,8 @@ def load_run_out_populations(cache: Path) -> dict:
 
 def fit_missing_populations(table, have: set[str], folder: Path, seed: int) -> dict:
     """Leave-one-run-out populations for the runs of ``table`` not in ``have``, one fit per run
-    with the backtests' settings, each saved to ``folder`` when fitted and reused on a rerun."""
+    with the backtests' settings, each saved to ``folder`` when fitted and reused on a rerun.
+    """
     from bayesgrpo.evaluate.transfer_eval import run_out_populations
     from bayesgrpo.model.reward_model import RewardModel
 
@@ -88,7 +89,8 @@ def fit_missing_populations(table, have: set[str], folder: Path, seed: int) -> d
 
 def forecast_comparison(loo: pd.DataFrame, kfold: pd.DataFrame, kinds: dict[str, str]) -> pd.DataFrame:
     """Per kind of run (all, stated range, own range) and cut: the scores of both protocols on the
-    same runs."""
+    same runs.
+    """
     rows = []
     for name, frame in (("leave-one-run-out (59 runs)", loo), ("5-fold (48 runs)", kfold)):
         frame = frame.assign(kind=frame["run_id"].map(kinds))
@@ -114,6 +116,7 @@ def forecast_comparison(loo: pd.DataFrame, kfold: pd.DataFrame, kinds: dict[str,
 
 def stopping_comparison(loo: pd.DataFrame, kfold: pd.DataFrame) -> pd.DataFrame:
     """Per plateau rule: steps saved and reward given up under both protocols, same runs."""
+
     def summary(frame: pd.DataFrame, label: str) -> pd.DataFrame:
         grouped = frame.groupby("rule")
         return pd.DataFrame(
@@ -136,7 +139,9 @@ def stopping_comparison(loo: pd.DataFrame, kfold: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, required=True, help="transfer_eval cache folder of leave_one_run_out")
+    parser.add_argument(
+        "--cache", type=Path, required=True, help="transfer_eval cache folder of leave_one_run_out"
+    )
     parser.add_argument(
         "--fit-missing", type=Path, default=None, help="fit (and keep here) the populations of the other runs"
     )
@@ -147,8 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING)
     warnings.simplefilter("ignore")
 
-    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.evaluate.backtest import forecast_backtest, stopping_backtest
+    from bayesgrpo.model.datasets import load_bundled
 
     command = "python benchmarks/backtest_loo_check.py" + "".join(
         " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
@@ -176,7 +181,9 @@ def main(argv: list[str] | None = None) -> None:
         (committed_forecasts["method"] == "bayesgrpo") & committed_forecasts["run_id"].isin(runs)
     ]
     committed_stops = pd.read_csv(RESULTS / "backtest_stopping_runs.csv")
-    committed_stops = committed_stops[committed_stops["run_id"].isin(runs) & committed_stops["rule"].isin(rules)]
+    committed_stops = committed_stops[
+        committed_stops["run_id"].isin(runs) & committed_stops["rule"].isin(rules)
+    ]
     forecast_table = forecast_comparison(forecasts, committed_forecasts, run_kinds(sub))
     stopping_table = stopping_comparison(stops, committed_stops)
 

@@ -37,7 +37,9 @@ def main() -> None:
     for _ in range(3000):
         function(array)
     per_call = (time.perf_counter() - start) / 3000 * 1e6
-    print(f"{mode}: compile {compile_seconds:.1f} s, {per_call:.0f} us per logp+gradient, {array.size} parameters")
+    print(
+        f"{mode}: compile {compile_seconds:.1f} s, {per_call:.0f} us per logp+gradient, {array.size} parameters"
+    )
 
 
 if __name__ == "__main__":

@@ -46,8 +46,16 @@ def nuts_refit(prior, t, y, scale, draws: int, seed: int) -> np.ndarray:
         mean = reward_curve_by_levels(prior.curve, t, pt.sigmoid(theta[0]), pt.sigmoid(theta[1]), **shape)
         sigma = pt.sqrt(pt.exp(2 * theta[-1]) + prior.noise_floor**2) * scale
         pm.StudentT("y", nu=prior.nu, mu=mean, sigma=sigma, observed=y)
-        idata = pm.sample(draws=draws, tune=draws, chains=4, cores=2, random_seed=seed, progressbar=False,
-                          target_accept=0.95, compute_convergence_checks=False)
+        idata = pm.sample(
+            draws=draws,
+            tune=draws,
+            chains=4,
+            cores=2,
+            random_seed=seed,
+            progressbar=False,
+            target_accept=0.95,
+            compute_convergence_checks=False,
+        )
     return idata.posterior["theta"].stack(s=("chain", "draw")).transpose("s", ...).to_numpy()
 
 
@@ -62,19 +70,21 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
 
+    from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.datasets import load_bundled
-    from bayesgrpo.questions.live import LiveForecaster
     from bayesgrpo.model.laplace import RunPosterior
     from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.live import LiveForecaster
     from bayesgrpo.questions.stopping import CurveDraws, expected_gain, prob_gain_below
-    from bayesgrpo.logs.table import RunsTable
 
     table = load_bundled(warn=False)
     rng = np.random.default_rng(args.seed)
     held_out = sorted(rng.choice(table.run_ids, size=args.held_out, replace=False).tolist())
     train = table.select([r for r in table.run_ids if r not in held_out])
     start = time.perf_counter()
-    population = RewardModel().fit(train, draws=args.draws, tune=args.draws, random_seed=args.seed, progressbar=False)
+    population = RewardModel().fit(
+        train, draws=args.draws, tune=args.draws, random_seed=args.seed, progressbar=False
+    )
     fit_seconds = time.perf_counter() - start
     live = LiveForecaster(population, n_draws=2000, random_seed=args.seed)
 
@@ -82,9 +92,15 @@ def main() -> None:
     for run_id in held_out:
         one = table.select([run_id])
         points = one.points[np.isfinite(one.points["reward"].to_numpy(dtype=float))]
-        horizon = float(one.runs["total_steps"].iloc[0]) if pd.notna(one.runs["total_steps"].iloc[0]) else float(points["step"].max())
+        horizon = (
+            float(one.runs["total_steps"].iloc[0])
+            if pd.notna(one.runs["total_steps"].iloc[0])
+            else float(points["step"].max())
+        )
         for cut in (0.25, 0.5):
-            kept = points[points["step"] <= points["step"].min() + cut * (points["step"].max() - points["step"].min())]
+            kept = points[
+                points["step"] <= points["step"].min() + cut * (points["step"].max() - points["step"].min())
+            ]
             if len(kept) < 3:
                 continue
             partial = RunsTable(points=kept.reset_index(drop=True), runs=one.runs, report=one.report)
@@ -99,15 +115,27 @@ def main() -> None:
             # the same posterior by NUTS, read through the same curve-draws code
             data = update.data  # the points as the live update normalised them
             mask = data.mask[0]
-            theta = nuts_refit(post.prior, data.t[0, mask], data.y[0, mask], data.noise_scale[0, mask], args.nuts_draws, args.seed)
-            nuts = RunPosterior(post.prior, theta, post.mode, 0.0, float(len(theta)), post.n_points, 0.0).natural()
+            theta = nuts_refit(
+                post.prior,
+                data.t[0, mask],
+                data.y[0, mask],
+                data.noise_scale[0, mask],
+                args.nuts_draws,
+                args.seed,
+            )
+            nuts = RunPosterior(
+                post.prior, theta, post.mode, 0.0, float(len(theta)), post.n_points, 0.0
+            ).natural()
             params = {k: v[:, None] for k, v in nuts.items() if k != "sigma"}
             nuts_draws = CurveDraws.from_model_data(params, data, population.curve)
             nuts_answer = prob_gain_below(nuts_draws, update.step, eps=args.eps, relative=True)[0]
             nuts_gain = expected_gain(nuts_draws, update.step).iloc[0]
             # 90% interval width in sd, floored at 0.001 of the reward range (a run on its plateau
             # has a gain interval of width ~0, where any difference is "infinitely many sd")
-            gain_sd = max(float(nuts_gain["upper"] - nuts_gain["lower"]) / 3.29, 1e-3 * float(np.ravel(nuts_draws.reward_scale)[0]))
+            gain_sd = max(
+                float(nuts_gain["upper"] - nuts_gain["lower"]) / 3.29,
+                1e-3 * float(np.ravel(nuts_draws.reward_scale)[0]),
+            )
             rows.append(
                 {
                     "run": run_id,

@@ -15,8 +15,8 @@ import statistics
 import time
 import warnings
 
-from bayesgrpo.questions import diagnostics
 from bayesgrpo.model.datasets import load_bundled
+from bayesgrpo.questions import diagnostics
 
 
 def main() -> None:
@@ -37,9 +37,13 @@ def main() -> None:
     q1, median, q3 = statistics.quantiles(seconds, n=4)
     print("# Oscillation check: cost per run on the bundled runs\n")
     print("Command: `python benchmarks/oscillation_cost.py`  ")
-    print(f"Machine: {platform.machine()}, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}.\n")
+    print(
+        f"Machine: {platform.machine()}, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}.\n"
+    )
     print(f"- first run (compiles the three families): {first:.1f} s")
-    print(f"- the other {len(seconds)} runs: median {median:.1f} s (quartiles {q1:.1f}-{q3:.1f} s, mean {statistics.mean(seconds):.1f} s)")
+    print(
+        f"- the other {len(seconds)} runs: median {median:.1f} s (quartiles {q1:.1f}-{q3:.1f} s, mean {statistics.mean(seconds):.1f} s)"
+    )
     print(f"- runs whose oscillator fit is clearly better: {len(flagged)} {flagged}")
 
 

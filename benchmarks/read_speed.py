@@ -74,7 +74,10 @@ def make_verl(path: Path, n_lines: int) -> Path:
     if not path.exists():
         start = time.perf_counter()
         write_large_verl_console(path, n_lines)
-        print(f"  wrote {path.name}: {path.stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - start:.0f} s", flush=True)
+        print(
+            f"  wrote {path.name}: {path.stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - start:.0f} s",
+            flush=True,
+        )
     return path
 
 
@@ -87,7 +90,10 @@ def make_tensorboard(folder: Path, target_mib: int) -> Path:
         start = time.perf_counter()
         write_large_tensorboard(folder, target_bytes=target_mib * 2**20)
         existing = list(folder.glob("events.out.tfevents.*"))
-        print(f"  wrote {existing[0].name}: {existing[0].stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - start:.0f} s", flush=True)
+        print(
+            f"  wrote {existing[0].name}: {existing[0].stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - start:.0f} s",
+            flush=True,
+        )
     return folder
 
 
@@ -100,8 +106,20 @@ def main() -> None:
     SCRATCH.mkdir(exist_ok=True)
 
     cases = [("bundled 60 real runs", "bundled", "")]
-    cases.append((f"verl console, {n_lines:,} lines", str(make_verl(SCRATCH / f"verl_{n_lines}.log", n_lines)), "verl-console"))
-    cases.append((f"TensorBoard, {tb_mib} MB", str(make_tensorboard(SCRATCH / f"tb_{tb_mib}mib", tb_mib)), "tensorboard"))
+    cases.append(
+        (
+            f"verl console, {n_lines:,} lines",
+            str(make_verl(SCRATCH / f"verl_{n_lines}.log", n_lines)),
+            "verl-console",
+        )
+    )
+    cases.append(
+        (
+            f"TensorBoard, {tb_mib} MB",
+            str(make_tensorboard(SCRATCH / f"tb_{tb_mib}mib", tb_mib)),
+            "tensorboard",
+        )
+    )
 
     baseline = measure("baseline")
     rows = []

@@ -19,7 +19,6 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bayesgrpo.model.curves import DEFAULT_CURVE
@@ -47,7 +46,17 @@ print(json.dumps(d, default=float))
 
 def run(sampler: str, args: argparse.Namespace, seed: int) -> dict:
     completed = subprocess.run(
-        [sys.executable, "-c", CHILD, sampler, args.curve, str(args.draws), str(args.tune), str(args.chains), str(seed)],
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            sampler,
+            args.curve,
+            str(args.draws),
+            str(args.tune),
+            str(args.chains),
+            str(seed),
+        ],
         capture_output=True,
         text=True,
         timeout=args.timeout,
@@ -65,7 +74,9 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=2)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="one fit per sampler per seed")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[1, 2, 3], help="one fit per sampler per seed"
+    )
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--out", default=str(RESULTS / "sampler_speed.md"))
     args = parser.parse_args()
@@ -95,7 +106,9 @@ def main() -> None:
         if "error" in r:
             lines.append(f"| {r['seed']} | {r['sampler']} | failed: {r['error']} | | | | | | | |")
             continue
-        reference = next((x for x in rows if x["sampler"] == "pymc" and x["seed"] == r["seed"] and "error" not in x), None)
+        reference = next(
+            (x for x in rows if x["sampler"] == "pymc" and x["seed"] == r["seed"] and "error" not in x), None
+        )
         ess_per_s = r["min_ess_bulk"] / r["wall"]
         ratio = ess_per_s / (reference["min_ess_bulk"] / reference["wall"]) if reference else float("nan")
         summary.setdefault(r["sampler"], []).append((r["wall"], ess_per_s, ratio, r["max_r_hat"]))
@@ -103,7 +116,13 @@ def main() -> None:
             f"| {r['seed']} | {r['sampler']} | {r['wall']:.0f} | {r['compile_seconds']:.0f} | {r['divergences']} | {r['max_r_hat']:.3f} | "
             f"{r['min_ess_bulk']:.0f} | {r['min_ess_tail']:.0f} | {ess_per_s:.2f} | {ratio:.1f}x |"
         )
-    lines += ["", "Medians over seeds:", "", "| sampler | wall s | ESS/s | ESS/s vs PyMC NUTS | worst r_hat |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Medians over seeds:",
+        "",
+        "| sampler | wall s | ESS/s | ESS/s vs PyMC NUTS | worst r_hat |",
+        "|---|---|---|---|---|",
+    ]
     for sampler, values in summary.items():
         walls, rates, ratios, rhats = (list(v) for v in zip(*values))
         import statistics
@@ -113,8 +132,10 @@ def main() -> None:
             f"{statistics.median(ratios):.1f}x | {max(rhats):.3f} |"
         )
     lines.append("")
-    lines.append("ADVI and Pathfinder are approximations: their r_hat/ESS are over independent draws of the "
-                 "approximation and say nothing about its bias; they are listed for speed only.")
+    lines.append(
+        "ADVI and Pathfinder are approximations: their r_hat/ESS are over independent draws of the "
+        "approximation and say nothing about its bias; they are listed for speed only."
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

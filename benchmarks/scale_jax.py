@@ -55,8 +55,13 @@ def main() -> None:
     device = f"{jax.devices()[0].platform}: {jax.devices()[0].device_kind}"
     start = time.perf_counter()
     model = RewardModel().fit(
-        sim.table, sampler=args.sampler, draws=args.draws, tune=args.tune, chains=args.chains,
-        random_seed=args.seed, progressbar=False,
+        sim.table,
+        sampler=args.sampler,
+        draws=args.draws,
+        tune=args.tune,
+        chains=args.chains,
+        random_seed=args.seed,
+        progressbar=False,
     )
     wall = time.perf_counter() - start
     d = model.diagnostics

@@ -153,7 +153,6 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("bayesgrpo.model").setLevel(logging.ERROR)  # fit warnings are in the fit table
     warnings.simplefilter("ignore")
 
-    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.evaluate.backtest import kfold_populations
     from bayesgrpo.evaluate.transfer_eval import (
         improvement_over,
@@ -164,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         transfer_scores,
         transfer_summary,
     )
+    from bayesgrpo.model.datasets import load_bundled
 
     command = "python benchmarks/transfer_eval.py" + "".join(
         " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)

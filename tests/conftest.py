@@ -16,7 +16,9 @@ def fake_sample(model, *, draws=40, chains=2, random_seed=None, **_):
     with model:
         prior = pm.sample_prior_predictive(draws=draws * chains, random_seed=random_seed).prior
     posterior = prior.isel(chain=0, drop=True).coarsen(draw=draws).construct(draw=("chain", "draw"))
-    posterior = posterior.assign_coords(chain=np.arange(chains), draw=np.arange(draws)).transpose("chain", "draw", ...)
+    posterior = posterior.assign_coords(chain=np.arange(chains), draw=np.arange(draws)).transpose(
+        "chain", "draw", ...
+    )
     diagnostics = FitDiagnostics("fake", 0.1, draws, chains, 0, 1.0, 400.0, 400.0)
     return az.InferenceData(posterior=posterior), diagnostics
 

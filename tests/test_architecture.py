@@ -24,9 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_import_contracts_are_kept():
     result = subprocess.run(
-        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
-         "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "from importlinter.cli import lint_imports_command; lint_imports_command()",
+            "--config",
+            str(ROOT / "pyproject.toml"),
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "0 broken" in result.stdout
@@ -69,7 +78,9 @@ def test_old_submodule_paths_and_attributes_resolve_to_the_same_objects():
 def test_python_dash_m_runs_a_module_by_its_old_path():
     result = subprocess.run(
         [sys.executable, "-W", "ignore::DeprecationWarning", "-m", "bayesgrpo.datasets", "--help"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "--population" in result.stdout

@@ -1,5 +1,6 @@
 """``docs/make_figures.py`` redraws the eight documentation figures from the bundled runs and the
-shipped population (about 15-25 s on two cores: slow lane)."""
+shipped population (about 15-25 s on two cores: slow lane).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ import pytest
 SCRIPT = Path(__file__).resolve().parent.parent / "docs" / "make_figures.py"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 EXPECTED = (
-    "fan", "runs_by_family", "runs_by_size", "scaling", "shrinkage", "stop_probability", "t80", "transfer",
+    "fan",
+    "runs_by_family",
+    "runs_by_size",
+    "scaling",
+    "shrinkage",
+    "stop_probability",
+    "t80",
+    "transfer",
 )
 
 

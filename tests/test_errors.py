@@ -1,5 +1,6 @@
 """One errors module: every exception and warning bayesgrpo raises on purpose is defined in
-``bayesgrpo/errors.py``, exported from ``bayesgrpo`` and listed in ``docs/API.md``."""
+``bayesgrpo/errors.py``, exported from ``bayesgrpo`` and listed in ``docs/API.md``.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from bayesgrpo import errors
 
 ROOT = Path(__file__).resolve().parents[1]
 ERROR_TYPES = [
-    obj for _, obj in inspect.getmembers(errors, inspect.isclass)
+    obj
+    for _, obj in inspect.getmembers(errors, inspect.isclass)
     if obj.__module__ == errors.__name__ and issubclass(obj, (Exception, Warning))
 ]
 
@@ -33,8 +35,17 @@ def test_errors_derive_from_the_package_bases():
 
 
 def test_no_module_defines_its_own_error_or_warning():
-    bases = {"Exception", "ValueError", "KeyError", "UserWarning", "Warning", "RuntimeError",
-             "BayesGRPOError", "BayesGRPOWarning", "LogReadError"}
+    bases = {
+        "Exception",
+        "ValueError",
+        "KeyError",
+        "UserWarning",
+        "Warning",
+        "RuntimeError",
+        "BayesGRPOError",
+        "BayesGRPOWarning",
+        "LogReadError",
+    }
     found = []
     for path in (ROOT / "bayesgrpo").rglob("*.py"):
         if path.name == "errors.py":

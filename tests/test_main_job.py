@@ -13,7 +13,18 @@ import pytest
 def test_demo_fits_forecasts_checks_and_draws(tmp_path):
     out = tmp_path / "demo"
     completed = subprocess.run(
-        [sys.executable, "-m", "bayesgrpo.interfaces.cli", "demo", "--draws", "200", "--tune", "200", "--output", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "bayesgrpo.interfaces.cli",
+            "demo",
+            "--draws",
+            "200",
+            "--tune",
+            "200",
+            "--output",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=1500,

@@ -18,7 +18,9 @@ def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("BAYESGRPO_NOTEBOOK_FAST", "1")
     notebook = nbformat.read(path, as_version=4)
     # executed in memory: the committed outputs (full settings) stay as they are
-    nbclient.NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbclient.NotebookClient(
+        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     errors = [o for c in notebook.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
     assert os.environ["BAYESGRPO_NOTEBOOK_FAST"] == "1"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from bayesgrpo.errors import BayesGRPOError, ScoreInputError
+from bayesgrpo.errors import ScoreInputError
 
 __all__ = [
     "MIN_BANDWIDTH",
@@ -40,7 +40,6 @@ __all__ = [
 #: Smallest kernel bandwidth of :func:`log_predictive_density`, in units of ``scale``: draws that
 #: (nearly) coincide would otherwise give a spike whose log density is unbounded.
 MIN_BANDWIDTH = 0.005
-
 
 
 def _check(

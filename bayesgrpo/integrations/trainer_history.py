@@ -27,11 +27,6 @@ if TYPE_CHECKING:
     from bayesgrpo.questions.stopping import Decision
 
 
-
-
-
-
-
 #: Prefix of every metric the callback logs (TensorBoard shows them as ``train/bayesgrpo/...``).
 PREFIX = "bayesgrpo/"
 #: Interval of ``forecast_final_low`` / ``forecast_final_high``.
@@ -137,7 +132,8 @@ def log_history_table(
 
 def _runs_frame(stated: dict[str, Any], given: dict[str, Any]) -> tuple[pd.DataFrame, list[Any]]:
     """The metadata row as ``load_runs`` builds it (the user's values win), cached: it is the
-    same at every update of a run, and building it costs more than the points."""
+    same at every update of a run, and building it costs more than the points.
+    """
     try:
         key = (tuple(sorted(stated.items())), tuple(sorted(given.items())))
         hash(key)
@@ -168,7 +164,8 @@ def _build_runs_frame(stated: dict[str, Any], given: dict[str, Any]) -> tuple[pd
 
 def forecast_keys(reward_key: str | None = None) -> frozenset[str]:
     """The logged metrics a live update reads: the reward (``reward_key`` or the TRL defaults)
-    and the completion length (the ``compute`` progress axis)."""
+    and the completion length (the ``compute`` progress axis).
+    """
     from bayesgrpo.logs.readers.trl.columns import TRL_REWARD_CANDIDATES
 
     rewards = (reward_key,) if reward_key else TRL_REWARD_CANDIDATES

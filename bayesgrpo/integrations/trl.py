@@ -329,7 +329,9 @@ class BayesStopCallback(TrainerCallback):
         if n_points < self.min_points:
             return None
         forecaster = self._get_forecaster()
-        horizon = self.horizon if self.horizon is not None else positive_or_none(getattr(state, "max_steps", None))
+        horizon = (
+            self.horizon if self.horizon is not None else positive_or_none(getattr(state, "max_steps", None))
+        )
         if horizon is None:
             raise BayesGRPOError(
                 "no horizon: state.max_steps is not set; pass BayesStopCallback(horizon=<the step the run ends at>)"

@@ -161,7 +161,9 @@ class BayesStopHook:
         self._received = 0
 
     @classmethod
-    def from_verl_config(cls, config: Mapping[str, Any], *, horizon: float | None = None, **kwargs: Any) -> BayesStopHook:
+    def from_verl_config(
+        cls, config: Mapping[str, Any], *, horizon: float | None = None, **kwargs: Any
+    ) -> BayesStopHook:
         """A hook whose metadata and horizon come from verl's resolved config.
 
         Reads what ``bayesgrpo.logs.readers.verl`` reads from a logged config: ``group_size`` =
@@ -206,11 +208,13 @@ class BayesStopHook:
         from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
         steps = sorted(self.points)
-        points = pd.DataFrame({
-            "run_id": pd.Series([self.run_id] * len(steps), dtype="string"),
-            "step": np.array(steps, dtype=np.int64),
-            "reward": np.array([self.points[s] for s in steps], dtype=float),
-        })
+        points = pd.DataFrame(
+            {
+                "run_id": pd.Series([self.run_id] * len(steps), dtype="string"),
+                "step": np.array(steps, dtype=np.int64),
+                "reward": np.array([self.points[s] for s in steps], dtype=float),
+            }
+        )
         runs = {"run_id": self.run_id, "format": "verl-hook", "reward_key": self.reward, **self.metadata}
         if self.horizon is not None:
             runs["total_steps"] = self.horizon
@@ -238,7 +242,8 @@ class BayesStopHook:
 
     def decide(self, step: int | None = None) -> Decision:
         """Condition the population on the rewards so far and ask the rule (at ``step``, default
-        the last step received)."""
+        the last step received).
+        """
         if not self.points:
             raise BayesGRPOError("no reward received yet: nothing to decide on")
         if self.horizon is None:
@@ -291,7 +296,9 @@ def attach(hook: BayesStopHook, tracking: Any, name: str = BACKEND_NAME) -> Any:
     return tracking
 
 
-def install(hook: BayesStopHook, tracking_cls: type | None = None, name: str = BACKEND_NAME) -> Callable[[], None]:
+def install(
+    hook: BayesStopHook, tracking_cls: type | None = None, name: str = BACKEND_NAME
+) -> Callable[[], None]:
     """Add the hook to every ``Tracking`` made from now on (for the legacy ``RayPPOTrainer``,
     whose ``fit`` keeps its ``Tracking`` in a local variable).
 
@@ -336,7 +343,9 @@ def stop_after_next_step(trainer: Any) -> Callable[[Decision], None]:
         last = int(decision.step) + 1
         current = getattr(trainer, "total_training_steps", None)
         trainer.total_training_steps = last if current is None else min(int(current), last)
-        logger.warning("bayesgrpo: verl run set to end at step %d (%s)", trainer.total_training_steps, decision.reason)
+        logger.warning(
+            "bayesgrpo: verl run set to end at step %d (%s)", trainer.total_training_steps, decision.reason
+        )
 
     return stop
 

@@ -49,7 +49,11 @@ def _run_lines(summary: Any) -> list[str]:
     lines = [header]
     for row in summary.itertuples(index=False):
         run_id = row.run_id if len(row.run_id) <= 48 else row.run_id[:45] + "..."
-        family = "-" if row.family is None or (isinstance(row.family, float)) or str(row.family) == "<NA>" else str(row.family)
+        family = (
+            "-"
+            if row.family is None or (isinstance(row.family, float)) or str(row.family) == "<NA>"
+            else str(row.family)
+        )
         steps = "-" if row.n_points == 0 else f"{row.first_step}-{row.last_step}"
         reward_range = f"{_format_number(row.reward_min)} .. {_format_number(row.reward_max)}"
         shown = ", ".join(row.metrics[:4]) + (f" +{len(row.metrics) - 4}" if len(row.metrics) > 4 else "")
@@ -135,7 +139,11 @@ def _cut_table(table: Any, fraction: float) -> Any:
     last = points.groupby("run_id")["step"].transform("max")
     first = points.groupby("run_id")["step"].transform("min")
     keep = points["step"] <= first + fraction * (last - first)
-    return RunsTable(points=points[keep.to_numpy(dtype=bool) & np.isfinite(points["step"])].reset_index(drop=True), runs=table.runs, report=table.report)
+    return RunsTable(
+        points=points[keep.to_numpy(dtype=bool) & np.isfinite(points["step"])].reset_index(drop=True),
+        runs=table.runs,
+        report=table.report,
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -154,7 +162,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_forecast(args: argparse.Namespace) -> int:
     """``bayesgrpo forecast``: fit the pooled model on logs (or the bundled runs), print each
-    run's forecast final reward with its 90% interval, write a figure and the fitted model."""
+    run's forecast final reward with its 90% interval, write a figure and the fitted model.
+    """
     from pathlib import Path
 
     import numpy as np
@@ -183,7 +192,10 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             f"families: {', '.join(sorted(table.runs['family'].dropna().unique()))}"
         )
         what = "all logged points" if args.cut is None else f"the first {args.cut:.0%} of each run"
-        print(f"fitting a {args.curve} reward-curve model with partial pooling on {what} ({args.sampler}, {args.chains} chains x {args.draws} draws)...", flush=True)
+        print(
+            f"fitting a {args.curve} reward-curve model with partial pooling on {what} ({args.sampler}, {args.chains} chains x {args.draws} draws)...",
+            flush=True,
+        )
     model = RewardModel(curve=args.curve).fit(
         fitted_on,
         horizon=horizon,
@@ -204,7 +216,9 @@ def cmd_forecast(args: argparse.Namespace) -> int:
 
         cut_step = fitted_on.points.groupby("run_id")["step"].max()
         rule = PlateauRule(eps=args.eps, prob=args.stop_prob, relative=True)
-        decisions = decisions_table(rule.decide(model.curve_draws(), final["run_id"].map(cut_step).to_numpy(dtype=float)))
+        decisions = decisions_table(
+            rule.decide(model.curve_draws(), final["run_id"].map(cut_step).to_numpy(dtype=float))
+        )
         final["cut_step"] = final["run_id"].map(cut_step)
         final["stop_at_cut"] = decisions["decision"].to_numpy()
         final["p_gain_below_eps"] = decisions["probability"].to_numpy()
@@ -221,12 +235,19 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         figure.savefig(figure_path, dpi=70)
     diagnostics = model.diagnostics
     if args.json:
-        json.dump({"final_reward": final.replace({np.nan: None}).to_dict("records"), "fit": model.fit_summary()}, sys.stdout, indent=2, default=str)
+        json.dump(
+            {"final_reward": final.replace({np.nan: None}).to_dict("records"), "fit": model.fit_summary()},
+            sys.stdout,
+            indent=2,
+            default=str,
+        )
         sys.stdout.write("\n")
         return EXIT_OK
     print()
     cut = args.cut is not None
-    header = f"{'run_id':<44} {'family':<8} {'size_b':>6} {'horizon':>7} {'forecast final [90% interval]':>30}"
+    header = (
+        f"{'run_id':<44} {'family':<8} {'size_b':>6} {'horizon':>7} {'forecast final [90% interval]':>30}"
+    )
     header += f" {'actual':>8} {'stop at cut?':>16}" if cut else f" {'last logged':>11}"
     print(header)
     for row in final.itertuples(index=False):
@@ -257,7 +278,10 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     )
     for message in diagnostics.warnings:
         print(f"warning: {message}")
-    print(f"wrote {out / 'final_reward.csv'}, {out / 'model.nc'}" + ("" if args.no_figure else f", {figure_path}"))
+    print(
+        f"wrote {out / 'final_reward.csv'}, {out / 'model.nc'}"
+        + ("" if args.no_figure else f", {figure_path}")
+    )
     return EXIT_OK
 
 
@@ -297,17 +321,21 @@ def cmd_stop(args: argparse.Namespace) -> int:
     horizons: dict[str, float] = {}
     for run_id in table.run_ids:
         planned = table.runs.set_index("run_id").loc[run_id].get("total_steps")
-        horizon = args.horizon if args.horizon is not None else (float(planned) if pd.notna(planned) else None)
+        horizon = (
+            args.horizon if args.horizon is not None else (float(planned) if pd.notna(planned) else None)
+        )
         if horizon is None:
             raise SystemExit(f"run {run_id!r}: no --horizon given and its logs state no total_steps")
         if horizon < last_step[run_id]:
-            raise SystemExit(f"run {run_id!r} is already at step {last_step[run_id]:.0f}, past the horizon {horizon:g}")
+            raise SystemExit(
+                f"run {run_id!r} is already at step {last_step[run_id]:.0f}, past the horizon {horizon:g}"
+            )
         horizons[run_id] = float(horizon)
     rows = []
     if not (args.fit or args.no_bundled):
         from bayesgrpo.model.datasets import bundled_population
-        from bayesgrpo.questions.live import LiveForecaster
         from bayesgrpo.model.reward_model import RewardModel
+        from bayesgrpo.questions.live import LiveForecaster
 
         population = RewardModel.load(args.population) if args.population else bundled_population()
         live = LiveForecaster(population, random_seed=args.seed)
@@ -321,8 +349,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
         fitted_on = table
         if not args.no_bundled:
-            from bayesgrpo.model.datasets import load_bundled
             from bayesgrpo.logs.table import RunsTable
+            from bayesgrpo.model.datasets import load_bundled
 
             bundled = load_bundled(warn=False)
             clash = set(bundled.run_ids) & set(table.run_ids)
@@ -334,9 +362,18 @@ def cmd_stop(args: argparse.Namespace) -> int:
                 report=table.report,
             )
         if not args.json:
-            print(f"fitting the pooled model on {len(table.run_ids)} run(s)" + ("" if args.no_bundled else " and the 60 bundled runs") + "...", flush=True)
+            print(
+                f"fitting the pooled model on {len(table.run_ids)} run(s)"
+                + ("" if args.no_bundled else " and the 60 bundled runs")
+                + "...",
+                flush=True,
+            )
         model = RewardModel(curve=args.curve).fit(
-            fitted_on, horizon=horizons, draws=args.draws, tune=args.tune, random_seed=args.seed,
+            fitted_on,
+            horizon=horizons,
+            draws=args.draws,
+            tune=args.tune,
+            random_seed=args.seed,
             progressbar=not args.json and not args.quiet,
         )
         steps = np.array([last_step[r] for r in table.run_ids], dtype=float)
@@ -357,7 +394,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``bayesgrpo watch``: follow growing logs; per run, redraw its forecast and the rule's advice
-    every few seconds (``bayesgrpo.interfaces.watch``)."""
+    every few seconds (``bayesgrpo.interfaces.watch``).
+    """
     from bayesgrpo.interfaces.watch import main_from_args
 
     return main_from_args(args, _stop_rule(args))
@@ -396,8 +434,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     for run_id, frame in findings.groupby("run_id", sort=False):
         print(run_id)
         for row in frame.itertuples(index=False):
-            evidence = ", ".join(f"{k}={_format_number(v) if isinstance(v, float) else v}" for k, v in dict(row.evidence).items())
-            print(f"  [{row.severity}] {row.name} (steps {row.first_step:.0f}-{row.last_step:.0f}): {evidence}")
+            evidence = ", ".join(
+                f"{k}={_format_number(v) if isinstance(v, float) else v}"
+                for k, v in dict(row.evidence).items()
+            )
+            print(
+                f"  [{row.severity}] {row.name} (steps {row.first_step:.0f}-{row.last_step:.0f}): {evidence}"
+            )
             print(f"      -> {row.action}")
     clean = len(table.run_ids) - findings["run_id"].nunique()
     print(f"\n{findings['run_id'].nunique()} of {len(table.run_ids)} runs with findings; {clean} without")
@@ -439,23 +482,54 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def model_flags(p: argparse.ArgumentParser, cut: float | None, output: str) -> None:
-        p.add_argument("--curve", default=DEFAULT_CURVE, help=f"curve family (default {DEFAULT_CURVE}; weibull, exp, logistic, power, oscillator)")
-        p.add_argument("--sampler", default="numpyro", help="numpyro (default), nutpie, pymc, advi, pathfinder")
+        p.add_argument(
+            "--curve",
+            default=DEFAULT_CURVE,
+            help=f"curve family (default {DEFAULT_CURVE}; weibull, exp, logistic, power, oscillator)",
+        )
+        p.add_argument(
+            "--sampler", default="numpyro", help="numpyro (default), nutpie, pymc, advi, pathfinder"
+        )
         p.add_argument("--draws", type=int, default=500, help="posterior draws per chain")
         p.add_argument("--tune", type=int, default=500, help="tuning steps per chain")
         p.add_argument("--chains", type=int, default=2)
         p.add_argument("--seed", type=int, default=1)
-        p.add_argument("--cut", type=float, default=cut, help="fit on this fraction of each run and forecast the rest" + (f" (default {cut})" if cut else ""))
-        p.add_argument("--eps", type=float, default=0.01, help="with --cut: plateau rule threshold, share of the reward range")
+        p.add_argument(
+            "--cut",
+            type=float,
+            default=cut,
+            help="fit on this fraction of each run and forecast the rest"
+            + (f" (default {cut})" if cut else ""),
+        )
+        p.add_argument(
+            "--eps",
+            type=float,
+            default=0.01,
+            help="with --cut: plateau rule threshold, share of the reward range",
+        )
         p.add_argument("--stop-prob", type=float, default=0.9, help="with --cut: plateau rule probability")
-        p.add_argument("--output", default=output, help=f"folder for final_reward.csv, model.nc and forecast.png (default {output})")
+        p.add_argument(
+            "--output",
+            default=output,
+            help=f"folder for final_reward.csv, model.nc and forecast.png (default {output})",
+        )
         p.add_argument("--no-figure", action="store_true", help="skip the figure")
 
     def rule_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--rule", choices=["plateau", "budget", "target"], default="plateau")
-        p.add_argument("--eps", type=float, default=0.01, help="plateau (and P(plateau)): gain that counts as nothing, share of the reward range (default 0.01)")
+        p.add_argument(
+            "--eps",
+            type=float,
+            default=0.01,
+            help="plateau (and P(plateau)): gain that counts as nothing, share of the reward range (default 0.01)",
+        )
         p.add_argument("--absolute", action="store_true", help="plateau: --eps in reward units instead")
-        p.add_argument("--prob", type=float, default=0.9, help="plateau/target: probability the decision needs (default 0.9)")
+        p.add_argument(
+            "--prob",
+            type=float,
+            default=0.9,
+            help="plateau/target: probability the decision needs (default 0.9)",
+        )
         p.add_argument("--cost-per-step", type=float, help="budget: cost of one more step")
         p.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
         p.add_argument("--target", type=float, help="target: the reward to reach")
@@ -465,15 +539,24 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true", help="no reader report")
         p.add_argument("-v", "--verbose", action="store_true", help="list notes as well as repairs")
 
-    runs = sub.add_parser("runs", help="summarise training logs: one line per run, and what was repaired or skipped")
+    runs = sub.add_parser(
+        "runs", help="summarise training logs: one line per run, and what was repaired or skipped"
+    )
     runs.add_argument("paths", nargs="+", help="log files or folders (read recursively)")
-    runs.add_argument("--format", help="force a format (tensorboard, verl-console, verl-jsonl, trl-state, trl-console, notebook, wandb-csv, csv, jsonl, parquet)")
+    runs.add_argument(
+        "--format",
+        help="force a format (tensorboard, verl-console, verl-jsonl, trl-state, trl-console, notebook, wandb-csv, csv, jsonl, parquet)",
+    )
     runs.add_argument("--reward", help="metric to use as the reward (default: each format's train reward)")
     runs.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     runs.add_argument("--columns", help="plain tables: step=COL,reward=COL,run_id=COL")
     runs.add_argument("--logging-steps", type=int, help="TRL console logs: the trainer's logging_steps")
-    runs.add_argument("--strict", action="store_true", help="fail at the first record that would be repaired or dropped")
-    runs.add_argument("--skip-unreadable", action="store_true", help="skip (and report) files that cannot be read")
+    runs.add_argument(
+        "--strict", action="store_true", help="fail at the first record that would be repaired or dropped"
+    )
+    runs.add_argument(
+        "--skip-unreadable", action="store_true", help="skip (and report) files that cannot be read"
+    )
     output_flags(runs)
     runs.set_defaults(handler=cmd_runs)
 
@@ -494,13 +577,26 @@ def build_parser() -> argparse.ArgumentParser:
     model_flags(forecast, cut=None, output="out")
     forecast.set_defaults(handler=cmd_forecast)
 
-    stop = sub.add_parser("stop", help="should each run stop now? decision, probability, expected remaining gain, reason")
+    stop = sub.add_parser(
+        "stop", help="should each run stop now? decision, probability, expected remaining gain, reason"
+    )
     stop.add_argument("paths", nargs="+", help="log files or folders of the runs in progress")
-    stop.add_argument("--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)")
+    stop.add_argument(
+        "--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)"
+    )
     rule_flags(stop)
-    stop.add_argument("--population", help="a fitted model (model.nc from `bayesgrpo forecast`); default the population shipped with bayesgrpo")
-    stop.add_argument("--fit", action="store_true", help="fit the pooled model on the runs and the bundled runs instead of a live update (minutes)")
-    stop.add_argument("--no-bundled", action="store_true", help="fit the pooled model on the runs alone (implies --fit)")
+    stop.add_argument(
+        "--population",
+        help="a fitted model (model.nc from `bayesgrpo forecast`); default the population shipped with bayesgrpo",
+    )
+    stop.add_argument(
+        "--fit",
+        action="store_true",
+        help="fit the pooled model on the runs and the bundled runs instead of a live update (minutes)",
+    )
+    stop.add_argument(
+        "--no-bundled", action="store_true", help="fit the pooled model on the runs alone (implies --fit)"
+    )
     stop.add_argument("--reward", help="metric to use as the reward")
     stop.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     stop.add_argument("--curve", default=DEFAULT_CURVE, help="with --fit: the curve family")
@@ -510,31 +606,68 @@ def build_parser() -> argparse.ArgumentParser:
     output_flags(stop)
     stop.set_defaults(handler=cmd_stop)
 
-    diag = sub.add_parser("diagnose", help="failure modes in each run's signals: collapse, stall, degeneracy, entropy collapse, reward hacking, oscillation")
+    diag = sub.add_parser(
+        "diagnose",
+        help="failure modes in each run's signals: collapse, stall, degeneracy, entropy collapse, reward hacking, oscillation",
+    )
     diag.add_argument("paths", nargs="*", help="log files or folders (default: the bundled runs)")
     diag.add_argument("--bundled", action="store_true", help="diagnose the bundled real runs")
     diag.add_argument("--model", help="a fitted model (model.nc): stall judged by its posterior")
-    diag.add_argument("--oscillation", action="store_true",
-                      help="also test each run for ringing (oscillator vs overdamped curves by LOO; a few seconds a run)")
+    diag.add_argument(
+        "--oscillation",
+        action="store_true",
+        help="also test each run for ringing (oscillator vs overdamped curves by LOO; a few seconds a run)",
+    )
     diag.add_argument("--min-severity", choices=["info", "warning", "high"], default="info")
     diag.add_argument("--reward", help="metric to use as the reward")
     diag.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     output_flags(diag)
     diag.set_defaults(handler=cmd_diagnose)
 
-    report = sub.add_parser("report", help="a self-contained HTML report: forecasts, stop decisions, phases, pooling, transfer, diagnostics")
+    report = sub.add_parser(
+        "report",
+        help="a self-contained HTML report: forecasts, stop decisions, phases, pooling, transfer, diagnostics",
+    )
     report.add_argument("paths", nargs="+", help="log files or folders")
-    report.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default report.html)")
-    report.add_argument("--population", help="a fitted model (model.nc): condition each run on it live instead of fitting")
-    report.add_argument("--draws", type=int, default=500, help="without --population: posterior draws per chain")
+    report.add_argument(
+        "-o", "--output", default="report.html", help="the HTML file to write (default report.html)"
+    )
+    report.add_argument(
+        "--population", help="a fitted model (model.nc): condition each run on it live instead of fitting"
+    )
+    report.add_argument(
+        "--draws", type=int, default=500, help="without --population: posterior draws per chain"
+    )
     report.add_argument("--tune", type=int, default=500, help="without --population: tuning steps per chain")
-    report.add_argument("--horizon", type=float, help="the step each run is planned to end at (default: its total_steps, else its last step)")
-    report.add_argument("--transfer-size", type=float, action="append", help="predict a new run of this size in B parameters (repeatable)")
-    report.add_argument("--transfer-family", help="family of the transfer runs (default: the most common in the logs)")
-    report.add_argument("--transfer-task", help="task of the transfer runs (default: the most common in the logs)")
-    report.add_argument("--eps", type=float, default=0.01, help="plateau rule: gain that counts as nothing, share of the reward range (default 0.01)")
-    report.add_argument("--prob", type=float, default=0.9, help="plateau rule: probability the decision needs (default 0.9)")
-    report.add_argument("--history-points", type=int, default=8, help="cuts of each run's stop-probability history (0: none)")
+    report.add_argument(
+        "--horizon",
+        type=float,
+        help="the step each run is planned to end at (default: its total_steps, else its last step)",
+    )
+    report.add_argument(
+        "--transfer-size",
+        type=float,
+        action="append",
+        help="predict a new run of this size in B parameters (repeatable)",
+    )
+    report.add_argument(
+        "--transfer-family", help="family of the transfer runs (default: the most common in the logs)"
+    )
+    report.add_argument(
+        "--transfer-task", help="task of the transfer runs (default: the most common in the logs)"
+    )
+    report.add_argument(
+        "--eps",
+        type=float,
+        default=0.01,
+        help="plateau rule: gain that counts as nothing, share of the reward range (default 0.01)",
+    )
+    report.add_argument(
+        "--prob", type=float, default=0.9, help="plateau rule: probability the decision needs (default 0.9)"
+    )
+    report.add_argument(
+        "--history-points", type=int, default=8, help="cuts of each run's stop-probability history (0: none)"
+    )
     report.add_argument("--no-diagnose", action="store_true", help="leave out the diagnostics section")
     report.add_argument("--reward", help="metric to use as the reward")
     report.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
@@ -542,19 +675,35 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     report.set_defaults(handler=cmd_report)
 
-    watch = sub.add_parser("watch", help="follow growing logs (verl/TRL console, trainer_state.json, TensorBoard): live forecast and stop advice per run")
-    watch.add_argument("paths", nargs="+", help="log files or folders; they may still be empty or not exist yet")
-    watch.add_argument("--population", help="a fitted model (model.nc); default the population shipped with bayesgrpo")
-    watch.add_argument("--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)")
+    watch = sub.add_parser(
+        "watch",
+        help="follow growing logs (verl/TRL console, trainer_state.json, TensorBoard): live forecast and stop advice per run",
+    )
+    watch.add_argument(
+        "paths", nargs="+", help="log files or folders; they may still be empty or not exist yet"
+    )
+    watch.add_argument(
+        "--population", help="a fitted model (model.nc); default the population shipped with bayesgrpo"
+    )
+    watch.add_argument(
+        "--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)"
+    )
     rule_flags(watch)
     watch.add_argument("--interval", type=float, default=5.0, help="seconds between polls (default 5)")
     watch.add_argument("--once", action="store_true", help="print one table (or JSON object) and exit")
     watch.add_argument("--polls", type=int, help="stop after this many polls (default: until Ctrl-C)")
     watch.add_argument("--json", action="store_true", help="one JSON object per poll, one per line")
-    watch.add_argument("--smooth", type=int, default=10, help="current reward = mean of this many last logged rewards (default 10)")
+    watch.add_argument(
+        "--smooth",
+        type=int,
+        default=10,
+        help="current reward = mean of this many last logged rewards (default 10)",
+    )
     watch.add_argument("--format", help="force a format (as `bayesgrpo runs --format`)")
     watch.add_argument("--reward", help="metric to use as the reward")
-    watch.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id (family, size_b: a sharper prior)")
+    watch.add_argument(
+        "--metadata", help="CSV or YAML of run metadata keyed by run_id (family, size_b: a sharper prior)"
+    )
     watch.add_argument("--logging-steps", type=int, help="TRL console logs: the trainer's logging_steps")
     watch.add_argument("--seed", type=int, default=1)
     watch.set_defaults(handler=cmd_watch)

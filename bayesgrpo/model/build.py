@@ -124,7 +124,9 @@ def effect_grouping(data: ModelData, dim: str, levels_param: bool) -> tuple[np.n
     return (*effect_levels(masked, names if UNKNOWN in names else (*names, UNKNOWN)), f"level_{dim}")
 
 
-def run_location(name: str, mu: Any, effects: Any, start_pull: Any, data_bounded: np.ndarray, data_offset: Any) -> Any:
+def run_location(
+    name: str, mu: Any, effects: Any, start_pull: Any, data_bounded: np.ndarray, data_offset: Any
+) -> Any:
     """A run's population location of parameter ``name`` (numpy arrays or pytensor tensors).
 
     Runs on a stated range: ``mu + effects + start_pull``. Runs normalised by their own range
@@ -260,11 +262,15 @@ def effect_levels(index: np.ndarray, levels: tuple[str, ...]) -> tuple[np.ndarra
     if rare_runs >= MIN_RUNS_PER_LEVEL:
         other = len(names)
         names.append(OTHER_LEVEL)
-    effect_index = np.array([position.get(int(i), -1 if int(i) in unknown else other) for i in index], dtype=int)
+    effect_index = np.array(
+        [position.get(int(i), -1 if int(i) in unknown else other) for i in index], dtype=int
+    )
     return effect_index, tuple(names)
 
 
-def _group_effect(name: str, sd_prior: Prior, index: np.ndarray, levels: tuple[str, ...], dim: str) -> pt.TensorVariable | None:
+def _group_effect(
+    name: str, sd_prior: Prior, index: np.ndarray, levels: tuple[str, ...], dim: str
+) -> pt.TensorVariable | None:
     """Non-centred sum-to-zero effects of a grouping (family, task), or None with too few levels.
 
     Sum-to-zero (``ZeroSumNormal``) keeps the effects from trading off against the population
@@ -295,7 +301,11 @@ WHITENED_SD = 10.0
 
 
 def _whitened_block(
-    data: ModelData, curve: str, priors: Mapping[str, Prior], centered: Mapping[str, np.ndarray], noise_floor: float
+    data: ModelData,
+    curve: str,
+    priors: Mapping[str, Prior],
+    centered: Mapping[str, np.ndarray],
+    noise_floor: float,
 ) -> dict[str, tuple[np.ndarray, pt.TensorVariable]]:
     """The parameters of runs whose data pin their levels down as ``theta = m + L z``, ``z`` free.
 
@@ -409,7 +419,9 @@ def create_reward_model(
     params = curve_params(curve)
     n_runs, n_points = data.y.shape
     groupings = {
-        (dim, level): effect_grouping(data, dim, level) for dim in ("family", "task") for level in (False, True)
+        (dim, level): effect_grouping(data, dim, level)
+        for dim in ("family", "task")
+        for level in (False, True)
     }
     coords = {"run": list(data.run_ids), "point": np.arange(n_points)}
     for index, levels, coord in groupings.values():
@@ -435,7 +447,9 @@ def create_reward_model(
                     effects = effects + priors[f"{p}_size_slope"].create_variable(f"{p}_size_slope") * size
                 start_pull = 0.0
                 if p != "r0":
-                    start_pull = priors[f"{p}_r0_slope"].create_variable(f"{p}_r0_slope") * (run_values["r0"] - r0_mu)
+                    start_pull = priors[f"{p}_r0_slope"].create_variable(f"{p}_r0_slope") * (
+                        run_values["r0"] - r0_mu
+                    )
                 else:
                     r0_mu = mu
                 offset = None
@@ -454,7 +468,9 @@ def create_reward_model(
             if data_bounded.any():
                 loc = loc + priors["sigma_data_offset"].create_variable("sigma_data_offset") * data_bounded
             sigma_sd = priors["sigma_sd"].create_variable("sigma_sd")
-            log_sigma = _run_level("log_sigma_run", loc, sigma_sd, centered["levels"], n_runs, whitened.get("log_sigma"))
+            log_sigma = _run_level(
+                "log_sigma_run", loc, sigma_sd, centered["levels"], n_runs, whitened.get("log_sigma")
+            )
         elif pooling == "none":
             for p in params:
                 run_values[p] = _with_dims(priors[f"{p}_mu"], "run").create_variable(f"{p}_run")
@@ -472,7 +488,9 @@ def create_reward_model(
         shape = {name: pt.exp(run_values[name]) for name in family_spec.shape_params}
         pm.Deterministic("asymptote_run", asymptote_from_levels(curve, r0, r1, **shape), dims="run")
         t = pt.as_tensor_variable(data.t)
-        mean = reward_curve_by_levels(curve, t, r0[:, None], r1[:, None], **{k: v[:, None] for k, v in shape.items()})
+        mean = reward_curve_by_levels(
+            curve, t, r0[:, None], r1[:, None], **{k: v[:, None] for k, v in shape.items()}
+        )
         # a noise floor (the resolution of a logged reward): without it a run whose points sit on
         # one value (a sparse 0/1 reward that is mostly 0) drives its scale to 0 and the
         # posterior into a spike no sampler can explore

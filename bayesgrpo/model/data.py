@@ -198,7 +198,9 @@ class ModelData:
             log_size=data["log_size"].values.astype(float),
             log_samples=data["log_samples"].values.astype(float),
             size_standardizer=Standardizer(float(data.attrs["size_centre"]), float(data.attrs["size_scale"])),
-            samples_standardizer=Standardizer(float(data.attrs["samples_centre"]), float(data.attrs["samples_scale"])),
+            samples_standardizer=Standardizer(
+                float(data.attrs["samples_centre"]), float(data.attrs["samples_scale"])
+            ),
             step_to_progress=data["step_to_progress"].values.astype(float),
         )
 
@@ -210,7 +212,11 @@ def _metadata_value(runs: pd.DataFrame, column: str) -> pd.Series:
 
 
 def _labels(runs: pd.DataFrame, column: str) -> tuple[np.ndarray, tuple[str, ...]]:
-    values = runs[column].astype("string").fillna(UNKNOWN) if column in runs.columns else pd.Series(UNKNOWN, index=runs.index)
+    values = (
+        runs[column].astype("string").fillna(UNKNOWN)
+        if column in runs.columns
+        else pd.Series(UNKNOWN, index=runs.index)
+    )
     levels = tuple(sorted(set(values.tolist())))
     lookup = {level: i for i, level in enumerate(levels)}
     return np.array([lookup[v] for v in values], dtype=int), levels
@@ -287,7 +293,9 @@ def _step_to_progress(table: RunsTable, progress: str) -> np.ndarray:
         per_epoch = _metadata_value(runs, "steps_per_epoch")
         missing = runs.loc[per_epoch.isna() | (per_epoch <= 0), "run_id"].tolist()
         if missing:
-            raise BayesGRPOError(f"progress='epoch' needs steps_per_epoch metadata; missing for runs {missing[:8]}")
+            raise BayesGRPOError(
+                f"progress='epoch' needs steps_per_epoch metadata; missing for runs {missing[:8]}"
+            )
         return 1.0 / per_epoch.to_numpy()
     samples = _samples_per_step(runs)
     missing = runs.loc[samples.isna(), "run_id"].tolist()
@@ -298,11 +306,17 @@ def _step_to_progress(table: RunsTable, progress: str) -> np.ndarray:
     if progress == "samples":
         return samples.to_numpy()
     size = _metadata_value(runs, "size_b")
-    lengths = table.points.groupby("run_id")["completion_length"].mean() if "completion_length" in table.points else pd.Series(dtype=float)
+    lengths = (
+        table.points.groupby("run_id")["completion_length"].mean()
+        if "completion_length" in table.points
+        else pd.Series(dtype=float)
+    )
     length = runs["run_id"].map(lengths).astype(float)
     missing = runs.loc[size.isna() | length.isna(), "run_id"].tolist()
     if missing:
-        raise BayesGRPOError(f"progress='compute' needs size_b metadata and a completion_length metric; missing for runs {missing[:8]}")
+        raise BayesGRPOError(
+            f"progress='compute' needs size_b metadata and a completion_length metric; missing for runs {missing[:8]}"
+        )
     return (6.0 * size.to_numpy() * 1e9 * samples.to_numpy() * length.to_numpy()) / 1e18  # exaFLOP per step
 
 

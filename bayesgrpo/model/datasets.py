@@ -134,15 +134,23 @@ def fit_bundled_population(path: str | Path = POPULATION_FILE, *, progressbar: b
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    model = RewardModel(pooling="partial").fit(load_bundled(warn=False), progressbar=progressbar, **POPULATION_FIT)
+    model = RewardModel(pooling="partial").fit(
+        load_bundled(warn=False), progressbar=progressbar, **POPULATION_FIT
+    )
     return model.save(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bayesgrpo.model.datasets --population [PATH]``: rebuild the shipped population."""
     parser = argparse.ArgumentParser(prog="python -m bayesgrpo.model.datasets", description=main.__doc__)
-    parser.add_argument("--population", nargs="?", const=str(POPULATION_FILE), required=True, metavar="PATH",
-                        help=f"fit the bundled runs and write the population (default {POPULATION_FILE})")
+    parser.add_argument(
+        "--population",
+        nargs="?",
+        const=str(POPULATION_FILE),
+        required=True,
+        metavar="PATH",
+        help=f"fit the bundled runs and write the population (default {POPULATION_FILE})",
+    )
     args = parser.parse_args(argv)
     written = fit_bundled_population(args.population)
     print(f"wrote {written} ({written.stat().st_size / 2**20:.1f} MiB)")
@@ -153,4 +161,11 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["DATA_ENV", "POPULATION_FILE", "bundled_population", "data_dir", "fit_bundled_population", "load_bundled"]
+__all__ = [
+    "DATA_ENV",
+    "POPULATION_FILE",
+    "bundled_population",
+    "data_dir",
+    "fit_bundled_population",
+    "load_bundled",
+]

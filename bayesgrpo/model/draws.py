@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from bayesgrpo.model.data import ModelData
 
 
-
-
 logger = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------------------------
@@ -146,7 +144,9 @@ class CurveDraws:
             asymptote = asymptote_from_levels(self.curve, arrays["r0"], arrays["r1"], **shape)
         normalised = {"r0": arrays["r0"], "asymptote": asymptote, **shape}
         n_runs = arrays["r0"].shape[1]
-        object.__setattr__(self, "params", MappingProxyType({k: frozen_array(v) for k, v in normalised.items()}))
+        object.__setattr__(
+            self, "params", MappingProxyType({k: frozen_array(v) for k, v in normalised.items()})
+        )
         for name in ("step_scale", "reward_scale"):
             value = per_run(getattr(self, name), n_runs, name)
             if not np.all(np.isfinite(value) & (value > 0)):
@@ -218,8 +218,12 @@ class CurveDraws:
             level: lower + np.asarray(draws[level], dtype=float) * width,
         }
         params.update({name: np.asarray(draws[name], dtype=float) for name in family.shape_params})
-        logger.debug("curve draws from the model: %d draws of %d runs, family %r",
-                     params["r0"].shape[0], data.n_runs, curve)
+        logger.debug(
+            "curve draws from the model: %d draws of %d runs, family %r",
+            params["r0"].shape[0],
+            data.n_runs,
+            curve,
+        )
         return cls(
             curve=curve,
             params=params,
@@ -260,7 +264,9 @@ class CurveDraws:
         assert self.run_ids is not None  # set by __post_init__
         unknown = [r for r in run_ids if r not in self.run_ids]
         if unknown:
-            raise BayesGRPOError(f"runs {unknown[:5]} are not in these curve draws (they hold {list(self.run_ids)[:5]}...)")
+            raise BayesGRPOError(
+                f"runs {unknown[:5]} are not in these curve draws (they hold {list(self.run_ids)[:5]}...)"
+            )
         index = [self.run_ids.index(r) for r in run_ids]
         return replace(
             self,
@@ -276,6 +282,7 @@ class CurveDraws:
         steps = np.asarray(steps, dtype=float)
         scale = self.step_scale if steps.ndim <= 1 else self.step_scale[:, None]
         return np.maximum(steps - self.step_offset, 0.0) / scale
+
 
 # --------------------------------------------------------------------------------------------
 # Curve values

@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
 logger = logging.getLogger(__name__)
 
 #: Share of importance draws taken from the Gaussian prior itself (defensive mixture).
@@ -57,7 +55,6 @@ PARETO_K_LIMIT = 0.7
 GOOD_PARETO_K = 0.5
 #: Importance-sampling rounds at most (the first from the Laplace fit, then adapted).
 ADAPT_ROUNDS = 4
-
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,9 @@ class GaussianRunPrior:
     noise_floor: float = 0.01
 
     @classmethod
-    def from_draws(cls, draws: Mapping[str, np.ndarray], curve: str, noise_floor: float = 0.01) -> GaussianRunPrior:
+    def from_draws(
+        cls, draws: Mapping[str, np.ndarray], curve: str, noise_floor: float = 0.01
+    ) -> GaussianRunPrior:
         """Moment-match draws of a new run's parameters (``model.predict.new_run_draws``)."""
         names = (*curve_params(curve), "log_sigma")
         matrix = np.column_stack([np.asarray(draws[name], dtype=float) for name in names])
@@ -106,7 +105,11 @@ class GaussianRunPrior:
         """Gaussian log density of a batch of parameter vectors, shape (B,)."""
         chol = self._chol
         centred = np.linalg.solve(chol, (np.atleast_2d(theta) - self.mean).T)
-        return -0.5 * (centred * centred).sum(axis=0) - np.log(np.diag(chol)).sum() - 0.5 * self.dim * np.log(2 * np.pi)
+        return (
+            -0.5 * (centred * centred).sum(axis=0)
+            - np.log(np.diag(chol)).sum()
+            - 0.5 * self.dim * np.log(2 * np.pi)
+        )
 
 
 def log_likelihood(
@@ -169,9 +172,10 @@ def _hessian(fun: Any, x: np.ndarray, step: float = 1e-3) -> np.ndarray:
     return hessian
 
 
-def laplace_fit(prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def laplace_fit(
+    prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mode and the covariance of the Laplace approximation there."""
-
     step = 1e-5
     offsets = np.vstack([np.zeros(prior.dim), step * np.eye(prior.dim), -step * np.eye(prior.dim)])
 
@@ -256,7 +260,8 @@ class RunPosterior:
 
     def natural(self) -> dict[str, np.ndarray]:
         """Draws on natural scales: ``r0``, ``r1``, ``asymptote`` (normalised reward), shape
-        parameters, ``sigma``; each shape (S,)."""
+        parameters, ``sigma``; each shape (S,).
+        """
         family = get_curve(self.prior.curve)
         out = {"r0": special.expit(self.theta[:, 0]), "r1": special.expit(self.theta[:, 1])}
         for i, name in enumerate(family.shape_params):
@@ -336,11 +341,15 @@ def _condition_run(
         raise BayesGRPOError(f"t, y and noise_scale differ in length: {len(t)}, {len(y)}, {len(noise_scale)}")
     finite = np.isfinite(t) & np.isfinite(y) & np.isfinite(noise_scale)
     if not finite.all():
-        raise BayesGRPOError(f"{int((~finite).sum())} of {len(t)} points are not finite; read logs with load_runs, which reports them")
+        raise BayesGRPOError(
+            f"{int((~finite).sum())} of {len(t)} points are not finite; read logs with load_runs, which reports them"
+        )
     rng = np.random.default_rng(random_seed)
     if len(t) == 0:
         theta = rng.multivariate_normal(prior.mean, prior.cov, size=n_draws)
-        return RunPosterior(prior, theta, prior.mean.copy(), 0.0, float(n_draws), 0, time.perf_counter() - start)
+        return RunPosterior(
+            prior, theta, prior.mean.copy(), 0.0, float(n_draws), 0, time.perf_counter() - start
+        )
 
     mode, cov = laplace_fit(prior, t, y, noise_scale)
     location = mode
@@ -408,7 +417,9 @@ def condition_start(
     """
     start_time = time.perf_counter()
     if not (np.isfinite(start) and np.isfinite(start_sd) and start_sd > 0):
-        raise BayesGRPOError(f"a measured start needs a finite value and a positive error; got {start} +- {start_sd}")
+        raise BayesGRPOError(
+            f"a measured start needs a finite value and a positive error; got {start} +- {start_sd}"
+        )
     if prior.names[0] != "r0":
         raise BayesGRPOError(f"the prior's first parameter is {prior.names[0]!r}, not the start r0")
     rng = np.random.default_rng(random_seed)
@@ -429,7 +440,11 @@ def condition_start(
     slope = prior.cov[1:, 0] / prior.cov[0, 0]
     rest_cov = prior.cov[1:, 1:] - np.outer(slope, prior.cov[0, 1:])
     rest_cov = 0.5 * (rest_cov + rest_cov.T) + 1e-12 * np.eye(prior.dim - 1)
-    rest = prior.mean[1:] + (r0 - mean0)[:, None] * slope + rng.standard_normal((n_draws, prior.dim - 1)) @ np.linalg.cholesky(rest_cov).T
+    rest = (
+        prior.mean[1:]
+        + (r0 - mean0)[:, None] * slope
+        + rng.standard_normal((n_draws, prior.dim - 1)) @ np.linalg.cholesky(rest_cov).T
+    )
     theta = np.column_stack([r0, rest])
     mode = prior.mean.copy()
     mode[0] = grid[np.argmax(log_density)]

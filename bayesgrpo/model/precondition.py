@@ -72,14 +72,18 @@ def run_laplace(
 
     names = (*curve_params(curve), "log_sigma")
     centres, scales = zip(*(_weak_prior(priors, name) for name in names))
-    weak = GaussianRunPrior(curve, names, np.array(centres), np.diag(np.square(scales)), PRECONDITION_NU, noise_floor)
+    weak = GaussianRunPrior(
+        curve, names, np.array(centres), np.diag(np.square(scales)), PRECONDITION_NU, noise_floor
+    )
 
     def fit_all(prior: GaussianRunPrior) -> tuple[np.ndarray, np.ndarray]:
         means = np.empty((len(index), len(names)))
         covs = np.empty((len(index), len(names), len(names)))
         for row, run in enumerate(index):
             mask = data.mask[run]
-            means[row], covs[row] = laplace_fit(prior, data.t[run, mask], data.y[run, mask], data.noise_scale[run, mask])
+            means[row], covs[row] = laplace_fit(
+                prior, data.t[run, mask], data.y[run, mask], data.noise_scale[run, mask]
+            )
         return means, covs
 
     means, covs = fit_all(weak)

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.build import run_location
+from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.data import ModelData
 from bayesgrpo.model.priors import curve_params
 
@@ -41,7 +41,9 @@ def run_draws(posterior: xr.Dataset, curve: str) -> dict[str, np.ndarray]:
 def mean_curve_draws(draws: dict[str, np.ndarray], curve: str, t: np.ndarray) -> np.ndarray:
     """Expected normalised reward, shape (S, R, N), at progress ``t`` of shape (R, N)."""
     shape = {name: draws[name][:, :, None] for name in get_curve(curve).shape_params}
-    return reward_curve_by_levels(curve, t[None, :, :], draws["r0"][:, :, None], draws["r1"][:, :, None], **shape)
+    return reward_curve_by_levels(
+        curve, t[None, :, :], draws["r0"][:, :, None], draws["r1"][:, :, None], **shape
+    )
 
 
 def add_noise(mean: np.ndarray, draws: dict[str, np.ndarray], rng: np.random.Generator) -> np.ndarray:
@@ -115,7 +117,8 @@ def _group_effect_draws(
     rng: np.random.Generator,
 ) -> np.ndarray:
     """Draws of one group effect for a new run: the fitted effect of a known level, a fresh
-    draw from the between-group spread for a level the fit has not seen, 0 when unknown."""
+    draw from the between-group spread for a level the fit has not seen, 0 when unknown.
+    """
     n = posterior_stacked.sizes["sample"]
     effect_name = f"{name}_{dim}"
     if level is None or effect_name not in posterior_stacked:

@@ -34,8 +34,8 @@ from typing import Any
 
 from pymc_extras.prior import Prior
 
-from bayesgrpo.model.curves import get_curve
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.curves import get_curve
 
 #: Curve parameters shared by every family, on their unconstrained scales.
 LEVEL_PARAMS: tuple[str, ...] = ("r0", "r1")
@@ -49,7 +49,8 @@ def curve_params(curve: str) -> tuple[str, ...]:
 def _spread(mean: float) -> Prior:
     """Prior of a between-run spread: Gamma(2, 2/mean), which has mean ``mean`` and density 0
     at 0. Runs genuinely differ, and a spread free to collapse to 0 opens a funnel that NUTS
-    cannot enter (measured on the bundled verl runs: hundreds of divergences with HalfNormal)."""
+    cannot enter (measured on the bundled verl runs: hundreds of divergences with HalfNormal).
+    """
     return Prior("Gamma", alpha=2.0, beta=2.0 / mean)
 
 
@@ -133,7 +134,9 @@ def merge_priors(curve: str, given: Mapping[str, Any] | None) -> dict[str, Prior
         if isinstance(value, Mapping):
             value = Prior.from_dict(dict(value))
         if not isinstance(value, Prior):
-            raise BayesGRPOError(f"prior {name!r} must be a pymc_extras.prior.Prior, got {type(value).__name__}")
+            raise BayesGRPOError(
+                f"prior {name!r} must be a pymc_extras.prior.Prior, got {type(value).__name__}"
+            )
         priors[name] = value
     return priors
 

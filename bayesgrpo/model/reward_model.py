@@ -20,14 +20,14 @@ import pandas as pd
 import xarray as xr
 
 from bayesgrpo._version import __version__
-from bayesgrpo.model.curves import CURVES, DEFAULT_CURVE, get_curve
 from bayesgrpo.errors import BayesGRPOError, ModelConfigError, NotFittedError
+from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.build import covariate_used
+from bayesgrpo.model.curves import CURVES, DEFAULT_CURVE, get_curve
 from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
 from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
 from bayesgrpo.model.priors import merge_priors, priors_from_dict, priors_to_dict
 from bayesgrpo.model.sampling import DEFAULT_SAMPLER, FitDiagnostics, sample_model
-from bayesgrpo.logs.table import RunsTable
 
 if TYPE_CHECKING:
     from bayesgrpo.model.draws import CurveDraws
@@ -37,8 +37,6 @@ logger = logging.getLogger(__name__)
 #: Bumped whenever the graph changes in a way that makes old posteriors meaningless.
 MODEL_FORMAT = 5  # 4: runs normalised by their own range get their own levels (model.build.bounds_from_data); 5: and their own noise level
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
-
-
 
 
 @dataclass
@@ -167,8 +165,13 @@ class RewardModel:
             bounds_margin=self.bounds_margin,
         )
         return create_reward_model(
-            self.data, self.curve, self.priors, pooling=self.pooling, centered_min_snr=self.centered_min_snr,
-            noise_floor=self.noise_floor, whiten=self.whiten,
+            self.data,
+            self.curve,
+            self.priors,
+            pooling=self.pooling,
+            centered_min_snr=self.centered_min_snr,
+            noise_floor=self.noise_floor,
+            whiten=self.whiten,
         )
 
     def fit(
@@ -272,7 +275,9 @@ class RewardModel:
         if runs is not None:
             unknown = sorted(set(runs) - set(data.run_ids))
             if unknown:
-                raise BayesGRPOError(f"runs {unknown[:5]} were not fitted; fitted runs: {list(data.run_ids)[:10]}...")
+                raise BayesGRPOError(
+                    f"runs {unknown[:5]} were not fitted; fitted runs: {list(data.run_ids)[:10]}..."
+                )
             draws = draws.sel(run=list(runs))
         return Forecast(table=_tidy(draws, quantiles, observed), draws=draws)
 
@@ -286,7 +291,11 @@ class RewardModel:
         names = quantile_columns(quantiles)
         qs = np.quantile(values, quantiles, axis=0)
         for i, run_id in enumerate(data.run_ids):
-            row = {"run_id": run_id, "horizon_step": int(data.horizon_step[i]), "mean": float(values[:, i].mean())}
+            row = {
+                "run_id": run_id,
+                "horizon_step": int(data.horizon_step[i]),
+                "mean": float(values[:, i].mean()),
+            }
             row.update({name: float(qs[j, i]) for j, name in enumerate(names)})
             rows.append(row)
         return pd.DataFrame(rows)
@@ -322,7 +331,15 @@ class RewardModel:
                 values = values * (data.upper - data.lower)[None, :]
             low, high = np.quantile(values, [0.05, 0.95], axis=0)
             for i, run_id in enumerate(data.run_ids):
-                rows.append({"run_id": run_id, "parameter": name, "mean": float(values[:, i].mean()), "q05": float(low[i]), "q95": float(high[i])})
+                rows.append(
+                    {
+                        "run_id": run_id,
+                        "parameter": name,
+                        "mean": float(values[:, i].mean()),
+                        "q05": float(low[i]),
+                        "q95": float(high[i]),
+                    }
+                )
         return pd.DataFrame(rows)
 
     def fit_summary(self) -> dict[str, Any]:
@@ -336,7 +353,9 @@ class RewardModel:
             "n_cells_fitted": int(data.mask.sum()),
             "bounds_from_data": [r for r, s in zip(data.run_ids, data.bounds_source) if s == "data"],
             "covariates_used": [
-                name for name, values in (("log_size", data.log_size), ("log_samples", data.log_samples)) if covariate_used(values)
+                name
+                for name, values in (("log_size", data.log_size), ("log_samples", data.log_samples))
+                if covariate_used(values)
             ],
             "families": list(data.families),
             "tasks": list(data.tasks),
@@ -350,7 +369,9 @@ class RewardModel:
             return {self.pooling: data.n_runs}
         from bayesgrpo.model.build import parametrisation
 
-        labels = parametrisation(data, self.curve, self.priors, self.centered_min_snr, self.noise_floor, self.whiten)
+        labels = parametrisation(
+            data, self.curve, self.priors, self.centered_min_snr, self.noise_floor, self.whiten
+        )
         counts: dict[str, int] = {}
         for label in labels.values():
             counts[label] = counts.get(label, 0) + 1
@@ -395,7 +416,9 @@ class RewardModel:
             getattr(idata, group).load()
         attrs = idata.posterior.attrs
         if "bayesgrpo_config" not in attrs:
-            raise ModelConfigError(f"{path} was not written by RewardModel.save (no bayesgrpo_config attribute)")
+            raise ModelConfigError(
+                f"{path} was not written by RewardModel.save (no bayesgrpo_config attribute)"
+            )
         config = json.loads(attrs["bayesgrpo_config"])
         if config.get("model_format") != MODEL_FORMAT:
             raise ModelConfigError(

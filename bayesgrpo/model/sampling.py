@@ -50,10 +50,14 @@ class FitDiagnostics:
         return asdict(self)
 
 
-def diagnose(idata: az.InferenceData, sampler: str, seconds: float, compile_seconds: float = 0.0) -> FitDiagnostics:
+def diagnose(
+    idata: az.InferenceData, sampler: str, seconds: float, compile_seconds: float = 0.0
+) -> FitDiagnostics:
     """Divergences, r_hat and ESS over the model's free parameters, with plain-word warnings."""
     posterior = idata.posterior
-    names = [name for name in posterior.data_vars if not name.endswith("_z") and not name.endswith("_centered")]
+    names = [
+        name for name in posterior.data_vars if not name.endswith("_z") and not name.endswith("_centered")
+    ]
     chains = int(posterior.sizes["chain"])
     draws = int(posterior.sizes["draw"])
     divergences = 0
@@ -69,22 +73,32 @@ def diagnose(idata: az.InferenceData, sampler: str, seconds: float, compile_seco
         min_bulk = float(np.nanmin([float(bulk[n].min()) for n in names]))
         min_tail = float(np.nanmin([float(tail[n].min()) for n in names]))
         poorly_mixed = _runs_over(r_hat, names, 1.01)
-    found = FitDiagnostics(sampler, seconds, draws, chains, divergences, max_r_hat, min_bulk, min_tail, compile_seconds)
+    found = FitDiagnostics(
+        sampler, seconds, draws, chains, divergences, max_r_hat, min_bulk, min_tail, compile_seconds
+    )
     if sampler in ("advi", "pathfinder"):
-        found.warnings.append(f"{sampler} is an approximation: intervals are usually too narrow; use NUTS for decisions")
+        found.warnings.append(
+            f"{sampler} is an approximation: intervals are usually too narrow; use NUTS for decisions"
+        )
     if divergences:
         found.warnings.append(
             f"{divergences} divergent transitions: the posterior has regions the sampler could not explore; "
             "treat intervals with caution, or raise target_accept"
         )
     if np.isfinite(max_r_hat) and max_r_hat > 1.01:
-        which = f"; runs concerned: {', '.join(poorly_mixed[:6])}" + (" ..." if len(poorly_mixed) > 6 else "") if poorly_mixed else ""
+        which = (
+            f"; runs concerned: {', '.join(poorly_mixed[:6])}" + (" ..." if len(poorly_mixed) > 6 else "")
+            if poorly_mixed
+            else ""
+        )
         found.warnings.append(
             f"chains disagree (max r_hat {max_r_hat:.3f} > 1.01): run more draws, or check runs whose curve "
             f"does not rise and level off (a collapse, a rise then fall){which}"
         )
     if np.isfinite(min_bulk) and min_bulk < 100 * chains:
-        found.warnings.append(f"few effective draws (min bulk ESS {min_bulk:.0f}): quantiles are noisy; run more draws")
+        found.warnings.append(
+            f"few effective draws (min bulk ESS {min_bulk:.0f}): quantiles are noisy; run more draws"
+        )
     for message in found.warnings:
         logger.warning(message)
     return found
@@ -171,14 +185,21 @@ def sample_model(
             )
     elif sampler == "advi":
         with model:
-            approximation = pm.fit(n=max(tune, 1000) * 10, method="advi", random_seed=random_seed, progressbar=progressbar)
+            approximation = pm.fit(
+                n=max(tune, 1000) * 10, method="advi", random_seed=random_seed, progressbar=progressbar
+            )
             idata = approximation.sample(draws=draws * chains, random_seed=random_seed)
         idata = _split_chains(idata, chains)
     else:
         import pymc_extras
 
         with model:
-            idata = pymc_extras.fit(method="pathfinder", num_draws=draws * chains, random_seed=random_seed, progressbar=progressbar)
+            idata = pymc_extras.fit(
+                method="pathfinder",
+                num_draws=draws * chains,
+                random_seed=random_seed,
+                progressbar=progressbar,
+            )
         idata = _split_chains(idata, chains)
     seconds = time.perf_counter() - start
     return idata, diagnose(idata, sampler, seconds, compile_seconds)

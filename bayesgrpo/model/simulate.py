@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.model.curves import get_curve, reward_curve
 from bayesgrpo.logs.report import ReadReport
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.model.curves import get_curve, reward_curve
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,9 @@ def simulate_runs(
     family_effect = {f: {p: rng.normal(0, family_spread) for p in centres} for f in families}
     unconstrained: dict[str, np.ndarray] = {}
     for p, centre in centres.items():
-        values = np.array([centre + family_effect[f][p] for f in family_of]) + rng.normal(0, run_spread, n_runs)
+        values = np.array([centre + family_effect[f][p] for f in family_of]) + rng.normal(
+            0, run_spread, n_runs
+        )
         if p == "asymptote":
             values = values + size_slope_asymptote * z_size
         unconstrained[p] = values
@@ -160,4 +162,6 @@ def simulate_runs(
             "r1_run": _logit(r1),
         }
     )
-    return SimulatedRuns(table=RunsTable(points=points, runs=runs, report=ReadReport()), truth=truth, curve=curve)
+    return SimulatedRuns(
+        table=RunsTable(points=points, runs=runs, report=ReadReport()), truth=truth, curve=curve
+    )

@@ -26,10 +26,10 @@ import pandas as pd
 from bayesgrpo.errors import BayesGRPOError
 
 if TYPE_CHECKING:
-    from bayesgrpo.questions.live import LiveForecaster
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.stopping import StoppingRule
     from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.questions.stopping import StoppingRule
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +40,22 @@ MIN_PREFIX_POINTS = 3
 
 #: Columns of :func:`stop_history`'s table.
 HISTORY_COLUMNS: tuple[str, ...] = (
-    "run_id", "step", "horizon_step", "n_points", "rule", "decision", "p_stop", "phase", "p_phase",
-    "slow_start", "rapid", "plateau", "expected_gain", "gain_lower", "gain_upper", "pareto_k",
+    "run_id",
+    "step",
+    "horizon_step",
+    "n_points",
+    "rule",
+    "decision",
+    "p_stop",
+    "phase",
+    "p_phase",
+    "slow_start",
+    "rapid",
+    "plateau",
+    "expected_gain",
+    "gain_lower",
+    "gain_upper",
+    "pareto_k",
 )
 
 
@@ -54,10 +68,15 @@ def default_rule() -> StoppingRule:
 
 def run_horizon(run: RunsTable, horizon: float | None = None) -> float:
     """The step a run is planned to end at: ``horizon``, else its ``total_steps``, else its
-    last logged step (with a finite reward)."""
+    last logged step (with a finite reward).
+    """
     if horizon is not None:
         return float(horizon)
-    planned = pd.to_numeric(run.runs["total_steps"], errors="coerce").iloc[0] if "total_steps" in run.runs else np.nan
+    planned = (
+        pd.to_numeric(run.runs["total_steps"], errors="coerce").iloc[0]
+        if "total_steps" in run.runs
+        else np.nan
+    )
     if pd.notna(planned) and float(planned) > 0:
         return float(planned)
     finite = run.points[np.isfinite(run.points["reward"].to_numpy(dtype=float))]
@@ -66,7 +85,8 @@ def run_horizon(run: RunsTable, horizon: float | None = None) -> float:
 
 def _cut_steps(logged: np.ndarray, steps: Sequence[float] | np.ndarray | int) -> np.ndarray:
     """The steps to cut at: ``steps`` itself, or that many evenly spread over the logged steps
-    from the :data:`MIN_PREFIX_POINTS`-th point to the last."""
+    from the :data:`MIN_PREFIX_POINTS`-th point to the last.
+    """
     if isinstance(steps, (int, np.integer)):
         if steps < 1:
             raise BayesGRPOError(f"steps={steps}: give a positive number of cuts or a list of steps")
@@ -132,10 +152,10 @@ def stop_history(
         More or less than one run, a run without a finite reward, a step before its first point,
         or a horizon before its last cut.
     """
-    from bayesgrpo.questions.live import LiveForecaster
-    from bayesgrpo.model.laplace import LiveUpdateWarning
-    from bayesgrpo.questions.stopping import phase
     from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.laplace import LiveUpdateWarning
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.questions.stopping import phase
 
     if len(run_table.runs) != 1:
         raise BayesGRPOError(
@@ -149,7 +169,9 @@ def stop_history(
     cuts = _cut_steps(logged, steps)
     T = run_horizon(run_table, horizon)
     if cuts[-1] > T:
-        raise BayesGRPOError(f"run {run_id!r}: cut at step {cuts[-1]:g} is past the horizon {T:g}; pass horizon=...")
+        raise BayesGRPOError(
+            f"run {run_id!r}: cut at step {cuts[-1]:g} is past the horizon {T:g}; pass horizon=..."
+        )
     rule = default_rule() if rule is None else rule
     if isinstance(population, LiveForecaster):
         live = population
@@ -157,30 +179,35 @@ def stop_history(
         live = LiveForecaster(population, n_draws=n_draws, random_seed=random_seed)
     rows = []
     for cut in cuts:
-        prefix = RunsTable(points=points[points["step"] <= cut].reset_index(drop=True), runs=run_table.runs,
-                           report=run_table.report)
+        prefix = RunsTable(
+            points=points[points["step"] <= cut].reset_index(drop=True),
+            runs=run_table.runs,
+            report=run_table.report,
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LiveUpdateWarning)  # reported per row as pareto_k
             update = live.update(prefix, horizon=T)
         decision = rule.decide(update.curve_draws, update.step, T)[0]
         phases = phase(update.curve_draws, update.step).iloc[0]
-        rows.append({
-            "run_id": run_id,
-            "step": update.step,
-            "horizon_step": T,
-            "n_points": len(prefix.points),
-            "rule": decision.rule,
-            "decision": decision.decision,
-            "p_stop": decision.probability,
-            "phase": phases["phase"],
-            "p_phase": float(phases["probability"]),
-            "slow_start": float(phases["slow_start"]),
-            "rapid": float(phases["rapid"]),
-            "plateau": float(phases["plateau"]),
-            "expected_gain": decision.expected_gain,
-            "gain_lower": decision.gain_lower,
-            "gain_upper": decision.gain_upper,
-            "pareto_k": update.posterior.pareto_k,
-        })
+        rows.append(
+            {
+                "run_id": run_id,
+                "step": update.step,
+                "horizon_step": T,
+                "n_points": len(prefix.points),
+                "rule": decision.rule,
+                "decision": decision.decision,
+                "p_stop": decision.probability,
+                "phase": phases["phase"],
+                "p_phase": float(phases["probability"]),
+                "slow_start": float(phases["slow_start"]),
+                "rapid": float(phases["rapid"]),
+                "plateau": float(phases["plateau"]),
+                "expected_gain": decision.expected_gain,
+                "gain_lower": decision.gain_lower,
+                "gain_upper": decision.gain_upper,
+                "pareto_k": update.posterior.pareto_k,
+            }
+        )
     logger.debug("stop history of %s: %d cuts", run_id, len(rows))
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))

@@ -101,7 +101,9 @@ class LiveForecaster:
         if self.population.idata is None or self.population.data is None:
             from bayesgrpo.model.reward_model import NotFittedError
 
-            raise NotFittedError("LiveForecaster needs a fitted population model (RewardModel.fit or RewardModel.load)")
+            raise NotFittedError(
+                "LiveForecaster needs a fitted population model (RewardModel.fit or RewardModel.load)"
+            )
         if self.population.pooling != "partial":
             raise BayesGRPOError(
                 f"a live update needs a population fitted with pooling='partial' (got {self.population.pooling!r}): "
@@ -127,9 +129,17 @@ class LiveForecaster:
         size = metadata_number(metadata.get("size_b"))
         samples = metadata_number(metadata.get("samples_per_step"))
         if not np.isfinite(samples):
-            samples = metadata_number(metadata.get("batch_size")) * metadata_number(metadata.get("group_size"))
+            samples = metadata_number(metadata.get("batch_size")) * metadata_number(
+                metadata.get("group_size")
+            )
         from_data = stated_reward_range(metadata) is None
-        key = (family, task, size if np.isfinite(size) else None, samples if np.isfinite(samples) else None, from_data)
+        key = (
+            family,
+            task,
+            size if np.isfinite(size) else None,
+            samples if np.isfinite(samples) else None,
+            from_data,
+        )
         if key not in self._priors:
             _, family_levels = effect_levels(data.family_index, data.families)
             _, task_levels = effect_levels(data.task_index, data.tasks)
@@ -143,7 +153,9 @@ class LiveForecaster:
                 bounds_from_data=from_data,
                 random_seed=self.random_seed,
             )
-            self._priors[key] = GaussianRunPrior.from_draws(draws, self.population.curve, self.population.noise_floor)
+            self._priors[key] = GaussianRunPrior.from_draws(
+                draws, self.population.curve, self.population.noise_floor
+            )
         return self._priors[key]
 
     def update(self, run: RunsTable, *, horizon: float | None = None) -> LiveUpdate:
@@ -190,14 +202,25 @@ class LiveForecaster:
         prior = self.prior_for(metadata)
         mask = data.mask[0]
         posterior = condition_run(
-            prior, data.t[0, mask], data.y[0, mask], data.noise_scale[0, mask], n_draws=self.n_draws, random_seed=self.random_seed
+            prior,
+            data.t[0, mask],
+            data.y[0, mask],
+            data.noise_scale[0, mask],
+            n_draws=self.n_draws,
+            random_seed=self.random_seed,
         )
         natural = posterior.natural()
         params = {name: natural[name][:, None] for name in (*curve_params(population.curve), "asymptote")}
         curve_draws = CurveDraws.from_model_data(params, data, population.curve)
         last_step = float(run.points["step"].max())
-        return LiveUpdate(run_id=data.run_ids[0], step=last_step, horizon_step=float(data.horizon_step[0]),
-                          posterior=posterior, curve_draws=curve_draws, data=data)
+        return LiveUpdate(
+            run_id=data.run_ids[0],
+            step=last_step,
+            horizon_step=float(data.horizon_step[0]),
+            posterior=posterior,
+            curve_draws=curve_draws,
+            data=data,
+        )
 
 
 #: Fewest population runs normalised by their own range that :func:`prefix_placement` reads.
@@ -243,7 +266,9 @@ def prefix_placement(population: ModelData, progress: float) -> tuple[float, flo
     return float(np.median(range_share)), float(np.median(floor_share))
 
 
-def own_range_bounds(population: ModelData, run: RunsTable, data: ModelData, margin: float) -> tuple[float, float] | None:
+def own_range_bounds(
+    population: ModelData, run: RunsTable, data: ModelData, margin: float
+) -> tuple[float, float] | None:
     """Reward bounds for a live run without a stated range, as the population's runs had them.
 
     A population run without a stated range is normalised by its whole run's range, widened
@@ -316,7 +341,8 @@ def _text(value: Any) -> str | None:
 def stated_reward_range(metadata: Mapping[str, Any]) -> tuple[float, float] | None:
     """The reward range a run's metadata states (``reward_min``, ``reward_max``), or None when
     either is missing, not a number, or they do not make a range (``model.data.prepare`` then
-    normalises the run by its own observed range)."""
+    normalises the run by its own observed range).
+    """
     low, high = metadata_number(metadata.get("reward_min")), metadata_number(metadata.get("reward_max"))
     return (low, high) if np.isfinite(low) and np.isfinite(high) and high > low else None
 
@@ -330,9 +356,12 @@ def metadata_number(value: Any) -> float:
     return number if np.isfinite(number) else float("nan")
 
 
-def _level(value: str | None, fitted_levels: tuple[str, ...], fitted_index: np.ndarray, effect_names: tuple[str, ...]) -> str | None:
+def _level(
+    value: str | None, fitted_levels: tuple[str, ...], fitted_index: np.ndarray, effect_names: tuple[str, ...]
+) -> str | None:
     """The effect level of a run's family/task: its own, ``(other)`` for a fitted rare level,
-    the value itself (a new level) when never fitted, None when unknown."""
+    the value itself (a new level) when never fitted, None when unknown.
+    """
     from bayesgrpo.model.build import OTHER_LEVEL
     from bayesgrpo.model.data import UNKNOWN
 

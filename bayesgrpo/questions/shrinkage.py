@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from bayesgrpo.model.curves import asymptote_from_levels, get_curve
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.curves import asymptote_from_levels, get_curve
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -60,7 +60,9 @@ def _check(model: RewardModel, param: str) -> None:
         raise NotFittedError("a fitted model is needed (RewardModel.fit or RewardModel.load)")
     valid = shrinkage_params(model.curve)
     if param not in valid:
-        raise BayesGRPOError(f"param={param!r} is not a parameter of a {model.curve!r} model; choose one of {list(valid)}")
+        raise BayesGRPOError(
+            f"param={param!r} is not a parameter of a {model.curve!r} model; choose one of {list(valid)}"
+        )
 
 
 def _natural(curve: str, param: str, theta: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -108,9 +110,12 @@ def _group_effect(model: RewardModel, name: str, dim: str) -> np.ndarray:
     return padded[:, index]
 
 
-def _locations(model: RewardModel, names: tuple[str, ...], runs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _locations(
+    model: RewardModel, names: tuple[str, ...], runs: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
     """Each run's population location on the unconstrained scale, (S, R), as ``model.build``:
-    mean + family and task effects + size slope x size + the start's pull."""
+    mean + family and task effects + size slope x size + the start's pull.
+    """
     from bayesgrpo.model.build import bounds_from_data, run_location
 
     assert model.idata is not None and model.data is not None
@@ -123,9 +128,17 @@ def _locations(model: RewardModel, names: tuple[str, ...], runs: Mapping[str, np
         effects = _group_effect(model, name, "family") + _group_effect(model, name, "task")
         if f"{name}_size_slope" in posterior:
             effects = effects + _stacked(posterior, f"{name}_size_slope")[:, None] * size[None, :]
-        pull = _stacked(posterior, f"{name}_r0_slope")[:, None] * (runs["r0"] - r0_mu) if name != "r0" else 0.0
-        offset = _stacked(posterior, f"{name}_data_offset")[:, None] if f"{name}_data_offset" in posterior else None
-        out[name] = run_location(name, _stacked(posterior, f"{name}_mu")[:, None], effects, pull, data_bounded, offset)
+        pull = (
+            _stacked(posterior, f"{name}_r0_slope")[:, None] * (runs["r0"] - r0_mu) if name != "r0" else 0.0
+        )
+        offset = (
+            _stacked(posterior, f"{name}_data_offset")[:, None]
+            if f"{name}_data_offset" in posterior
+            else None
+        )
+        out[name] = run_location(
+            name, _stacked(posterior, f"{name}_mu")[:, None], effects, pull, data_bounded, offset
+        )
     return out
 
 
@@ -153,10 +166,14 @@ def laplace_modes(model: RewardModel) -> dict[str, np.ndarray]:
         raise NotFittedError("a fitted model is needed (RewardModel.fit or RewardModel.load)")
     order = (*curve_params(model.curve), "log_sigma")
     # one run per call: fewer than MIN_RUNS_EMPIRICAL runs keeps run_laplace to the weak prior
-    modes = np.stack([
-        run_laplace(model.data, model.curve, model.priors, np.array([i]), noise_floor=model.noise_floor)[0][0]
-        for i in range(model.data.n_runs)
-    ])
+    modes = np.stack(
+        [
+            run_laplace(model.data, model.curve, model.priors, np.array([i]), noise_floor=model.noise_floor)[
+                0
+            ][0]
+            for i in range(model.data.n_runs)
+        ]
+    )
     return {name: modes[:, j] for j, name in enumerate(order)}
 
 
@@ -199,7 +216,9 @@ def shrinkage_table(
     """
     _check(model, param)
     if model.pooling != "partial":
-        raise BayesGRPOError(f"shrinkage needs a model with pooling='partial'; this one has {model.pooling!r}")
+        raise BayesGRPOError(
+            f"shrinkage needs a model with pooling='partial'; this one has {model.pooling!r}"
+        )
     assert model.data is not None and model.idata is not None
     data = model.data
     names = _needed(model.curve, param)
@@ -207,27 +226,33 @@ def shrinkage_table(
     pooled = _natural(model.curve, param, runs)
     target = np.median(_natural(model.curve, param, _locations(model, names, runs)), axis=0)
     posterior = model.idata.posterior
-    population = float(np.median(_natural(model.curve, param, {n: _stacked(posterior, f"{n}_mu") for n in names})))
+    population = float(
+        np.median(_natural(model.curve, param, {n: _stacked(posterior, f"{n}_mu") for n in names}))
+    )
     if unpooled is None or isinstance(unpooled, Mapping):
         modes = laplace_modes(model) if unpooled is None else unpooled
         own = _natural(model.curve, param, {name: np.asarray(modes[name], dtype=float) for name in names})
     else:
         _check(unpooled, param)
         if unpooled.curve != model.curve or tuple(unpooled.data.run_ids) != tuple(data.run_ids):
-            raise BayesGRPOError("the unpooled model must be the same curve family fitted on the same runs, in the same order")
+            raise BayesGRPOError(
+                "the unpooled model must be the same curve family fitted on the same runs, in the same order"
+            )
         own = np.median(_natural(model.curve, param, _run_values(unpooled, names)), axis=0)
     tail = (1.0 - interval) / 2.0
     lower, upper = np.quantile(pooled, [tail, 1.0 - tail], axis=0)
-    return pd.DataFrame({
-        "run_id": list(data.run_ids),
-        "family": [data.families[i] for i in data.family_index],
-        "unpooled": own,
-        "pooled": np.median(pooled, axis=0),
-        "pooled_lower": lower,
-        "pooled_upper": upper,
-        "target": target,
-        "population": population,
-    })
+    return pd.DataFrame(
+        {
+            "run_id": list(data.run_ids),
+            "family": [data.families[i] for i in data.family_index],
+            "unpooled": own,
+            "pooled": np.median(pooled, axis=0),
+            "pooled_lower": lower,
+            "pooled_upper": upper,
+            "target": target,
+            "population": population,
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -262,7 +287,9 @@ class Scaling:
     n_own_range: int = 0
 
 
-def scaling_table(model: RewardModel, param: str = "asymptote", *, n_grid: int = 60, interval: float = 0.9) -> Scaling:
+def scaling_table(
+    model: RewardModel, param: str = "asymptote", *, n_grid: int = 60, interval: float = 0.9
+) -> Scaling:
     """Run-level posteriors of a parameter by model size, and the population's size curve.
 
     The curve is the population mean at each size for the average family and task (their
@@ -292,42 +319,66 @@ def scaling_table(model: RewardModel, param: str = "asymptote", *, n_grid: int =
     standardizer = data.size_standardizer
     size_b = np.exp(data.log_size * standardizer.scale + standardizer.centre)
     known = np.isfinite(size_b)
-    own_range = known & (bounds_from_data(data) == 1) if param in ("r0", "r1", "asymptote") else np.zeros_like(known)
+    own_range = (
+        known & (bounds_from_data(data) == 1) if param in ("r0", "r1", "asymptote") else np.zeros_like(known)
+    )
     values = _natural(model.curve, param, _run_values(model, names))
     tail = (1.0 - interval) / 2.0
     lower, upper = np.quantile(values, [tail, 1.0 - tail], axis=0)
-    runs = pd.DataFrame({
-        "run_id": list(data.run_ids),
-        "family": [data.families[i] for i in data.family_index],
-        "size_b": size_b,
-        "median": np.median(values, axis=0),
-        "lower": lower,
-        "upper": upper,
-    })[known & ~own_range].reset_index(drop=True)
+    runs = pd.DataFrame(
+        {
+            "run_id": list(data.run_ids),
+            "family": [data.families[i] for i in data.family_index],
+            "size_b": size_b,
+            "median": np.median(values, axis=0),
+            "lower": lower,
+            "upper": upper,
+        }
+    )[known & ~own_range].reset_index(drop=True)
     slope_names = [f"{n}_size_slope" for n in dict.fromkeys(("r0", *names) if param != "r0" else names)]
     has_slopes = model.pooling == "partial" and all(name in posterior for name in slope_names)
     slopes = pd.DataFrame(
         [
-            {"name": name, "mean": float(draws.mean()), "lower": float(np.quantile(draws, tail)),
-             "upper": float(np.quantile(draws, 1.0 - tail))}
-            for name in slope_names if name in posterior
+            {
+                "name": name,
+                "mean": float(draws.mean()),
+                "lower": float(np.quantile(draws, tail)),
+                "upper": float(np.quantile(draws, 1.0 - tail)),
+            }
+            for name in slope_names
+            if name in posterior
             for draws in [_stacked(posterior, name)]
         ],
         columns=["name", "mean", "lower", "upper"],
     )
     line = None
     if has_slopes and known.sum() >= 1:
-        grid = np.geomspace(size_b[known].min(), size_b[known].max(), n_grid) if size_b[known].min() < size_b[known].max() else size_b[known][:1]
+        grid = (
+            np.geomspace(size_b[known].min(), size_b[known].max(), n_grid)
+            if size_b[known].min() < size_b[known].max()
+            else size_b[known][:1]
+        )
         z = standardizer(np.log(grid))[None, :]
         r0_mu = _stacked(posterior, "r0_mu")[:, None]
         theta = {"r0": r0_mu + _stacked(posterior, "r0_size_slope")[:, None] * z}
         for name in names:
             if name == "r0":
                 continue
-            theta[name] = (_stacked(posterior, f"{name}_mu")[:, None] + _stacked(posterior, f"{name}_size_slope")[:, None] * z
-                           + _stacked(posterior, f"{name}_r0_slope")[:, None] * (theta["r0"] - r0_mu))
+            theta[name] = (
+                _stacked(posterior, f"{name}_mu")[:, None]
+                + _stacked(posterior, f"{name}_size_slope")[:, None] * z
+                + _stacked(posterior, f"{name}_r0_slope")[:, None] * (theta["r0"] - r0_mu)
+            )
         curve_values = _natural(model.curve, param, theta)
         low, high = np.quantile(curve_values, [tail, 1.0 - tail], axis=0)
-        line = pd.DataFrame({"size_b": grid, "median": np.median(curve_values, axis=0), "lower": low, "upper": high})
-    return Scaling(param=param, runs=runs, line=line, slopes=slopes, n_unknown_size=int((~known).sum()),
-                   n_own_range=int(own_range.sum()))
+        line = pd.DataFrame(
+            {"size_b": grid, "median": np.median(curve_values, axis=0), "lower": low, "upper": high}
+        )
+    return Scaling(
+        param=param,
+        runs=runs,
+        line=line,
+        slopes=slopes,
+        n_unknown_size=int((~known).sum()),
+        n_own_range=int(own_range.sum()),
+    )

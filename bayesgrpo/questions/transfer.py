@@ -25,10 +25,10 @@ import pandas as pd
 from bayesgrpo.errors import BayesGRPOError
 
 if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.laplace import RunPosterior
     from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.questions.stopping import CurveDraws
-    from bayesgrpo.logs.table import RunsTable
 
 
 @dataclass(frozen=True)
@@ -102,14 +102,16 @@ def predict_new_run(
         Without ``first_points`` and a reward range; for ``initial_reward`` or
         ``initial_reward_sd`` that are given but not numbers, or a non-positive error.
     """
-    from bayesgrpo.questions.live import LiveForecaster, metadata_number, stated_reward_range
-    from bayesgrpo.model.laplace import condition_run, condition_start
     from bayesgrpo.model.data import UPDATES_BEFORE_STEP
+    from bayesgrpo.model.laplace import condition_run, condition_start
     from bayesgrpo.model.predict import quantile_columns
+    from bayesgrpo.questions.live import LiveForecaster, metadata_number, stated_reward_range
     from bayesgrpo.questions.stopping import CurveDraws, reward_at
 
     if population.progress != "step":
-        raise BayesGRPOError(f"transfer predicts on progress='step' populations; this one uses {population.progress!r}")
+        raise BayesGRPOError(
+            f"transfer predicts on progress='step' populations; this one uses {population.progress!r}"
+        )
     if horizon <= UPDATES_BEFORE_STEP:
         raise BayesGRPOError(f"horizon must be more than {UPDATES_BEFORE_STEP} step; got {horizon}")
     live = LiveForecaster(population, n_draws=n_draws, random_seed=random_seed)
@@ -125,20 +127,35 @@ def predict_new_run(
             )
         low, high = bounds
         prior = live.prior_for(metadata)
-        initial, error = metadata_number(metadata.get("initial_reward")), metadata_number(metadata.get("initial_reward_sd"))
+        initial, error = (
+            metadata_number(metadata.get("initial_reward")),
+            metadata_number(metadata.get("initial_reward_sd")),
+        )
         for key, value in (("initial_reward", initial), ("initial_reward_sd", error)):
             given = metadata.get(key)
-            if not np.isfinite(value) and given is not None and str(given).strip().lower() not in ("", "nan", "<na>", "none"):
-                raise BayesGRPOError(f"{key} must be a number; got {given!r} (leave it out when not measured)")
+            if (
+                not np.isfinite(value)
+                and given is not None
+                and str(given).strip().lower() not in ("", "nan", "<na>", "none")
+            ):
+                raise BayesGRPOError(
+                    f"{key} must be a number; got {given!r} (leave it out when not measured)"
+                )
         if np.isfinite(error) and error <= 0:
             raise BayesGRPOError(f"initial_reward_sd must be positive; got {error}")
         if np.isfinite(initial):
             error = INITIAL_REWARD_SD if not np.isfinite(error) else error / (high - low)
             posterior = condition_start(
-                prior, (initial - low) / (high - low), max(error, 1e-4), n_draws=n_draws, random_seed=random_seed
+                prior,
+                (initial - low) / (high - low),
+                max(error, 1e-4),
+                n_draws=n_draws,
+                random_seed=random_seed,
             )
         else:
-            posterior = condition_run(prior, np.empty(0), np.empty(0), n_draws=n_draws, random_seed=random_seed)
+            posterior = condition_run(
+                prior, np.empty(0), np.empty(0), n_draws=n_draws, random_seed=random_seed
+            )
         natural = posterior.natural()
         family_shapes = [name for name in prior.names[2:-1]]
         params = {

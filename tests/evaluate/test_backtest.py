@@ -7,13 +7,19 @@ import pandas as pd
 import pytest
 
 from bayesgrpo.evaluate.backtest.cuts import BacktestError, cut_points, planned_horizon
-from bayesgrpo.evaluate.backtest.stopping import FixedFraction, MedianPruning, Patience, frontier, stopping_backtest
 from bayesgrpo.evaluate.backtest.forecast import bayes_forecast_draws, forecast_backtest
 from bayesgrpo.evaluate.backtest.populations import fold_assignment, kfold_populations
 from bayesgrpo.evaluate.backtest.smoothing import smoothed_reward
+from bayesgrpo.evaluate.backtest.stopping import (
+    FixedFraction,
+    MedianPruning,
+    Patience,
+    frontier,
+    stopping_backtest,
+)
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
 from bayesgrpo.model.simulate import simulate_runs
 from bayesgrpo.questions.stopping import PlateauRule, reward_at
-from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
 
 def _table(curves: dict[str, tuple[np.ndarray, np.ndarray]], **metadata: dict[str, object]) -> RunsTable:
@@ -395,7 +401,9 @@ def test_a_failed_live_update_is_recorded_not_fatal(kfold, monkeypatch):
 
     monkeypatch.setattr(LiveForecaster, "update", failing_update)
     sub = table.select(table.run_ids[:1])
-    result = forecast_backtest(sub, populations, cuts=(0.5,), methods=("bayesgrpo", "persistence"), n_draws=50)
+    result = forecast_backtest(
+        sub, populations, cuts=(0.5,), methods=("bayesgrpo", "persistence"), n_draws=50
+    )
     bayes = result[result["method"] == "bayesgrpo"].iloc[0]
     assert np.isnan(bayes["crps"]) and bayes["status"].startswith("live update failed")
     assert result[result["method"] == "persistence"]["status"].iloc[0] == "ok"
@@ -452,7 +460,9 @@ def test_calibration_scores_every_check_against_what_the_run_then_did(kfold):
 
     table, populations = kfold
     sub = table.select(table.run_ids[:2])
-    checks = stop_probability_calibration(sub, populations, eps_values=(0.01, 0.05), check_every_fraction=0.25, n_draws=200)
+    checks = stop_probability_calibration(
+        sub, populations, eps_values=(0.01, 0.05), check_every_fraction=0.25, n_draws=200
+    )
     # steps 0..60: checks at 15, 30, 45 for each run and eps
     assert len(checks) == 2 * 3 * 2
     assert sorted(checks["step"].unique()) == [15.0, 30.0, 45.0]
@@ -498,14 +508,17 @@ def test_calibration_table_by_hand():
 
 def test_predictive_probability_counts_the_noise_the_reference_keeps(kfold):
     """The predictive draws are the smoothed gain of the points logged up to the check and drawn
-    (curve plus noise) after it, smoothed like the reference: checked by hand on one draw."""
-    from bayesgrpo.evaluate.backtest.forecast import logged_reward_draws
+    (curve plus noise) after it, smoothed like the reference: checked by hand on one draw.
+    """
     from bayesgrpo.evaluate.backtest.calibration import _smoothed_gain_draws, stop_probability_calibration
+    from bayesgrpo.evaluate.backtest.forecast import logged_reward_draws
     from bayesgrpo.questions.live import LiveForecaster
 
     table, populations = kfold
     run_id = table.run_ids[0]
-    checks = stop_probability_calibration(table.select([run_id]), populations, eps_values=(0.01,), check_every_fraction=0.25, n_draws=300)
+    checks = stop_probability_calibration(
+        table.select([run_id]), populations, eps_values=(0.01,), check_every_fraction=0.25, n_draws=300
+    )
     assert checks["predictive_probability"].between(0, 1).all()
 
     points = table.points[table.points["run_id"] == run_id].sort_values("step")
@@ -513,7 +526,9 @@ def test_predictive_probability_counts_the_noise_the_reference_keeps(kfold):
     run = table.select([run_id])
     from bayesgrpo.evaluate.backtest.cuts import prefix_table
 
-    update = LiveForecaster(populations[run_id], n_draws=300, random_seed=0).update(prefix_table(run, points.iloc[:31]), horizon=60.0)
+    update = LiveForecaster(populations[run_id], n_draws=300, random_seed=0).update(
+        prefix_table(run, points.iloc[:31]), horizon=60.0
+    )
     gains = _smoothed_gain_draws(update, rewards, steps, 30, 5, seed=7)
     future = logged_reward_draws(update, steps[31:], seed=7)
     # by hand, draw 0: window 5 around point 30 (points 28..32) and the last 3 points (58..60)

@@ -16,23 +16,25 @@ import pytest
 from scipy.optimize import least_squares
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.evaluate.baselines import domhan, scalerl_sigmoid, stopping_rules
-from bayesgrpo.evaluate.baselines import exp_law as exp_law_module
-from bayesgrpo.evaluate.baselines import least_squares as batched_least_squares
 from bayesgrpo.evaluate.baselines import (
     BASELINE_FORECASTERS,
     DOMHAN_FAMILIES,
     BaselineForecast,
     BaselineInputError,
+    domhan,
     domhan_p_better,
     forecast_domhan_ensemble,
     forecast_exp_least_squares,
     forecast_persistence,
     forecast_scalerl_sigmoid,
+    scalerl_sigmoid,
     stop_fixed_fraction,
     stop_median_pruning,
     stop_patience,
+    stopping_rules,
 )
+from bayesgrpo.evaluate.baselines import exp_law as exp_law_module
+from bayesgrpo.evaluate.baselines import least_squares as batched_least_squares
 
 # Tiny MCMC for every test that runs the Domhan ensemble.
 TINY_MCMC = {"n_walkers": 10, "n_steps": 60, "n_ml_starts": 2}
@@ -151,7 +153,9 @@ def test_scalerl_sigmoid_recovers_parameters_and_covers_them(fit_r0: bool) -> No
         assert params["B"] == pytest.approx(3.0, rel=0.1)
         assert forecast.info["c_mid_steps"] == pytest.approx(params["C_mid"] * HORIZON)
         for name in covered:
-            covered[name] += forecast.info["params_q05"][name] <= SIGMOID_TRUTH[name] <= forecast.info["params_q95"][name]
+            covered[name] += (
+                forecast.info["params_q05"][name] <= SIGMOID_TRUTH[name] <= forecast.info["params_q95"][name]
+            )
     assert all(count >= 3 for count in covered.values()), covered
 
 
@@ -167,7 +171,9 @@ def test_predictive_draws_include_observation_noise(name: str) -> None:
     # With the right law and sizeable noise, 90% intervals of the draws hold ~90% of noisy
     # held-out points: the draws are of the observed reward, not of the mean curve.
     rng = np.random.default_rng(5)
-    truth = (lambda s: exp_law(s, HORIZON, 0.8, 0.2, 0.3)) if name != "persistence" else (lambda s: 0.5 + 0 * s)
+    truth = (
+        (lambda s: exp_law(s, HORIZON, 0.8, 0.2, 0.3)) if name != "persistence" else (lambda s: 0.5 + 0 * s)
+    )
     y = truth(STEPS) + 0.05 * rng.standard_normal(STEPS.size)
     held_steps = np.arange(500.0, 1000.0, 10.0)
     held = truth(held_steps) + 0.05 * rng.standard_normal(held_steps.size)
@@ -183,10 +189,17 @@ def test_batched_lm_reaches_the_scipy_optimum() -> None:
     y = exp_law(STEPS, HORIZON, 0.8, 0.2, 0.3) + 0.01 * rng.standard_normal(STEPS.size)
     lower, upper = np.array([-1.0, -1.0, math.log(1e-3)]), np.array([2.0, 2.0, math.log(1e2)])
     nan_r0 = np.array([np.nan])
-    reference = least_squares(lambda p: exp_law_module._exp_curve(p[None], t, nan_r0)[0] - y, [0.7, 0.25, math.log(0.5)],
-                              bounds=(lower, upper), method="trf", x_scale="jac")
+    reference = least_squares(
+        lambda p: exp_law_module._exp_curve(p[None], t, nan_r0)[0] - y,
+        [0.7, 0.25, math.log(0.5)],
+        bounds=(lower, upper),
+        method="trf",
+        x_scale="jac",
+    )
     starts = reference.x[None, :] + np.array([[0.0, 0.0, 0.0], [0.05, -0.02, 0.2], [-0.05, 0.03, -0.3]])
-    theta, cost = batched_least_squares.batched_lm(lambda th: exp_law_module._exp_curve(th, t, nan_r0) - y[None, :], starts, lower, upper)
+    theta, cost = batched_least_squares.batched_lm(
+        lambda th: exp_law_module._exp_curve(th, t, nan_r0) - y[None, :], starts, lower, upper
+    )
     np.testing.assert_allclose(theta, np.repeat(reference.x[None, :], 3, axis=0), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(cost, reference.cost, rtol=1e-6)
 
@@ -208,9 +221,12 @@ FITTED = ["exp_least_squares", "scalerl_sigmoid", "domhan_ensemble"]
         ("one point", np.array([5.0]), np.array([0.4]), "1 points"),
     ],
 )
-def test_fallback_to_persistence(name: str, case: str, steps: np.ndarray, rewards: np.ndarray, reason: str) -> None:
-    forecast = BASELINE_FORECASTERS[name](steps, rewards, np.array([200.0, 300.0]), n_draws=20, random_seed=0,
-                                          **options(name))
+def test_fallback_to_persistence(
+    name: str, case: str, steps: np.ndarray, rewards: np.ndarray, reason: str
+) -> None:
+    forecast = BASELINE_FORECASTERS[name](
+        steps, rewards, np.array([200.0, 300.0]), n_draws=20, random_seed=0, **options(name)
+    )
     persistence = forecast_persistence(steps, rewards, np.array([200.0, 300.0]), n_draws=20, random_seed=0)
     assert forecast.name == name and forecast.fell_back
     assert forecast.info["fallback"].startswith("persistence") and reason in forecast.info["fallback"]
@@ -231,8 +247,10 @@ ODD_INPUTS = {
     "sparse 0/1-ish": _sparse_binary(60, 0),
     "falling": (np.arange(40.0), 0.8 - 0.01 * np.arange(40.0) + 0.01 * np.sin(np.arange(40.0))),
     "oscillating": (np.arange(50.0), 0.5 + 0.2 * np.sin(np.arange(50.0) / 3.0)),
-    "unsorted with a nan": (np.array([3.0, 1.0, 2.0, 0.0, 4.0, 5.0, 6.0]),
-                            np.array([0.3, 0.1, np.nan, 0.0, 0.35, 0.4, 0.42])),
+    "unsorted with a nan": (
+        np.array([3.0, 1.0, 2.0, 0.0, 4.0, 5.0, 6.0]),
+        np.array([0.3, 0.1, np.nan, 0.0, 0.35, 0.4, 0.42]),
+    ),
     "rise then collapse": (np.arange(80.0), np.concatenate([np.linspace(0.1, 0.7, 50), np.full(30, 0.05)])),
 }
 
@@ -304,7 +322,9 @@ def test_domhan_family_formula(family: domhan._DomhanFamily) -> None:
 def _ensemble() -> domhan._Ensemble:
     families = (DOMHAN_FAMILIES[1], DOMHAN_FAMILIES[10])  # pow3, ilog2
     x = np.linspace(1.0, 30.0, 20)
-    return domhan._Ensemble(families, (slice(0, 3), slice(3, 5)), x, 1.0 - x**-0.5, np.array([1.0, 100.0]), (-1.0, 2.0))
+    return domhan._Ensemble(
+        families, (slice(0, 3), slice(3, 5)), x, 1.0 - x**-0.5, np.array([1.0, 100.0]), (-1.0, 2.0)
+    )
 
 
 @pytest.mark.parametrize(
@@ -348,8 +368,9 @@ def test_domhan_forecast_near_truth_on_a_clean_curve(truth) -> None:
     x_of = lambda s: 1.0 + 99.0 * s / HORIZON
     rng = np.random.default_rng(0)
     y = truth(x_of(steps)) + 0.005 * rng.standard_normal(steps.size)
-    forecast = forecast_domhan_ensemble(steps, y, np.array([HORIZON]), n_draws=300, random_seed=0,
-                                        n_walkers=10, n_steps=150)
+    forecast = forecast_domhan_ensemble(
+        steps, y, np.array([HORIZON]), n_draws=300, random_seed=0, n_walkers=10, n_steps=150
+    )
     assert forecast.info["status"] == "ok"
     assert len(forecast.info["families"]) >= 6
     assert sum(forecast.info["weights"].values()) == pytest.approx(1.0)
@@ -361,7 +382,11 @@ def test_domhan_forecast_near_truth_on_a_clean_curve(truth) -> None:
 
 @pytest.mark.parametrize(
     "draws, best, expected",
-    [([0.0, 1.0, 2.0, 3.0], 1.5, 0.5), ([0.0, 1.0, 2.0, 3.0], 3.0, 0.0), ([[1.0, 2.0], [3.0, np.nan]], 0.0, 1.0)],
+    [
+        ([0.0, 1.0, 2.0, 3.0], 1.5, 0.5),
+        ([0.0, 1.0, 2.0, 3.0], 3.0, 0.0),
+        ([[1.0, 2.0], [3.0, np.nan]], 0.0, 1.0),
+    ],
 )
 def test_domhan_p_better(draws, best: float, expected: float) -> None:
     assert domhan_p_better(np.array(draws), best) == pytest.approx(expected)
@@ -414,7 +439,9 @@ def test_stop_patience(rewards, patience, min_delta, window, expected_index) -> 
 def test_smoothers_by_hand() -> None:
     rewards = np.array([0.0, 1.0, 1.0, 1.0])
     np.testing.assert_allclose(stopping_rules._smooth(rewards, 2, "rolling"), [0.0, 0.5, 1.0, 1.0])
-    np.testing.assert_allclose(stopping_rules._smooth(rewards, 3, "ema"), [0.0, 0.5, 0.75, 0.875])  # alpha = 0.5
+    np.testing.assert_allclose(
+        stopping_rules._smooth(rewards, 3, "ema"), [0.0, 0.5, 0.75, 0.875]
+    )  # alpha = 0.5
     with pytest.raises(BaselineInputError):
         stopping_rules._smooth(rewards, 3, "median")  # type: ignore[arg-type]
 

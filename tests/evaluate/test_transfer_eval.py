@@ -7,12 +7,21 @@ import pandas as pd
 import pytest
 
 from bayesgrpo.evaluate.backtest.cuts import BacktestError
+from bayesgrpo.evaluate.transfer_eval.metadata import (
+    known_reward_bounds,
+    population_mean_metadata,
+    prefix_label,
+    zero_shot_metadata,
+)
+from bayesgrpo.evaluate.transfer_eval.populations import (
+    run_out_populations,
+    size_groups,
+    size_out_populations,
+)
 from bayesgrpo.evaluate.transfer_eval.scoring import WHOLE_CURVE, transfer_scores
 from bayesgrpo.evaluate.transfer_eval.summary import improvement_over, transfer_summary
-from bayesgrpo.evaluate.transfer_eval.metadata import known_reward_bounds, population_mean_metadata, prefix_label, zero_shot_metadata
-from bayesgrpo.evaluate.transfer_eval.populations import run_out_populations, size_groups, size_out_populations
-from bayesgrpo.model.simulate import simulate_runs
 from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model.simulate import simulate_runs
 
 # --------------------------------------------------------------------------------------------
 # Pure helpers

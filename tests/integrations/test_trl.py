@@ -456,7 +456,9 @@ def test_the_prior_is_loaded_lazily_once_by_its_kind(trl_module, monkeypatch, tm
     from bayesgrpo.model.reward_model import RewardModel
 
     loads: list[Any] = []
-    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: loads.append("bundled") or "POP")
+    monkeypatch.setattr(
+        bayesgrpo.model.datasets, "bundled_population", lambda: loads.append("bundled") or "POP"
+    )
     monkeypatch.setattr(RewardModel, "load", classmethod(lambda cls, path: loads.append(Path(path)) or "POP"))
 
     class Forecaster(ScriptedForecaster):

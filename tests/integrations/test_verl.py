@@ -18,7 +18,9 @@ from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.readers.verl.lines import parse_fields
 from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
-VERL_LOG = Path(__file__).resolve().parents[2] / "data" / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
+VERL_LOG = (
+    Path(__file__).resolve().parents[2] / "data" / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
+)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _STEP = re.compile(r"^(?:\([^)]*pid=\d+\)\s*)?step:(\d+) - (.*)$")
 
@@ -44,8 +46,12 @@ class StubForecaster:
     def update(self, run, *, horizon):
         self.tables.append(run)
         n = len(self.asymptote)
-        draws = CurveDraws("exp", {"r0": np.full(n, 0.1), "asymptote": self.asymptote, "tau": np.full(n, 30.0)},
-                           horizon_step=horizon, run_ids=(run.run_ids[0],))
+        draws = CurveDraws(
+            "exp",
+            {"r0": np.full(n, 0.1), "asymptote": self.asymptote, "tau": np.full(n, 30.0)},
+            horizon_step=horizon,
+            run_ids=(run.run_ids[0],),
+        )
         return SimpleNamespace(curve_draws=draws, posterior=SimpleNamespace(pareto_k=0.1))
 
 
@@ -62,7 +68,7 @@ class FakeTracking:
 
 
 def fake_fit(trainer, tracking: FakeTracking, metrics: dict[int, dict]) -> tuple[list[int], list[int]]:
-    """verl's V1 ``PPOTrainer.fit`` loop reduced to its control flow (trainer_base.py 465-530)."""
+    """Verl's V1 ``PPOTrainer.fit`` loop reduced to its control flow (trainer_base.py 465-530)."""
     global_steps, done, saved = 1, [], []
     while global_steps <= trainer.total_training_steps:
         is_last_step = global_steps >= trainer.total_training_steps
@@ -80,7 +86,9 @@ def test_metrics_as_verl_logs_them():
     logged = verl_metrics()
     assert logged[0][0] == 0 and "critic/score/mean" not in logged[0][1]  # validation before training
     assert "val-core/openai/gsm8k/reward/mean@1" in logged[0][1]
-    assert logged[1][0] == 1 and 0 <= logged[1][1]["critic/score/mean"] <= 1 and "actor/entropy" in logged[1][1]
+    assert (
+        logged[1][0] == 1 and 0 <= logged[1][1]["critic/score/mean"] <= 1 and "actor/entropy" in logged[1][1]
+    )
 
 
 def test_hook_records_what_the_reader_reads_and_decides_when_due():
@@ -119,8 +127,13 @@ def test_real_population_answers_the_hook(population):
 def test_stop_ends_verl_loop_after_one_more_step_with_its_checkpoint():
     trainer = SimpleNamespace(total_training_steps=105)
     stopped = []
-    hook = BayesStopHook(PlateauRule(eps=1.0, prob=0.5), prior=StubForecaster(), horizon=105, min_points=8,
-                         on_stop=lambda d: (stopped.append(d), stop_after_next_step(trainer)(d)))
+    hook = BayesStopHook(
+        PlateauRule(eps=1.0, prob=0.5),
+        prior=StubForecaster(),
+        horizon=105,
+        min_points=8,
+        on_stop=lambda d: (stopped.append(d), stop_after_next_step(trainer)(d)),
+    )
     tracking = attach(hook, FakeTracking("p", "e"))
     done, saved = fake_fit(trainer, tracking, dict(verl_metrics()))
     assert len(stopped) == 1 and stopped[0].step == 8 and hook.stop_requested
@@ -155,8 +168,11 @@ def test_install_adds_the_hook_to_every_tracking_until_undone():
 def test_from_verl_config_reads_what_the_log_reader_reads():
     config = {
         "data": {"train_batch_size": 1024},
-        "actor_rollout_ref": {"rollout": {"n": 5}, "actor": {"optim": {"lr": 1e-6}},
-                              "model": {"path": "/cache/models--Qwen--Qwen2-7B-Instruct/snapshots/abc"}},
+        "actor_rollout_ref": {
+            "rollout": {"n": 5},
+            "actor": {"optim": {"lr": 1e-6}},
+            "model": {"path": "/cache/models--Qwen--Qwen2-7B-Instruct/snapshots/abc"},
+        },
         "algorithm": {"adv_estimator": "gpg"},
         "trainer": {"experiment_name": "qwen2_7b_gpg", "total_training_steps": None, "total_epochs": 15},
     }

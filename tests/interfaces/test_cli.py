@@ -55,7 +55,9 @@ def test_user_errors_exit_2_with_a_message(tmp_path, capsys):
 
 
 def test_console_script_is_installed():
-    out = subprocess.run([str(Path(sys.executable).parent / "bayesgrpo"), "--version"], capture_output=True, text=True)
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "bayesgrpo"), "--version"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "bayesgrpo" in out.stdout
 
 
@@ -68,22 +70,37 @@ def _write_simulated_runs(folder: Path) -> Path:
     logs.mkdir()
     for run_id, frame in sim.table.points.groupby("run_id"):
         frame[["step", "reward"]].to_csv(logs / f"{run_id}.csv", index=False)
-    sim.table.runs[["run_id", "family", "size_b", "reward_min", "reward_max"]].to_csv(folder / "meta.csv", index=False)
+    sim.table.runs[["run_id", "family", "size_b", "reward_min", "reward_max"]].to_csv(
+        folder / "meta.csv", index=False
+    )
     return folder
 
 
 def test_forecast_with_a_cut_prints_forecast_truth_and_stop_decision(tmp_path, capsys, mocked):
     folder = _write_simulated_runs(tmp_path)
     out_dir = tmp_path / "out"
-    code = main(["forecast", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--cut", "0.5",
-                 "--output", str(out_dir), "--no-figure"])
+    code = main(
+        [
+            "forecast",
+            str(folder / "logs"),
+            "--metadata",
+            str(folder / "meta.csv"),
+            "--cut",
+            "0.5",
+            "--output",
+            str(out_dir),
+            "--no-figure",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "forecast final [90% interval]" in out and "stop at cut?" in out
     assert "ended inside their interval" in out and "would stop at the cut" in out
     final = pd.read_csv(out_dir / "final_reward.csv")
     assert len(final) == 3
-    assert {"q05", "q50", "q95", "stop_at_cut", "p_gain_below_eps", "covered_90", "cut_step"} <= set(final.columns)
+    assert {"q05", "q50", "q95", "stop_at_cut", "p_gain_below_eps", "covered_90", "cut_step"} <= set(
+        final.columns
+    )
     assert (final["q05"] <= final["q95"]).all()
     assert set(final["stop_at_cut"]) <= {"stop", "continue"}
     assert (out_dir / "model.nc").exists()
@@ -91,8 +108,21 @@ def test_forecast_with_a_cut_prints_forecast_truth_and_stop_decision(tmp_path, c
 
 def test_forecast_json_is_machine_readable(tmp_path, capsys, mocked):
     folder = _write_simulated_runs(tmp_path)
-    assert main(["forecast", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--json",
-                 "--output", str(tmp_path / "o"), "--no-figure"]) == 0
+    assert (
+        main(
+            [
+                "forecast",
+                str(folder / "logs"),
+                "--metadata",
+                str(folder / "meta.csv"),
+                "--json",
+                "--output",
+                str(tmp_path / "o"),
+                "--no-figure",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert len(data["final_reward"]) == 3 and data["fit"]["n_runs"] == 3
 
@@ -107,8 +137,18 @@ def test_demo_takes_the_forecast_options():
 
 def test_stop_fits_the_runs_and_says_stop_or_continue_with_a_reason(tmp_path, capsys, mocked):
     folder = _write_simulated_runs(tmp_path)
-    code = main(["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "120",
-                 "--no-bundled", "--json"])
+    code = main(
+        [
+            "stop",
+            str(folder / "logs"),
+            "--metadata",
+            str(folder / "meta.csv"),
+            "--horizon",
+            "120",
+            "--no-bundled",
+            "--json",
+        ]
+    )
     assert code == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 3
@@ -126,8 +166,22 @@ def test_stop_with_a_saved_population_answers_by_live_update(tmp_path, capsys, m
     population = RewardModel().fit(simulate_runs(6, n_steps=80, random_seed=5).table, random_seed=1)
     population.save(tmp_path / "population.nc")
     folder = _write_simulated_runs(tmp_path)
-    code = main(["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "200",
-                 "--population", str(tmp_path / "population.nc"), "--rule", "target", "--target", "0.5"])
+    code = main(
+        [
+            "stop",
+            str(folder / "logs"),
+            "--metadata",
+            str(folder / "meta.csv"),
+            "--horizon",
+            "200",
+            "--population",
+            str(tmp_path / "population.nc"),
+            "--rule",
+            "target",
+            "--target",
+            "0.5",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert out.count("at step 60 of 200") == 3
@@ -140,7 +194,9 @@ def test_stop_without_a_population_uses_the_shipped_one(tmp_path, capsys, monkey
     model, _ = population
     monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
     folder = _write_simulated_runs(tmp_path)
-    code = main(["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "200", "--json"])
+    code = main(
+        ["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "200", "--json"]
+    )
     assert code == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 3 and all(row["step"] == 60 and row["horizon_step"] == 200 for row in rows)

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.interfaces.cli import main
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.interfaces.cli import main
 from bayesgrpo.interfaces.html_report import transfer_specs, write_report
 from bayesgrpo.interfaces.html_report.sections import run_anchor as _anchor
 from bayesgrpo.logs.table import RunsTable
@@ -138,9 +138,20 @@ def test_transfer_section_names_each_size_family_and_task(page):
 
 def test_header_and_sections(page):
     _, parsed, _ = page
-    headings = [t.strip() for t in parsed.text if t.strip() in (
-        "Runs", "Steps to 80% of the gain", "Each run", "Pooling", "Transfer to new runs", "Diagnostics")]
-    assert headings == ["Runs", "Steps to 80% of the gain", "Each run", "Pooling", "Transfer to new runs", "Diagnostics"]
+    headings = [
+        t.strip()
+        for t in parsed.text
+        if t.strip()
+        in ("Runs", "Steps to 80% of the gain", "Each run", "Pooling", "Transfer to new runs", "Diagnostics")
+    ]
+    assert headings == [
+        "Runs",
+        "Steps to 80% of the gain",
+        "Each run",
+        "Pooling",
+        "Transfer to new runs",
+        "Diagnostics",
+    ]
     text = "".join(parsed.text)
     assert "conditioned live on a fitted population" in text and "3 runs" in text
 
@@ -153,8 +164,12 @@ def test_diagnostics_lists_findings_with_their_evidence(population, tmp_path):
     reward = np.where(steps < 100, 0.1 + 0.8 * steps / 100, 0.02)
     points = pd.DataFrame({"run_id": "sim000", "step": steps, "reward": reward})
     runs = table.runs.assign(reward_min=0.0)
-    path = write_report(RunsTable(points=points, runs=runs, report=table.report), tmp_path / "r.html",
-                        population=model, history_points=0)
+    path = write_report(
+        RunsTable(points=points, runs=runs, report=table.report),
+        tmp_path / "r.html",
+        population=model,
+        history_points=0,
+    )
     parsed = _parse(path)
     findings = next(t for t in parsed.tables if t[0][:3] == ["run", "finding", "severity"])
     assert findings[1][0] == "sim000" and findings[1][1] == "collapse" and findings[1][2] == "high"
@@ -172,8 +187,13 @@ def test_without_a_population_the_report_fits_the_runs(mocked, tmp_path):
     from bayesgrpo.model.simulate import simulate_runs
 
     sim = simulate_runs(3, n_steps=40, random_seed=4)
-    path = write_report(sim.table, tmp_path / "fit.html", fit_kwargs={"draws": 10, "chains": 2}, history_points=0,
-                        diagnose=False)
+    path = write_report(
+        sim.table,
+        tmp_path / "fit.html",
+        fit_kwargs={"draws": 10, "chains": 2},
+        history_points=0,
+        diagnose=False,
+    )
     parsed = _parse(path)
     assert [row[0] for row in parsed.tables[0][1:]] == sim.table.run_ids
     text = "".join(parsed.text)
@@ -188,11 +208,31 @@ def test_cli_writes_the_report(population, tmp_path, capsys):
     for run_id in ("sim000", "sim001"):
         sim.table.run(run_id)[["step", "reward"]].to_csv(logs / f"{run_id}.csv", index=False)
     sim.table.runs[["run_id", "family", "size_b", "reward_min", "reward_max", "total_steps"]].iloc[:2].to_csv(
-        tmp_path / "meta.csv", index=False)
+        tmp_path / "meta.csv", index=False
+    )
     out = tmp_path / "out.html"
-    code = main(["report", str(logs), "--metadata", str(tmp_path / "meta.csv"), "-o", str(out), "--population",
-                 str(tmp_path / "pop.nc"), "--history-points", "0", "--transfer-size", "3", "--transfer-family", "llama",
-                 "--eps", "0.02", "--prob", "0.8"])
+    code = main(
+        [
+            "report",
+            str(logs),
+            "--metadata",
+            str(tmp_path / "meta.csv"),
+            "-o",
+            str(out),
+            "--population",
+            str(tmp_path / "pop.nc"),
+            "--history-points",
+            "0",
+            "--transfer-size",
+            "3",
+            "--transfer-family",
+            "llama",
+            "--eps",
+            "0.02",
+            "--prob",
+            "0.8",
+        ]
+    )
     assert code == 0
     assert capsys.readouterr().out.strip() == f"wrote {out}"
     parsed = _parse(out)

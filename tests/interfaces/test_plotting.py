@@ -9,8 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from bayesgrpo.model.reward_model import NotFittedError, RewardModel
 from bayesgrpo.interfaces.plotting import plot_forecast, plot_forecast_grid
+from bayesgrpo.model.reward_model import NotFittedError, RewardModel
 from bayesgrpo.model.simulate import simulate_runs
 
 

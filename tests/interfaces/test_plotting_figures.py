@@ -20,13 +20,13 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.quiver import Quiver
 from scipy import special
 
-from bayesgrpo.interfaces import plotting
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.questions.history import HISTORY_COLUMNS, _cut_steps, stop_history
+from bayesgrpo.interfaces import plotting
 from bayesgrpo.logs.report import ReadReport
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.questions.history import HISTORY_COLUMNS, _cut_steps, stop_history
 from bayesgrpo.questions.shrinkage import laplace_modes, scaling_table, shrinkage_table
 from bayesgrpo.questions.stopping import CurveDraws
-from bayesgrpo.logs.table import RunsTable, coerce_metadata
 from bayesgrpo.questions.transfer import predict_new_run
 
 
@@ -37,8 +37,15 @@ def _close_figures():
 
 
 def _table(runs: list[dict], points: dict[str, tuple[np.ndarray, np.ndarray]]) -> RunsTable:
-    frames = [pd.DataFrame({"run_id": run_id, "step": steps, "reward": reward}) for run_id, (steps, reward) in points.items()]
-    return RunsTable(points=pd.concat(frames, ignore_index=True), runs=coerce_metadata(pd.DataFrame(runs)), report=ReadReport())
+    frames = [
+        pd.DataFrame({"run_id": run_id, "step": steps, "reward": reward})
+        for run_id, (steps, reward) in points.items()
+    ]
+    return RunsTable(
+        points=pd.concat(frames, ignore_index=True),
+        runs=coerce_metadata(pd.DataFrame(runs)),
+        report=ReadReport(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +145,9 @@ def test_fan_from_curve_draws_draws_the_closed_form_mean():
     mean_line = next(line for line in ax.get_lines() if line.get_label() == "forecast mean")
     steps = np.linspace(0, 100, 11)
     t = steps / 100.0
-    np.testing.assert_allclose(mean_line.get_ydata(), 0.5 * (1 - np.exp(-t / 0.2)) + 0.5 * (1 - np.exp(-t / 0.4)))
+    np.testing.assert_allclose(
+        mean_line.get_ydata(), 0.5 * (1 - np.exp(-t / 0.2)) + 0.5 * (1 - np.exp(-t / 0.4))
+    )
     assert sum(isinstance(c, PolyCollection) for c in ax.collections) == 2  # 50% and 90% bands
     now = next(line for line in ax.get_lines() if line.get_label() == "now")
     assert now.get_xdata()[0] == 30.0
@@ -197,15 +206,17 @@ def test_stop_history_takes_one_run(population):
 
 
 def _history() -> pd.DataFrame:
-    return pd.DataFrame({
-        "step": [10.0, 20.0, 30.0, 40.0],
-        "horizon_step": 100.0,
-        "p_stop": [0.1, 0.5, 0.95, 0.97],
-        "decision": ["continue", "continue", "stop", "stop"],
-        "phase": ["slow_start", "rapid", "plateau", "plateau"],
-        "p_phase": [0.6, 0.7, 0.8, 1.0],
-        "rule": "PlateauRule(eps=0.01, prob=0.9)",
-    })
+    return pd.DataFrame(
+        {
+            "step": [10.0, 20.0, 30.0, 40.0],
+            "horizon_step": 100.0,
+            "p_stop": [0.1, 0.5, 0.95, 0.97],
+            "decision": ["continue", "continue", "stop", "stop"],
+            "phase": ["slow_start", "rapid", "plateau", "plateau"],
+            "p_phase": [0.6, 0.7, 0.8, 1.0],
+            "rule": "PlateauRule(eps=0.01, prob=0.9)",
+        }
+    )
 
 
 def test_stop_probability_plot_draws_the_line_the_phase_bars_and_the_first_stop():
@@ -283,8 +294,12 @@ def test_transfer_draws_a_band_and_a_mean_per_prediction_and_the_truth_in_its_co
     truth_id = "sim003"
     meta = sim.table.runs.set_index("run_id").loc[truth_id]
     predictions = {
-        truth_id: predict_new_run(model, {"family": meta["family"], "size_b": meta["size_b"], **bounds}, horizon=200, random_seed=0),
-        "a new 70B": predict_new_run(model, {"family": "qwen", "size_b": 70.0, **bounds}, horizon=150, random_seed=0),
+        truth_id: predict_new_run(
+            model, {"family": meta["family"], "size_b": meta["size_b"], **bounds}, horizon=200, random_seed=0
+        ),
+        "a new 70B": predict_new_run(
+            model, {"family": "qwen", "size_b": 70.0, **bounds}, horizon=150, random_seed=0
+        ),
     }
     ax = plotting.plot_transfer(predictions, sim.table.select(["sim003", "sim004"]))
     bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
@@ -325,8 +340,11 @@ def test_shrinkage_table_against_the_posterior_and_the_laplace_fits(population, 
     family = _posterior(model, "r0_family")
     levels = [str(v) for v in model.idata.posterior["r0_family"]["family"].values]
     index = [levels.index(model.data.families[i]) for i in model.data.family_index]
-    loc = (_posterior(model, "r0_mu")[:, None] + family[:, index]
-           + _posterior(model, "r0_size_slope")[:, None] * model.data.log_size[None, :])
+    loc = (
+        _posterior(model, "r0_mu")[:, None]
+        + family[:, index]
+        + _posterior(model, "r0_size_slope")[:, None] * model.data.log_size[None, :]
+    )
     np.testing.assert_allclose(frame["target"], np.median(special.expit(loc), axis=0))
     assert frame["population"].nunique() == 1
     assert frame["population"].iloc[0] == pytest.approx(np.median(special.expit(_posterior(model, "r0_mu"))))
@@ -372,7 +390,9 @@ def test_scaling_curve_at_the_mean_size_is_the_population_mean(population):
     centre = np.exp(model.data.size_standardizer.centre)
     line = scaling.line
     z = model.data.size_standardizer(np.log(line["size_b"].to_numpy()))
-    draws = special.expit(_posterior(model, "r0_mu")[:, None] + _posterior(model, "r0_size_slope")[:, None] * z[None, :])
+    draws = special.expit(
+        _posterior(model, "r0_mu")[:, None] + _posterior(model, "r0_size_slope")[:, None] * z[None, :]
+    )
     np.testing.assert_allclose(line["median"], np.median(draws, axis=0))
     assert line["size_b"].iloc[0] == pytest.approx(0.5) and line["size_b"].iloc[-1] == pytest.approx(14.0)
     assert line["size_b"].min() <= centre <= line["size_b"].max()
@@ -397,7 +417,9 @@ def test_scaling_without_size_slopes_has_no_curve(population):
     stripped = copy.copy(model)
     stripped.idata = copy.copy(model.idata)
     posterior = model.idata.posterior
-    stripped.idata.posterior = posterior.drop_vars([v for v in posterior.data_vars if v.endswith("_size_slope")])
+    stripped.idata.posterior = posterior.drop_vars(
+        [v for v in posterior.data_vars if v.endswith("_size_slope")]
+    )
     scaling = scaling_table(stripped, "r1")
     assert scaling.line is None and scaling.slopes.empty
     ax = plotting.plot_scaling(stripped, param="r1")

@@ -1,5 +1,6 @@
 """The live-log watcher: logs written by another process while it polls, rotation, restarts,
-half-written files, caching, the numbers it shows, and ``bayesgrpo watch`` itself."""
+half-written files, caching, the numbers it shows, and ``bayesgrpo watch`` itself.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ import pandas as pd
 import pytest
 from tensorboard.compat.proto import event_pb2
 
-from bayesgrpo.logs.readers import load_runs
-from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 from bayesgrpo.interfaces.watch import FileStamp, LogFollower, RunStatus, Watcher, render_table
+from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.writers.tensorboard import frame_records, scalar_value, summary_event
 from bayesgrpo.logs.writers.trl import trainer_state_text
+from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 VERL_LOG = DATA / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
@@ -110,7 +111,8 @@ def _appends(path: Path, text: str, n: int) -> list[list]:
 def _play(ops: list[list], tmp_path: Path, gates: int = 3) -> tuple[subprocess.Popen, Path]:
     """Start the writer; at ``gates`` evenly spaced points it waits for the watcher to poll, so
     that however slow the machine, the watcher sees the log part-written (writes and reads still
-    race between the gates)."""
+    race between the gates).
+    """
     counter = tmp_path / f"polls{time.perf_counter_ns()}.txt"
     counter.write_text("0")
     step = max(1, len(ops) // (gates + 1))
@@ -124,7 +126,9 @@ def _play(ops: list[list], tmp_path: Path, gates: int = 3) -> tuple[subprocess.P
     return subprocess.Popen([sys.executable, "-c", WRITER, str(spec)]), counter
 
 
-def _follow(watcher: Watcher, writer: tuple[subprocess.Popen, Path], timeout: float = 60.0) -> list[list[RunStatus]]:
+def _follow(
+    watcher: Watcher, writer: tuple[subprocess.Popen, Path], timeout: float = 60.0
+) -> list[list[RunStatus]]:
     """Poll while the writer writes, then once more after it finished."""
     proc, counter = writer
     polls = []
@@ -196,7 +200,11 @@ def test_trainer_state_checkpoints_followed_while_saved(tmp_path):
     for k in saves:
         folder = out / f"checkpoint-{k}"
         text = trainer_state_text(points.iloc[:k], max_steps=len(points))
-        ops += [["mkdir", str(folder)], ["sleep", PAUSE], ["replace", str(folder / "trainer_state.json"), text, 0.02]]
+        ops += [
+            ["mkdir", str(folder)],
+            ["sleep", PAUSE],
+            ["replace", str(folder / "trainer_state.json"), text, 0.02],
+        ]
         if k - 40 in saves:  # save_total_limit: older checkpoints are deleted
             ops.append(["rmtree", str(out / f"checkpoint-{k - 40}")])
         ops.append(["sleep", 2 * PAUSE])
@@ -214,7 +222,10 @@ def test_rotated_log_keeps_the_steps_of_the_old_file(tmp_path, watch_folder):
     lines = VERL_LOG.read_text(encoding="utf-8").splitlines(keepends=True)
     cut = next(i for i, line in enumerate(lines) if "step:60 " in line)
     before, after = "".join(lines[:cut]), "".join(lines[cut:])
-    ops = _appends(log, before, 15) + [["rename", str(log), str(tmp_path / "train.log.1")], ["sleep", 3 * PAUSE]]
+    ops = _appends(log, before, 15) + [
+        ["rename", str(log), str(tmp_path / "train.log.1")],
+        ["sleep", 3 * PAUSE],
+    ]
     ops += _appends(log, after, 15)
     watcher = _watcher(tmp_path if watch_folder else log)
     polls = _follow(watcher, _play(ops, tmp_path))
@@ -234,8 +245,14 @@ def test_restarted_run_relogs_steps_and_the_latest_wins(tmp_path):
     def index(step: int) -> int:
         return next(i for i, line in enumerate(lines) if re.search(rf"step:{step} - ", line))
 
-    relogged = [re.sub(r"critic/score/mean:([\d.]+)", lambda m: f"critic/score/mean:{float(m.group(1)) + 0.25:.3f}", lines[index(s)])
-                for s in range(5, 11)]
+    relogged = [
+        re.sub(
+            r"critic/score/mean:([\d.]+)",
+            lambda m: f"critic/score/mean:{float(m.group(1)) + 0.25:.3f}",
+            lines[index(s)],
+        )
+        for s in range(5, 11)
+    ]
     text = "".join(lines[: index(12) + 1]) + "".join(relogged) + "".join(lines[index(12) + 1 :])
     watcher = _watcher(log)
     polls = _follow(watcher, _play(_appends(log, text, 30), tmp_path))
@@ -263,12 +280,18 @@ def test_tensorboard_folder_growing_with_torn_records_and_a_resumed_file(tmp_pat
         path = first if row.step <= half else second
         if row.step == half + 1:
             ops.append(["append_bytes", str(second), base64.b64encode(head).decode()])
-        events = [summary_event(int(row.step), [scalar_value(tag, float(value))], 1.7e9 + row.step)
-                  for tag, value in zip(points.columns[1:], row[1:])]
+        events = [
+            summary_event(int(row.step), [scalar_value(tag, float(value))], 1.7e9 + row.step)
+            for tag, value in zip(points.columns[1:], row[1:])
+        ]
         record = frame_records([e.SerializeToString() for e in events])
         cut = len(record) // 3  # the last record torn until the next write
-        ops += [["append_bytes", str(path), base64.b64encode(record[:cut]).decode()], ["sleep", PAUSE / 2],
-                ["append_bytes", str(path), base64.b64encode(record[cut:]).decode()], ["sleep", PAUSE / 2]]
+        ops += [
+            ["append_bytes", str(path), base64.b64encode(record[:cut]).decode()],
+            ["sleep", PAUSE / 2],
+            ["append_bytes", str(path), base64.b64encode(record[cut:]).decode()],
+            ["sleep", PAUSE / 2],
+        ]
     watcher = _watcher(tmp_path / "tb", horizon=200)
     assert watcher.poll()[0].state == "waiting"
     polls = _follow(watcher, _play(ops, tmp_path))
@@ -299,7 +322,10 @@ def test_a_cut_last_line_is_not_an_error_and_unchanged_files_are_not_read_again(
     with open(log, "a", encoding="utf-8") as handle:
         handle.write(text[at:])
     assert follower.poll() and follower.reads == 2
-    assert follower.table.points["reward"].notna().sum() == load_runs(VERL_LOG, warn=False).points["reward"].notna().sum()
+    assert (
+        follower.table.points["reward"].notna().sum()
+        == load_runs(VERL_LOG, warn=False).points["reward"].notna().sum()
+    )
 
 
 def load_source(path: Path):
@@ -346,7 +372,8 @@ def test_paths_that_do_not_exist_yet_wait(tmp_path):
 @pytest.mark.slow
 def test_watching_the_bundled_folder_reads_what_load_bundled_reads():
     """Per-source following of a folder with a manifest (``runs.csv``): the same run ids,
-    points and metadata as ``load_runs`` on the folder (about 10 s: 60 sources read one by one)."""
+    points and metadata as ``load_runs`` on the folder (about 10 s: 60 sources read one by one).
+    """
     from bayesgrpo.model.datasets import data_dir, load_bundled
 
     watcher = _watcher(data_dir(), horizon=5000)
@@ -361,7 +388,10 @@ def test_watching_the_bundled_folder_reads_what_load_bundled_reads():
         np.testing.assert_array_equal(have["step"].to_numpy(), ref["step"].to_numpy())
         np.testing.assert_allclose(have["reward"].to_numpy(), ref["reward"].to_numpy())
         columns = ["family", "size_b", "group_size", "total_steps", "reward_min", "reward_max", "task"]
-        assert table.runs[columns].astype(str).iloc[0].tolist() == want.runs[columns].astype(str).iloc[0].tolist()
+        assert (
+            table.runs[columns].astype(str).iloc[0].tolist()
+            == want.runs[columns].astype(str).iloc[0].tolist()
+        )
 
 
 def test_file_stamp_tells_identity_size_and_time(tmp_path):
@@ -451,7 +481,9 @@ def test_real_live_update_agrees_with_a_direct_call(tmp_path, population):
     assert status.state == "ok" and status.step == 59
     assert status.final_median == pytest.approx(np.median(final))
     assert status.final_lower == pytest.approx(np.quantile(final, 0.05))
-    assert status.p_plateau == pytest.approx(prob_gain_below(update.curve_draws, 59, 105, eps=0.01, relative=True)[0])
+    assert status.p_plateau == pytest.approx(
+        prob_gain_below(update.curve_draws, 59, 105, eps=0.01, relative=True)[0]
+    )
     assert status.decision == rule.decide(update.curve_draws, 59, 105)[0].decision
     assert status.pareto_k == pytest.approx(update.posterior.pareto_k)
 
@@ -469,7 +501,9 @@ def test_run_polls_as_many_times_as_asked(tmp_path):
     assert [p["poll"] for p in lines] == [1, 2, 3] and pauses == [2.5, 2.5]
     assert [p["runs"][0]["updated"] for p in lines] == [True, False, False]
     out = io.StringIO()
-    assert run(_watcher(log, horizon=300), max_polls=2, stream=out, sleep=lambda s: None) == 0  # the live view
+    assert (
+        run(_watcher(log, horizon=300), max_polls=2, stream=out, sleep=lambda s: None) == 0
+    )  # the live view
     assert "run" in out.getvalue() and "continue" in out.getvalue()
 
 
@@ -493,8 +527,8 @@ def test_render_table_has_one_row_per_run():
 
 
 def test_cli_watch_once_prints_one_table(tmp_path, monkeypatch, capsys):
-    from bayesgrpo.interfaces.watch import watcher as watch
     from bayesgrpo.interfaces.cli import main
+    from bayesgrpo.interfaces.watch import watcher as watch
 
     monkeypatch.setattr(watch, "live_forecaster", lambda population, random_seed: StubForecaster())
     log = tmp_path / "run.log"
@@ -514,7 +548,18 @@ def test_cli_watch_json_with_a_saved_population(tmp_path, population, capsys):
     pop = model.save(tmp_path / "pop.nc")
     log = tmp_path / "run.log"
     log.write_text(_verl_text(), encoding="utf-8")
-    argv = ["watch", "--once", "--json", "--population", str(pop), "--rule", "target", "--target", "0.9", str(log)]
+    argv = [
+        "watch",
+        "--once",
+        "--json",
+        "--population",
+        str(pop),
+        "--rule",
+        "target",
+        "--target",
+        "0.9",
+        str(log),
+    ]
     assert main(argv) == 0
     payload = json.loads(capsys.readouterr().out)
     (row,) = payload["runs"]
@@ -531,9 +576,21 @@ def test_table_shows_bracketed_warnings_and_run_ids_literally():
 
     from bayesgrpo.interfaces.watch import RunStatus, render_table
 
-    status = RunStatus(run_id="run[bold]x", source="s", state="ok", n_steps=3, step=3.0, reward_now=0.5,
-                       horizon_step=10.0, final_median=0.6, final_lower=0.5, final_upper=0.7, p_plateau=0.2,
-                       decision="continue", reason="keep training [live update unreliable: Pareto k 0.84]")
+    status = RunStatus(
+        run_id="run[bold]x",
+        source="s",
+        state="ok",
+        n_steps=3,
+        step=3.0,
+        reward_now=0.5,
+        horizon_step=10.0,
+        final_median=0.6,
+        final_lower=0.5,
+        final_upper=0.7,
+        p_plateau=0.2,
+        decision="continue",
+        reason="keep training [live update unreliable: Pareto k 0.84]",
+    )
     out = StringIO()
     Console(file=out, width=300, color_system=None).print(render_table([status]))
     text = out.getvalue()

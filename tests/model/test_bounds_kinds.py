@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.build import bounds_from_data, create_reward_model, effect_grouping, run_location
 from bayesgrpo.model.data import prepare
 from bayesgrpo.model.predict import new_run_draws
 from bayesgrpo.model.priors import default_priors
 from bayesgrpo.model.simulate import simulate_runs
-from bayesgrpo.logs.table import RunsTable
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
 
@@ -62,7 +62,11 @@ def test_the_graph_has_offsets_and_level_groupings_only_when_mixed():
     priors = default_priors("exp")
     mixed = create_reward_model(prepare(_table([True, True, False, True, True, False, True])), "exp", priors)
     names = set(mixed.named_vars)
-    assert {"r0_data_offset", "r1_data_offset", "sigma_data_offset"} <= names and "tau_data_offset" not in names
+    assert {
+        "r0_data_offset",
+        "r1_data_offset",
+        "sigma_data_offset",
+    } <= names and "tau_data_offset" not in names
     assert "level_family" in mixed.coords and "family" in mixed.coords
     plain = create_reward_model(prepare(_table([True] * 7)), "exp", priors)
     assert not {"r0_data_offset", "r1_data_offset", "sigma_data_offset"} & set(plain.named_vars)
@@ -72,9 +76,20 @@ def test_the_graph_has_offsets_and_level_groupings_only_when_mixed():
 def _posterior(with_offset: bool) -> xr.Dataset:
     """A two-sample posterior with round numbers, for checking where a new run is placed."""
     values = {
-        "r0_mu": -1.0, "r1_mu": 1.0, "tau_mu": -1.0, "r0_sd": 1e-9, "r1_sd": 1e-9, "tau_sd": 1e-9,
-        "r1_r0_slope": 0.5, "tau_r0_slope": 0.5, "sigma_mu": -3.0, "sigma_sd": 1e-9, "nu": 5.0,
-        "r0_size_slope": 0.1, "r1_size_slope": 0.2, "tau_size_slope": 0.3,
+        "r0_mu": -1.0,
+        "r1_mu": 1.0,
+        "tau_mu": -1.0,
+        "r0_sd": 1e-9,
+        "r1_sd": 1e-9,
+        "tau_sd": 1e-9,
+        "r1_r0_slope": 0.5,
+        "tau_r0_slope": 0.5,
+        "sigma_mu": -3.0,
+        "sigma_sd": 1e-9,
+        "nu": 5.0,
+        "r0_size_slope": 0.1,
+        "r1_size_slope": 0.2,
+        "tau_size_slope": 0.3,
     }
     if with_offset:
         values.update({"r0_data_offset": -0.5, "r1_data_offset": 2.0, "sigma_data_offset": 1.5})
@@ -94,7 +109,9 @@ def test_a_new_run_is_placed_by_its_kind_of_bounds():
     np.testing.assert_allclose(stated["r0"], -0.9, atol=1e-6)
     np.testing.assert_allclose(stated["r1"], 1.0 + 0.7 + 0.2 + 0.5 * 0.1, atol=1e-6)
     np.testing.assert_allclose(stated["tau"], -1.0 + 0.7 + 0.3 + 0.5 * 0.1, atol=1e-6)
-    own = new_run_draws(posterior, "exp", family_level="qwen", log_size=1.0, bounds_from_data=True, random_seed=0)
+    own = new_run_draws(
+        posterior, "exp", family_level="qwen", log_size=1.0, bounds_from_data=True, random_seed=0
+    )
     # levels: the data-bounded means alone; the shape keeps its family and size, loses the pull
     np.testing.assert_allclose(own["r0"], -1.5, atol=1e-6)
     np.testing.assert_allclose(own["r1"], 3.0, atol=1e-6)

@@ -6,8 +6,8 @@ import arviz as az
 import numpy as np
 import pytest
 
-from bayesgrpo.model.datasets import POPULATION_FILE, bundled_population, load_bundled
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.datasets import POPULATION_FILE, bundled_population, load_bundled
 
 
 def test_shipped_population_loads_in_this_model_format():
@@ -20,9 +20,12 @@ def test_shipped_population_loads_in_this_model_format():
 
 def test_population_level_parameters_mixed():
     """A live update's prior comes from the population-level parameters only: those must agree
-    across chains (one run's own bimodal start does not matter to a new run)."""
+    across chains (one run's own bimodal start does not matter to a new run).
+    """
     posterior = bundled_population().idata.posterior
-    population = [name for name, var in posterior.data_vars.items() if not any("run" in d for d in var.dims[2:])]
+    population = [
+        name for name, var in posterior.data_vars.items() if not any("run" in d for d in var.dims[2:])
+    ]
     assert {"nu", "r0_mu", "r1_mu", "tau_mu", "k_mu"} <= set(population)
     r_hat = az.rhat(posterior[population])
     worst = max(float(np.nanmax(r_hat[name].to_numpy())) for name in population)

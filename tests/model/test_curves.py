@@ -1,6 +1,7 @@
 """Tests of the curve families (bayesgrpo.model.curves): limits, closed forms, derivatives, inverses,
 numpy/PyTensor agreement and gradients. Fast and table-driven; PyTensor graphs are compiled once
-per family and reused."""
+per family and reused.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model import curves
 from bayesgrpo.model.curves import CURVES, get_curve, reward_curve, time_to_fraction
-from bayesgrpo.errors import BayesGRPOError
 
 # ------------------------------------------------------------------------------------------
 # Parameter grids: rows of (family, shape dict), spanning each parameter's plausible range.
@@ -25,8 +26,7 @@ GRIDS: dict[str, dict[str, list[float]]] = {
     "weibull": {"tau": [0.05, 1.0, 10.0], "k": [0.3, 1.0, 2.5, 8.0]},
     "logistic": {"t_mid": [0.05, 1.0, 10.0], "B": [0.3, 1.0, 3.0, 10.0]},
     "power": {"tau": [0.05, 1.0, 10.0], "alpha": [0.2, 1.0, 5.0]},
-    "oscillator": {"tau": [0.1, 1.0, 5.0],
-                   "zeta": [0.05, 0.3, 0.9, 0.999, 1.0, 1.001, 2.0, 50.0, 1e4]},
+    "oscillator": {"tau": [0.1, 1.0, 5.0], "zeta": [0.05, 0.3, 0.9, 0.999, 1.0, 1.001, 2.0, 50.0, 1e4]},
     "two_timescale": {"tau": [0.05, 1.0], "k": [0.5, 2.5], "odds": [0.01, 0.5, 5.0], "ratio": [0.5, 20.0]},
 }
 
@@ -171,23 +171,26 @@ def test_g_matches_naive_formula(family, shape):
     if family == "oscillator" and shape["zeta"] > 100:
         pytest.skip("the naive overdamped formula loses precision at large zeta (see the limit test)")
     t = scale_of(family, shape) * np.linspace(0.01, 6.0, 300)
-    np.testing.assert_allclose(get_curve(family).g(t, **shape), NAIVE[family](t, **shape),
-                               rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(
+        get_curve(family).g(t, **shape), NAIVE[family](t, **shape), rtol=1e-9, atol=1e-10
+    )
 
 
 @pytest.mark.parametrize("tau", [0.01, 0.5, 3.0])
 def test_exp_equals_weibull_with_k_one(tau):
     t = np.linspace(0.0, 10 * tau, 101)
     np.testing.assert_allclose(curves.g_weibull(t, tau, 1.0), curves.g_exp(t, tau), rtol=1e-14, atol=0)
-    np.testing.assert_allclose(curves.dg_dt_weibull(t[1:], tau, 1.0), curves.dg_dt_exp(t[1:], tau),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        curves.dg_dt_weibull(t[1:], tau, 1.0), curves.dg_dt_exp(t[1:], tau), rtol=1e-13
+    )
 
 
 @pytest.mark.parametrize("tau, k", [(0.05, 0.7), (0.5, 2.0)])
 def test_two_timescale_without_slow_share_is_weibull(tau, k):
     t = np.linspace(0.0, 10 * tau, 101)
-    np.testing.assert_allclose(curves.g_two_timescale(t, tau, k, 1e-300, 3.0), curves.g_weibull(t, tau, k),
-                               rtol=1e-14, atol=0)
+    np.testing.assert_allclose(
+        curves.g_two_timescale(t, tau, k, 1e-300, 3.0), curves.g_weibull(t, tau, k), rtol=1e-14, atol=0
+    )
 
 
 def test_two_timescale_slow_term_keeps_climbing_after_the_fast_one():
@@ -210,8 +213,9 @@ def test_logistic_is_half_at_t_mid(t_mid, B):
 @pytest.mark.parametrize("c", [0.1, 1.0, 4.0])
 def test_power_tends_to_exp(c):
     t = np.linspace(0.0, 8 * c, 200)
-    errors = [np.max(np.abs(curves.g_power(t, alpha * c, alpha) - curves.g_exp(t, c)))
-              for alpha in (1e2, 1e4, 1e6)]
+    errors = [
+        np.max(np.abs(curves.g_power(t, alpha * c, alpha) - curves.g_exp(t, c))) for alpha in (1e2, 1e4, 1e6)
+    ]
     assert errors[0] > errors[1] > errors[2]
     assert errors[2] < 1e-6
 
@@ -226,15 +230,19 @@ def test_power_tends_to_exp(c):
 def test_oscillator_overdamped_limit_is_exp(tau, zeta, tol):
     t = tau * np.linspace(0.0, 12.0, 400)
     np.testing.assert_allclose(curves.g_oscillator(t, tau, zeta), curves.g_exp(t, tau), rtol=0, atol=tol)
-    np.testing.assert_allclose(curves.dg_dt_oscillator(t[1:], tau, zeta), curves.dg_dt_exp(t[1:], tau),
-                               rtol=0, atol=10 * tol / tau)
+    np.testing.assert_allclose(
+        curves.dg_dt_oscillator(t[1:], tau, zeta), curves.dg_dt_exp(t[1:], tau), rtol=0, atol=10 * tol / tau
+    )
     q = np.array([0.1, 0.5, 0.8, 0.99])
-    np.testing.assert_allclose(time_to_fraction("oscillator", q, tau=tau, zeta=zeta),
-                               time_to_fraction("exp", q, tau=tau), rtol=10 * tol)
+    np.testing.assert_allclose(
+        time_to_fraction("oscillator", q, tau=tau, zeta=zeta),
+        time_to_fraction("exp", q, tau=tau),
+        rtol=10 * tol,
+    )
 
 
 def test_oscillator_tau_is_area_above_curve():
-    """tau = int_0^inf (1 - g) dt for every zeta: the same meaning as exp's tau."""
+    """Tau = int_0^inf (1 - g) dt for every zeta: the same meaning as exp's tau."""
     tau = 0.7
     t = np.linspace(0.0, 400 * tau, 400_001)
     for zeta in (0.2, 0.7, 1.0, 3.0):
@@ -257,8 +265,9 @@ def test_oscillator_underdamped_overshoots_with_its_period(tau, zeta):
     peaks = t[1:][(dg[:-1] > 0) & (dg[1:] <= 0)]
     step = t[1] - t[0]
     np.testing.assert_allclose(peaks, period * np.array([0.5, 1.5, 2.5]), rtol=0, atol=2 * step)
-    np.testing.assert_allclose(curves.dg_dt_oscillator(np.array([0.5, 1.5]) * period, tau, zeta), 0.0,
-                               atol=1e-12 / tau)
+    np.testing.assert_allclose(
+        curves.dg_dt_oscillator(np.array([0.5, 1.5]) * period, tau, zeta), 0.0, atol=1e-12 / tau
+    )
 
 
 @pytest.mark.parametrize("tau", [0.1, 1.0, 10.0])
@@ -267,8 +276,9 @@ def test_oscillator_continuous_at_critical_damping(tau):
     critical = 1 - np.exp(-2 * t / tau) * (1 + 2 * t / tau)  # zeta = 1: omega = 2 / tau
     np.testing.assert_allclose(curves.g_oscillator(t, tau, 1.0), critical, rtol=0, atol=1e-15)
     dg_critical = curves.dg_dt_oscillator(t, tau, 1.0)
-    np.testing.assert_allclose(dg_critical, (2 / tau) ** 2 * t * np.exp(-2 * t / tau),
-                               rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(
+        dg_critical, (2 / tau) ** 2 * t * np.exp(-2 * t / tau), rtol=1e-13, atol=1e-300
+    )
     # Lipschitz in zeta from both sides (max |dg/dzeta| at zeta = 1 is about 0.26), down to 1e-12.
     for delta in (1e-2, 1e-4, 1e-6, 1e-9, 1e-12):
         for zeta in (1.0 - delta, 1.0 + delta):
@@ -363,8 +373,9 @@ def test_time_to_fraction_oscillator_vectorised_over_draws():
     q = np.array([0.5, 0.8, 0.95])
     t_q = time_to_fraction("oscillator", q, tau=tau, zeta=zeta)
     assert t_q.shape == (500, 3)
-    np.testing.assert_allclose(curves.g_oscillator(t_q, tau, zeta), np.broadcast_to(q, t_q.shape),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        curves.g_oscillator(t_q, tau, zeta), np.broadcast_to(q, t_q.shape), rtol=1e-9, atol=1e-12
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -396,8 +407,9 @@ def compiled(family: str):
         outputs.append(curve.inverse(q, **shape) if curve.inverse is not None else pt.zeros((1, 1)))
         outputs += pytensor.grad(g.sum(), list(shape.values()))
         outputs += pytensor.grad(reward.sum(), [r0, asymptote])
-        _COMPILED[family] = pytensor.function([t, q, r0, asymptote, *shape.values()], outputs,
-                                             on_unused_input="ignore")
+        _COMPILED[family] = pytensor.function(
+            [t, q, r0, asymptote, *shape.values()], outputs, on_unused_input="ignore"
+        )
     return _COMPILED[family]
 
 
@@ -492,7 +504,9 @@ def test_curve_by_levels_is_the_same_curve_and_passes_through_its_levels(family)
     t = np.linspace(0, 3, 31)
     by_levels = reward_curve_by_levels(family, t, r0, r1, **shape)
     asymptote = asymptote_from_levels(family, r0, r1, **shape)
-    np.testing.assert_allclose(by_levels, reward_curve(family, t, r0, asymptote, **shape), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        by_levels, reward_curve(family, t, r0, asymptote, **shape), rtol=1e-10, atol=1e-12
+    )
     np.testing.assert_allclose(by_levels[:, 0], r0[:, 0])
     np.testing.assert_allclose(by_levels[:, 10], r1[:, 0])  # t = 1
 

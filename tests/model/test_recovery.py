@@ -29,7 +29,9 @@ def simulated():
 def fitted(simulated):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return RewardModel(curve="weibull").fit(simulated.table, draws=500, tune=700, chains=2, random_seed=5, progressbar=False)
+        return RewardModel(curve="weibull").fit(
+            simulated.table, draws=500, tune=700, chains=2, random_seed=5, progressbar=False
+        )
 
 
 def test_truth_lies_in_the_90_percent_interval(simulated, fitted):
@@ -76,7 +78,7 @@ def test_partial_pooling_beats_no_pooling_on_short_runs():
             [
                 truth.loc[run_id, "r0"]
                 + (truth.loc[run_id, "asymptote"] - truth.loc[run_id, "r0"])
-                * (1 - np.exp(-((steps / 200) / truth.loc[run_id, "tau"]) ** truth.loc[run_id, "k"]))
+                * (1 - np.exp(-(((steps / 200) / truth.loc[run_id, "tau"]) ** truth.loc[run_id, "k"])))
                 for run_id in short
             ]
         )
@@ -87,19 +89,27 @@ def test_partial_pooling_beats_no_pooling_on_short_runs():
 def test_default_two_timescale_model_recovers_its_parameters():
     """The default family, on runs simulated from it: each run's levels, fast rise, noise and
     slow term (share odds, time ratio) inside their 90% intervals; at most 0.5% divergent draws
-    (this seed has 1 of 1000)."""
+    (this seed has 1 of 1000).
+    """
     sim = simulate_runs(
-        12, curve="two_timescale", n_steps=[150, 200, 250], observed_fraction=[1.0, 1.0, 0.6, 1.0],
-        noise=[0.02, 0.04], random_seed=7,
+        12,
+        curve="two_timescale",
+        n_steps=[150, 200, 250],
+        observed_fraction=[1.0, 1.0, 0.6, 1.0],
+        noise=[0.02, 0.04],
+        random_seed=7,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = RewardModel(curve="two_timescale").fit(sim.table, draws=500, tune=700, chains=2, random_seed=3,
-                                                       progressbar=False)
+        model = RewardModel(curve="two_timescale").fit(
+            sim.table, draws=500, tune=700, chains=2, random_seed=3, progressbar=False
+        )
     parameters = model.run_parameters().set_index(["run_id", "parameter"])
     truth = sim.truth.set_index("run_id")
     hits = [
-        parameters.loc[(run_id, name), "q05"] <= truth.loc[run_id, name] <= parameters.loc[(run_id, name), "q95"]
+        parameters.loc[(run_id, name), "q05"]
+        <= truth.loc[run_id, name]
+        <= parameters.loc[(run_id, name), "q95"]
         for run_id in truth.index
         for name in ("r0", "r1", "tau", "k", "odds", "ratio", "sigma")
     ]
@@ -112,15 +122,20 @@ def test_default_two_timescale_model_recovers_its_parameters():
 def test_runs_without_a_stated_range_do_not_distort_the_others():
     """Half the runs lose their reward range (normalised by their own, as a TRL notebook's are):
     the runs on the stated range keep their levels, the size effect on the end level is still
-    found, and the sampler has no trouble with the extra level means."""
-    sim = simulate_runs(16, curve="weibull", n_steps=150, noise=0.03, size_slope_asymptote=0.8, random_seed=17)
+    found, and the sampler has no trouble with the extra level means.
+    """
+    sim = simulate_runs(
+        16, curve="weibull", n_steps=150, noise=0.03, size_slope_asymptote=0.8, random_seed=17
+    )
     runs = sim.table.runs.copy()
     own_range = np.arange(len(runs)) % 2 == 1
     runs.loc[own_range, ["reward_min", "reward_max"]] = np.nan
     table = type(sim.table)(sim.table.points, runs, sim.table.report)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = RewardModel(curve="weibull").fit(table, draws=500, tune=700, chains=2, random_seed=2, progressbar=False)
+        model = RewardModel(curve="weibull").fit(
+            table, draws=500, tune=700, chains=2, random_seed=2, progressbar=False
+        )
     summary = model.fit_summary()
     assert summary["max_r_hat"] < 1.05 and summary["divergences"] <= 5
     assert {"r0_data_offset", "r1_data_offset", "sigma_data_offset"} <= set(model.idata.posterior.data_vars)

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from pymc_extras.prior import Prior
 
-from bayesgrpo.model.curves import CURVES
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.curves import CURVES
 from bayesgrpo.model.data import prepare
 from bayesgrpo.model.priors import default_priors
 from bayesgrpo.model.reward_model import ModelConfigError, NotFittedError, RewardModel
@@ -26,7 +26,9 @@ pytestmark = pytest.mark.usefixtures("fast_compile")
 
 @pytest.fixture(scope="module")
 def simulated():
-    return simulate_runs(6, n_steps=[50, 80, 120, 60, 100, 40], observed_fraction=[1, 1, 0.5, 1, 0.3, 1], random_seed=3)
+    return simulate_runs(
+        6, n_steps=[50, 80, 120, 60, 100, 40], observed_fraction=[1, 1, 0.5, 1, 0.3, 1], random_seed=3
+    )
 
 
 # data preparation ----------------------------------------------------------------------------
@@ -54,7 +56,9 @@ def test_data_driven_bounds_are_widened(simulated):
     assert y.min() == pytest.approx(0.25, abs=0.05) and y.max() == pytest.approx(0.75, abs=0.05)
 
 
-@pytest.mark.parametrize(("progress", "needs"), [("epoch", "steps_per_epoch"), ("samples", "samples_per_step")])
+@pytest.mark.parametrize(
+    ("progress", "needs"), [("epoch", "steps_per_epoch"), ("samples", "samples_per_step")]
+)
 def test_progress_axes_say_what_metadata_they_need(simulated, progress, needs):
     with pytest.raises(BayesGRPOError, match=needs):
         prepare(simulated.table, progress=progress)
@@ -106,7 +110,9 @@ def test_centering_follows_signal_to_noise(simulated):
     assert free["tau_run_z"].eval().shape == (6 - n_centred,)
     # levels and noise are centred for every run with enough points, however flat
     assert free["r0_run_centered"].eval().shape == (6,)
-    assert "tau_run_z" not in {v.name for v in RewardModel(centered_min_snr=0, whiten=False).build(simulated.table).free_RVs}
+    assert "tau_run_z" not in {
+        v.name for v in RewardModel(centered_min_snr=0, whiten=False).build(simulated.table).free_RVs
+    }
 
 
 def test_runs_with_enough_points_are_sampled_whitened(simulated):
@@ -125,7 +131,9 @@ def test_runs_with_enough_points_are_sampled_whitened(simulated):
     np.testing.assert_allclose(np.tril(chol), chol)
     assert np.all(np.diagonal(chol, axis1=1, axis2=2) > 0)
     # a run's Laplace mode recovers its start
-    truth_r0 = simulated.truth.set_index("run_id").loc[list(np.array(model.data.run_ids)[index]), "r0"].to_numpy()
+    truth_r0 = (
+        simulated.truth.set_index("run_id").loc[list(np.array(model.data.run_ids)[index]), "r0"].to_numpy()
+    )
     from scipy.special import expit
 
     np.testing.assert_allclose(expit(mean[:, 0]), truth_r0, atol=0.1)
@@ -134,7 +142,9 @@ def test_runs_with_enough_points_are_sampled_whitened(simulated):
 def test_runs_their_data_barely_pin_down_are_left_to_the_population():
     from bayesgrpo.model.precondition import run_laplace
 
-    sim = simulate_runs(12, curve="weibull", n_steps=200, observed_fraction=[1.0, 1.0, 0.15], noise=0.05, random_seed=21)
+    sim = simulate_runs(
+        12, curve="weibull", n_steps=200, observed_fraction=[1.0, 1.0, 0.15], noise=0.05, random_seed=21
+    )
     model = RewardModel()
     model.build(sim.table)
     _, _, informed = run_laplace(model.data, "weibull", model.priors, np.arange(12))
@@ -155,7 +165,17 @@ def test_signal_to_noise_separates_moving_from_flat_runs():
 def test_forecast_table_and_draws(mocked, simulated):
     model = RewardModel().fit(simulated.table, random_seed=1)
     forecast = model.forecast(steps=[0, 10, 20], observed=simulated.table, random_seed=1)
-    assert list(forecast.table.columns) == ["run_id", "step", "mean", "q05", "q25", "q50", "q75", "q95", "observed"]
+    assert list(forecast.table.columns) == [
+        "run_id",
+        "step",
+        "mean",
+        "q05",
+        "q25",
+        "q50",
+        "q75",
+        "q95",
+        "observed",
+    ]
     assert len(forecast.table) == 6 * 3
     assert forecast.draws.dims == ("sample", "run", "step")
     ordered = forecast.table[["q05", "q25", "q50", "q75", "q95"]].to_numpy()
@@ -180,7 +200,9 @@ def test_unfitted_model_says_so():
 
 
 def test_save_load_round_trip_is_exact(mocked, simulated, tmp_path):
-    model = RewardModel(curve="exp", priors={"tau_mu": Prior("Normal", mu=-1, sigma=0.5)}).fit(simulated.table)
+    model = RewardModel(curve="exp", priors={"tau_mu": Prior("Normal", mu=-1, sigma=0.5)}).fit(
+        simulated.table
+    )
     path = model.save(tmp_path / "model.nc")
     loaded = RewardModel.load(path)
     assert loaded.config == model.config and loaded.config_hash == model.config_hash
@@ -221,7 +243,9 @@ def test_approximation_draws_are_split_into_pseudo_chains():
 
 
 def test_fit_summary_reports_how_runs_are_parametrised(mocked):
-    sim = simulate_runs(12, curve="weibull", n_steps=200, observed_fraction=[1.0, 1.0, 0.15], noise=0.05, random_seed=21)
+    sim = simulate_runs(
+        12, curve="weibull", n_steps=200, observed_fraction=[1.0, 1.0, 0.15], noise=0.05, random_seed=21
+    )
     model = RewardModel().fit(sim.table, random_seed=1)
     counts = model.fit_summary()["parametrisation"]
     assert counts["whitened"] == 8 and sum(counts.values()) == 12

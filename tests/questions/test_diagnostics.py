@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
 from bayesgrpo.questions import diagnostics as dg
 from bayesgrpo.questions.diagnostics.finding import ACTIONS, FINDING_COLUMNS
-from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.questions.stopping import CurveDraws
-from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
 STEPS = np.arange(1, 101, dtype=float)
 
@@ -71,7 +71,7 @@ def _rise_then(level: float, tail: int, n: int = 100) -> np.ndarray:
     """0 for 10 steps, 1 until the tail, then ``level`` for the last ``tail`` steps."""
     values = np.ones(n)
     values[:10] = 0.0
-    values[n - tail:] = level
+    values[n - tail :] = level
     return values
 
 
@@ -295,8 +295,15 @@ def _table() -> RunsTable:
         }
     )
     runs = coerce_metadata(
-        pd.DataFrame({"run_id": ["good", "slow", "collapsed"], "family": ["Q", "Q", "L"],
-                      "task": ["t", "t", "t"], "reward_min": 0.0, "reward_max": 1.0})
+        pd.DataFrame(
+            {
+                "run_id": ["good", "slow", "collapsed"],
+                "family": ["Q", "Q", "L"],
+                "task": ["t", "t", "t"],
+                "reward_min": 0.0,
+                "reward_max": 1.0,
+            }
+        )
     )
     return RunsTable(points=points, runs=runs)
 
@@ -322,9 +329,14 @@ class _FakeModel:
         shape = (50, 2)
         self.cd = CurveDraws(
             curve="exp",
-            params={"r0": np.zeros(shape), "asymptote": np.full(shape, 0.9),
-                    "tau": np.broadcast_to(tau, shape).copy()},
-            step_scale=100.0, reward_scale=1.0, run_ids=ids,
+            params={
+                "r0": np.zeros(shape),
+                "asymptote": np.full(shape, 0.9),
+                "tau": np.broadcast_to(tau, shape).copy(),
+            },
+            step_scale=100.0,
+            reward_scale=1.0,
+            run_ids=ids,
         )
 
     def curve_draws(self) -> CurveDraws:
@@ -382,8 +394,13 @@ def test_real_healthy_runs_raise_no_high_finding(real, fragment):
 
 
 def test_no_real_verl_gsm8k_run_raises_a_high_finding(real):
-    high = [(r, f.name) for r, found in real.items() if r.startswith("verl") for f in found
-            if f.severity == "high"]
+    high = [
+        (r, f.name)
+        for r, found in real.items()
+        if r.startswith("verl")
+        for f in found
+        if f.severity == "high"
+    ]
     assert high == []
 
 
@@ -412,12 +429,12 @@ def test_real_runs_raise_the_matching_finding(real, fragment, name, severity):
 @pytest.mark.parametrize(
     ("reward", "reward_max", "expected"),
     [
-        (np.r_[np.zeros(30), np.full(70, 22.0)], None, True),     # pinned at its best: solved
-        (np.r_[np.zeros(30), np.full(70, 22.0)], 32.0, False),    # 22 of a stated 32: not the ceiling
+        (np.r_[np.zeros(30), np.full(70, 22.0)], None, True),  # pinned at its best: solved
+        (np.r_[np.zeros(30), np.full(70, 22.0)], 32.0, False),  # 22 of a stated 32: not the ceiling
         (np.r_[np.zeros(30), np.full(70, 31.9)], 32.0, True),
-        (np.r_[np.full(30, 22.0), np.zeros(70)], None, False),    # fell from its best
-        (np.linspace(0.0, 1.0, 100), None, False),                 # still rising at the end
-        (np.zeros(100), None, False),                              # never moved: no ceiling to sit at
+        (np.r_[np.full(30, 22.0), np.zeros(70)], None, False),  # fell from its best
+        (np.linspace(0.0, 1.0, 100), None, False),  # still rising at the end
+        (np.zeros(100), None, False),  # never moved: no ceiling to sit at
     ],
 )
 def test_reward_at_ceiling(reward, reward_max, expected):

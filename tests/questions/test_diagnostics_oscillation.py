@@ -1,5 +1,6 @@
 """Oscillation diagnostic: the LOO decision rule on fake results (fast), the model's log density
-against its closed form, the wiring into ``diagnose`` and the CLI, and real fits (slow)."""
+against its closed form, the wiring into ``diagnose`` and the CLI, and real fits (slow).
+"""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.interfaces.cli import main
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.model.curves import reward_curve
 from bayesgrpo.questions.diagnostics import by_run
 from bayesgrpo.questions.diagnostics import oscillation as dg
-from bayesgrpo.interfaces.cli import main
-from bayesgrpo.model.curves import reward_curve
-from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
 STEPS = np.arange(1, 121, dtype=float)
 T = (STEPS - 1) / 119  # progress as fit_oscillation sees it (horizon = last logged step)
@@ -82,8 +83,9 @@ def test_oscillator_summary_closed_forms():
     period_t = 0.25
     omega = np.array([2 * np.pi / (period_t * np.sqrt(1 - z**2)) if z < 1 else 10.0 for z in zeta])
     tau = 2 * zeta / omega
-    out = dg.oscillator_summary(tau, zeta, np.full(3, 0.1), np.full(3, 0.6), steps_per_unit=200.0,
-                                reward_range=2.0)
+    out = dg.oscillator_summary(
+        tau, zeta, np.full(3, 0.1), np.full(3, 0.6), steps_per_unit=200.0, reward_range=2.0
+    )
     assert out["period"][:2] == pytest.approx([50.0, 50.0])  # 0.25 spans of 200 steps
     assert np.isinf(out["period"][2]) and out["overshoot"][2] == 0.0
     expected = np.exp(-np.pi * zeta[:2] / np.sqrt(1 - zeta[:2] ** 2))  # 0.527, 0.163
@@ -99,9 +101,7 @@ def test_oscillator_summary_closed_forms():
 
 
 def test_one_run_data_is_padded_normalised_and_binned():
-    (t, y, scale, mask), steps_per_unit, reward_range, n = dg._one_run_data(
-        STEPS, 2.0 + 0.5 * T, 0.0, 4.0
-    )
+    (t, y, scale, mask), steps_per_unit, reward_range, n = dg._one_run_data(STEPS, 2.0 + 0.5 * T, 0.0, 4.0)
     assert all(len(a) == dg.OSC_MAX_POINTS for a in (t, y, scale, mask))
     assert n <= dg.OSC_MAX_POINTS and mask.sum() == n and not mask[n:].any()
     assert steps_per_unit == 119.0 and reward_range == 4.0
@@ -118,8 +118,13 @@ def test_single_run_log_density_is_student_t():
     data, *_ = dg._one_run_data(STEPS, 0.3 + 0.4 * (1 - np.exp(-T / 0.2)), 0.0, 1.0)
     with jax.enable_x64(True):
         names, _, log_density = dg._compiled_fit("exp", dg.OSC_MAX_POINTS, 4, 4)
-        point = {"logit_r0": -0.5, "logit_r1": 0.8, "log_tau": math.log(0.2), "log_sigma": -3.0,
-                 "nu_minus_one_log__": math.log(4.0)}
+        point = {
+            "logit_r0": -0.5,
+            "logit_r1": 0.8,
+            "log_tau": math.log(0.2),
+            "log_sigma": -3.0,
+            "nu_minus_one_log__": math.log(4.0),
+        }
         x = np.array([[point[n] for n in names]])
         logp = float(np.asarray(log_density(x, *data))[0])
     t, y, scale, mask = data
@@ -127,10 +132,14 @@ def test_single_run_log_density_is_student_t():
     mean = reward_curve("exp", t, r0, r0 + (r1 - r0) / (1 - np.exp(-1 / 0.2)), tau=0.2)
     sigma = np.sqrt(np.exp(-6.0) + dg.OSC_NOISE_FLOOR**2) * scale
     loglik = stats.t.logpdf(y, df=5.0, loc=mean, scale=sigma)[mask > 0].sum()
-    prior = (stats.norm.logpdf(-0.5, -0.5, 1.5) + stats.norm.logpdf(0.8, 0.5, 1.5)
-             + stats.norm.logpdf(math.log(0.2), math.log(0.3), dg.OSC_TAU_LOG_SCALE)
-             + stats.norm.logpdf(-3.0, -3.0, 1.0)
-             + stats.gamma.logpdf(4.0, 2.0, scale=10.0) + math.log(4.0))  # log-Jacobian of nu - 1
+    prior = (
+        stats.norm.logpdf(-0.5, -0.5, 1.5)
+        + stats.norm.logpdf(0.8, 0.5, 1.5)
+        + stats.norm.logpdf(math.log(0.2), math.log(0.3), dg.OSC_TAU_LOG_SCALE)
+        + stats.norm.logpdf(-3.0, -3.0, 1.0)
+        + stats.gamma.logpdf(4.0, 2.0, scale=10.0)
+        + math.log(4.0)
+    )  # log-Jacobian of nu - 1
     assert logp == pytest.approx(loglik + prior, rel=1e-9)
 
 
@@ -148,14 +157,24 @@ def test_short_series_are_not_fitted():
 def _fake_fit(elpd_diff: float, zeta: float = 0.2) -> dg.OscillationFit:
     rng = np.random.default_rng(0)
     z = zeta * np.exp(rng.normal(0, 0.05, 600))
-    ringing = {"zeta": z, "period": 36.0 * np.exp(rng.normal(0, 0.02, 600)),
-               "overshoot": np.full(600, 0.5), "overshoot_reward": np.full(600, 0.25)}
+    ringing = {
+        "zeta": z,
+        "period": 36.0 * np.exp(rng.normal(0, 0.02, 600)),
+        "overshoot": np.full(600, 0.5),
+        "overshoot_reward": np.full(600, 0.25),
+    }
     return dg.OscillationFit(
         elpd={"oscillator": 120.0, "exp": 120.0 - elpd_diff - 5, "weibull": 120.0 - elpd_diff},
-        elpd_se={f: 8.0 for f in dg.OSC_FAMILIES}, rival="weibull", elpd_diff=elpd_diff,
-        elpd_diff_se=3.0, prob_underdamped=float(np.mean(z < 1)), ringing=ringing,
+        elpd_se={f: 8.0 for f in dg.OSC_FAMILIES},
+        rival="weibull",
+        elpd_diff=elpd_diff,
+        elpd_diff_se=3.0,
+        prob_underdamped=float(np.mean(z < 1)),
+        ringing=ringing,
         pareto_k_bad={"oscillator": 1, "exp": 0, "weibull": 0},
-        divergences={f: 0 for f in dg.OSC_FAMILIES}, n_points=52, seconds=1.0,
+        divergences={f: 0 for f in dg.OSC_FAMILIES},
+        n_points=52,
+        seconds=1.0,
     )
 
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy import special
 
-from bayesgrpo.model.curves import reward_curve_by_levels
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.curves import reward_curve_by_levels
 from bayesgrpo.model.laplace import GaussianRunPrior, condition_run, condition_start, log_posterior
-from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.model.predict import new_run_draws
 from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import PlateauRule, expected_gain
 
 
@@ -60,7 +60,8 @@ def test_many_points_recover_the_truth(curve, seed):
 
 def test_importance_answer_matches_brute_force_prior_sampling():
     """With 4 noisy points the posterior is close to the prior, so 400k prior draws weighted by
-    the likelihood are an exact reference the Laplace + PSIS answer must match."""
+    the likelihood are an exact reference the Laplace + PSIS answer must match.
+    """
     prior = _prior("exp")
     truth = prior.mean + np.array([0.3, -0.2, 0.1, 0.0])
     t = np.array([0.0, 0.05, 0.1, 0.15])
@@ -68,7 +69,9 @@ def test_importance_answer_matches_brute_force_prior_sampling():
     post = condition_run(prior, t, y, n_draws=8000, random_seed=3)
     rng = np.random.default_rng(4)
     reference = rng.multivariate_normal(prior.mean, prior.cov, size=400_000)
-    log_w = log_posterior(reference, prior, t, y, np.ones_like(t)) - log_posterior(reference, prior, t[:0], y[:0], t[:0])
+    log_w = log_posterior(reference, prior, t, y, np.ones_like(t)) - log_posterior(
+        reference, prior, t[:0], y[:0], t[:0]
+    )
     w = np.exp(log_w - log_w.max())
     w /= w.sum()
     reference_mean = w @ reference
@@ -79,7 +82,8 @@ def test_importance_answer_matches_brute_force_prior_sampling():
 
 def test_a_collapse_is_still_sampled_reliably():
     """Data far from what the prior expects (a collapse an exp curve cannot make): the adapted
-    proposal still gives trustworthy weights, and the posterior sits between the two levels."""
+    proposal still gives trustworthy weights, and the posterior sits between the two levels.
+    """
     prior = _prior("exp", spread=0.2)
     t = np.linspace(0, 1, 30)
     y = np.where(t < 0.5, 0.9, 0.1)
@@ -99,7 +103,8 @@ def _correlated_prior() -> GaussianRunPrior:
 @pytest.mark.parametrize("start", [0.05, 0.2, 0.6])
 def test_condition_start_matches_brute_force_weighting(start):
     """A measured start, exactly: 1M prior draws weighted by Normal(start | expit(r0), sd) are
-    the reference for the start, the end level it drags along and the untouched tau."""
+    the reference for the start, the end level it drags along and the untouched tau.
+    """
     prior, sd = _correlated_prior(), 0.02
     post = condition_start(prior, start, sd, n_draws=20_000, random_seed=1)
     reference = np.random.default_rng(2).multivariate_normal(prior.mean, prior.cov, size=1_000_000)
@@ -150,7 +155,9 @@ def test_from_draws_moment_matches():
 def test_new_run_draws_place_a_new_family_by_the_between_family_spread(population):
     model, _ = population
     posterior = model.idata.posterior
-    known = new_run_draws(posterior, "weibull", family_level=str(posterior["r0_family"].family.values[0]), random_seed=0)
+    known = new_run_draws(
+        posterior, "weibull", family_level=str(posterior["r0_family"].family.values[0]), random_seed=0
+    )
     new = new_run_draws(posterior, "weibull", family_level="a family never fitted", random_seed=0)
     unknown = new_run_draws(posterior, "weibull", family_level=None, random_seed=0)
     assert set(known) == {"r0", "r1", "tau", "k", "log_sigma", "nu"}
@@ -189,10 +196,11 @@ def test_live_forecaster_needs_a_partial_pooling_fit():
 @pytest.mark.slow
 def test_laplace_fit_survives_a_line_search_that_overshoots():
     """Regression: preconditioning the bundled runs without this one sent L-BFGS to log tau
-    near -745 (tau = 0), an error that ended a leave-one-run-out fit; such a point is refused now."""
-    from bayesgrpo.model.datasets import load_bundled
+    near -745 (tau = 0), an error that ended a leave-one-run-out fit; such a point is refused now.
+    """
     from bayesgrpo.model.build import centering
     from bayesgrpo.model.data import prepare
+    from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.model.precondition import run_laplace
     from bayesgrpo.model.priors import merge_priors
 

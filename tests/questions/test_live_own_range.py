@@ -6,14 +6,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.questions.live import LiveForecaster, own_range_bounds, prefix_placement
-from bayesgrpo.model.data import prepare
 from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model.data import prepare
+from bayesgrpo.questions.live import LiveForecaster, own_range_bounds, prefix_placement
 
 
-def _table(rewards: dict[str, np.ndarray], *, stated: bool = False, total_steps: float | None = None) -> RunsTable:
+def _table(
+    rewards: dict[str, np.ndarray], *, stated: bool = False, total_steps: float | None = None
+) -> RunsTable:
     points = pd.concat(
-        [pd.DataFrame({"run_id": run_id, "step": np.arange(1, len(r) + 1, dtype=float), "reward": r}) for run_id, r in rewards.items()],
+        [
+            pd.DataFrame({"run_id": run_id, "step": np.arange(1, len(r) + 1, dtype=float), "reward": r})
+            for run_id, r in rewards.items()
+        ],
         ignore_index=True,
     )
     runs = pd.DataFrame({"run_id": list(rewards)})
@@ -26,7 +31,8 @@ def _table(rewards: dict[str, np.ndarray], *, stated: bool = False, total_steps:
 
 def _rising_population(n_runs: int = 4, n_points: int = 40) -> object:
     """Own-range runs that rise in a straight line from 0 to 1 (no noise): a prefix up to
-    progress f covers f of the whole range and starts at its floor."""
+    progress f covers f of the whole range and starts at its floor.
+    """
     line = np.linspace(0.0, 1.0, n_points)
     return prepare(_table({f"r{i}": line * (i + 1) for i in range(n_runs)}), max_points=n_points)
 
@@ -95,13 +101,17 @@ def test_a_live_update_without_a_stated_range_uses_the_placed_bounds(population)
     horizon = float(one.points["step"].max())
 
     placed = LiveForecaster(model, n_draws=500, random_seed=0).update(partial, horizon=horizon)
-    prefix_only = LiveForecaster(model, n_draws=500, random_seed=0, place_own_range=False).update(partial, horizon=horizon)
+    prefix_only = LiveForecaster(model, n_draws=500, random_seed=0, place_own_range=False).update(
+        partial, horizon=horizon
+    )
     raw = prepare(partial, horizon=horizon, max_points=model.max_points, bounds_margin=model.bounds_margin)
     expected = own_range_bounds(model.data, partial, raw, model.bounds_margin)
     assert expected is not None
     assert (placed.data.lower[0], placed.data.upper[0]) == pytest.approx(expected)
     assert placed.data.bounds_source == ("data",)
-    assert (prefix_only.data.lower[0], prefix_only.data.upper[0]) == pytest.approx((raw.lower[0], raw.upper[0]))
+    assert (prefix_only.data.lower[0], prefix_only.data.upper[0]) == pytest.approx(
+        (raw.lower[0], raw.upper[0])
+    )
     # the curve draws are read back in reward units with the placed bounds
     assert float(np.ravel(placed.curve_draws.reward_scale)[0]) == pytest.approx(expected[1] - expected[0])
 
@@ -111,5 +121,7 @@ def test_a_live_update_on_a_stated_range_is_untouched(population):
     one = sim.table.select([sim.table.run_ids[0]])
     points = one.points[one.points["step"] <= one.points["step"].quantile(0.3)].reset_index(drop=True)
     partial = RunsTable(points=points, runs=one.runs, report=one.report)
-    update = LiveForecaster(model, n_draws=500, random_seed=0).update(partial, horizon=float(one.points["step"].max()))
+    update = LiveForecaster(model, n_draws=500, random_seed=0).update(
+        partial, horizon=float(one.points["step"].max())
+    )
     assert (update.data.lower[0], update.data.upper[0]) == (0.0, 1.0)

@@ -14,10 +14,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bayesgrpo.questions import stopping
-from bayesgrpo.questions.stopping import rules as stopping_rules
-from bayesgrpo.model.curves import CURVES, asymptote_from_levels, get_curve, time_to_fraction
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.curves import CURVES, asymptote_from_levels, get_curve, time_to_fraction
+from bayesgrpo.questions import stopping
 from bayesgrpo.questions.stopping import (
     LOW_RATE,
     PEAK_FROM_GAIN,
@@ -27,6 +26,7 @@ from bayesgrpo.questions.stopping import (
     PlateauRule,
     TargetRule,
 )
+from bayesgrpo.questions.stopping import rules as stopping_rules
 
 SHAPES = {
     "exp": {"tau": 0.3},
@@ -133,7 +133,7 @@ MU_A, SD_A, R0, TAU = 0.6, 0.1, 0.1, 0.25
 
 @pytest.fixture(scope="module")
 def normal_asymptote() -> CurveDraws:
-    """exp curves whose asymptote is Normal(MU_A, SD_A): every gain is normal."""
+    """Exp curves whose asymptote is Normal(MU_A, SD_A): every gain is normal."""
     draws = np.random.default_rng(1).normal(MU_A, SD_A, 200_000)
     return exp_with(draws, r0=R0, tau=TAU, step_scale=1000.0, horizon_step=1000.0)
 
@@ -192,9 +192,11 @@ def test_rate_peak_time_is_the_largest_rate(family, variant):
         "logistic": [{"t_mid": 0.3, "B": 0.6}, {"t_mid": 0.3, "B": 1.5}, {"t_mid": 2.0, "B": 5.0}],
         "power": [{"tau": 0.1, "alpha": 0.3}, {"tau": 0.3, "alpha": 1.0}, {"tau": 1.0, "alpha": 4.0}],
         "oscillator": [{"tau": 0.3, "zeta": 0.2}, {"tau": 0.3, "zeta": 1 + 1e-8}, {"tau": 0.5, "zeta": 3.0}],
-        "two_timescale": [{"tau": 0.1, "k": 0.8, "odds": 1.0, "ratio": 10.0},
-                          {"tau": 0.3, "k": 2.0, "odds": 0.25, "ratio": 4.0},
-                          {"tau": 0.3, "k": 4.0, "odds": 2.0, "ratio": 0.5}],
+        "two_timescale": [
+            {"tau": 0.1, "k": 0.8, "odds": 1.0, "ratio": 10.0},
+            {"tau": 0.3, "k": 2.0, "odds": 0.25, "ratio": 4.0},
+            {"tau": 0.3, "k": 4.0, "odds": 2.0, "ratio": 0.5},
+        ],
     }
     assert set(grids) == set(CURVES)
     shape = {k: np.array(v) for k, v in grids[family][variant].items()}
@@ -232,10 +234,16 @@ def test_exp_plateau_starts_where_the_rate_falls_below_its_threshold():
 @pytest.mark.parametrize(
     ("family", "shape", "steps"),
     [
-        ("weibull", {"tau": 0.4, "k": 3.0},
-         {"slow_start": [0, 20, 100], "rapid": [200, 400, 550], "plateau": [700, 1000, 3000]}),
-        ("logistic", {"t_mid": 0.4, "B": 4.0},
-         {"slow_start": [0, 100], "rapid": [400], "plateau": [2000, 5000]}),
+        (
+            "weibull",
+            {"tau": 0.4, "k": 3.0},
+            {"slow_start": [0, 20, 100], "rapid": [200, 400, 550], "plateau": [700, 1000, 3000]},
+        ),
+        (
+            "logistic",
+            {"t_mid": 0.4, "B": 4.0},
+            {"slow_start": [0, 100], "rapid": [400], "plateau": [2000, 5000]},
+        ),
         ("oscillator", {"tau": 0.3, "zeta": 0.5}, {"slow_start": [0, 5], "rapid": [150], "plateau": [3000]}),
     ],
 )
@@ -397,8 +405,10 @@ def test_max_reward_of_oscillators_agrees_with_a_dense_grid():
     rng = np.random.default_rng(5)
     n = 50
     params = {
-        "r0": rng.uniform(0, 0.5, n), "asymptote": rng.uniform(-0.5, 1.5, n),
-        "tau": np.exp(rng.normal(np.log(0.3), 0.7, n)), "zeta": np.exp(rng.normal(np.log(0.5), 0.8, n)),
+        "r0": rng.uniform(0, 0.5, n),
+        "asymptote": rng.uniform(-0.5, 1.5, n),
+        "tau": np.exp(rng.normal(np.log(0.3), 0.7, n)),
+        "zeta": np.exp(rng.normal(np.log(0.5), 0.8, n)),
     }
     cd = CurveDraws("oscillator", params, step_scale=1.0)
     for s, T in [(0.0, 1.0), (0.37, 0.9), (0.8, 3.0), (2.5, 6.0), (4.0, 4.3)]:
@@ -445,8 +455,15 @@ def test_many_runs_at_once_equal_one_run_at_a_time(family):
     ids = ("a", "b", "c", "d")
     together = all_answers(CurveDraws(family, params, run_ids=ids, **runs), step)
     alone = [
-        all_answers(CurveDraws(family, {k: v[:, r] for k, v in params.items()}, run_ids=(ids[r],),
-                               **{k: v[r] for k, v in runs.items()}), step[r])
+        all_answers(
+            CurveDraws(
+                family,
+                {k: v[:, r] for k, v in params.items()},
+                run_ids=(ids[r],),
+                **{k: v[r] for k, v in runs.items()},
+            ),
+            step[r],
+        )
         for r in range(4)
     ]
     np.testing.assert_allclose(np.hstack([a["gain"] for a in alone]), together["gain"], rtol=1e-12)
@@ -464,11 +481,23 @@ def test_decisions_table_columns():
     cd = fixed("exp", step_scale=1000.0, horizon_step=1000.0)
     decisions = [*PlateauRule(0.01).decide(cd, 100), *BudgetRule(0.001, 1.0).decide(cd, 100)]
     table = stopping.decisions_table(decisions)
-    assert list(table.columns[:10]) == ["run_id", "rule", "decision", "probability", "reason", "step",
-                                        "horizon_step", "expected_gain", "gain_lower", "gain_upper"]
+    assert list(table.columns[:10]) == [
+        "run_id",
+        "rule",
+        "decision",
+        "probability",
+        "reason",
+        "step",
+        "horizon_step",
+        "expected_gain",
+        "gain_lower",
+        "gain_upper",
+    ]
     assert {"best_step", "expected_net_value"} <= set(table.columns)
-    assert table["rule"].tolist() == ["PlateauRule(eps=0.01, prob=0.9)",
-                                      "BudgetRule(cost_per_step=0.001, value_per_unit_reward=1)"]
+    assert table["rule"].tolist() == [
+        "PlateauRule(eps=0.01, prob=0.9)",
+        "BudgetRule(cost_per_step=0.001, value_per_unit_reward=1)",
+    ]
     assert np.isnan(table["best_step"].iloc[0])
     assert list(stopping.decisions_table([]).columns)[:3] == ["run_id", "rule", "decision"]
 
@@ -486,13 +515,21 @@ def test_from_model_data_reproduces_the_models_reward_curves():
     data = prepare(simulate_runs(3, n_steps=[40, 60, 80], random_seed=4).table)
     # non-trivial bounds and progress axis: t = step * step_to_progress / progress_scale
     data = dataclasses.replace(
-        data, lower=np.array([-1.0, 0.0, 2.0]), upper=np.array([1.0, 0.5, 5.0]),
-        step_to_progress=np.array([1.0, 0.5, 2.0]), progress_scale=np.array([40.0, 30.0, 100.0]),
+        data,
+        lower=np.array([-1.0, 0.0, 2.0]),
+        upper=np.array([1.0, 0.5, 5.0]),
+        step_to_progress=np.array([1.0, 0.5, 2.0]),
+        progress_scale=np.array([40.0, 30.0, 100.0]),
     )
     rng = np.random.default_rng(3)
-    draws = {"r0": rng.uniform(0.1, 0.4, (20, 3)), "r1": rng.uniform(0.4, 0.9, (20, 3)),
-             "tau": np.exp(rng.normal(-1, 0.3, (20, 3))), "k": np.exp(rng.normal(0.4, 0.2, (20, 3))),
-             "sigma": np.full((20, 3), 0.05), "nu": np.full((20, 1), 4.0)}
+    draws = {
+        "r0": rng.uniform(0.1, 0.4, (20, 3)),
+        "r1": rng.uniform(0.4, 0.9, (20, 3)),
+        "tau": np.exp(rng.normal(-1, 0.3, (20, 3))),
+        "k": np.exp(rng.normal(0.4, 0.2, (20, 3))),
+        "sigma": np.full((20, 3), 0.05),
+        "nu": np.full((20, 1), 4.0),
+    }
     draws["asymptote"] = asymptote_from_levels(
         "weibull", draws["r0"], draws["r1"], tau=draws["tau"], k=draws["k"]
     )
@@ -547,13 +584,17 @@ def _good_params(n: int = 4) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda cd: stopping.remaining_gain(cd, 1200, 1000),
-         r"step_now=1200 is past the horizon 1000 of run '0'"),
+        (
+            lambda cd: stopping.remaining_gain(cd, 1200, 1000),
+            r"step_now=1200 is past the horizon 1000 of run '0'",
+        ),
         (lambda cd: stopping.remaining_gain(cd, -1, 1000), r"step_now must be finite and >= 0"),
         (lambda cd: stopping.remaining_gain(cd, [1, 2], 1000), r"step_now has shape \(2,\)"),
         (lambda cd: stopping.prob_gain_below(cd, 10, 1000, eps=-0.01), r"eps must be a finite number >= 0"),
-        (lambda cd: stopping.expected_gain(cd, 10, 1000, interval=1.0),
-         r"interval must lie strictly between 0 and 1"),
+        (
+            lambda cd: stopping.expected_gain(cd, 10, 1000, interval=1.0),
+            r"interval must lie strictly between 0 and 1",
+        ),
         (lambda cd: stopping.steps_to_fraction(cd, fractions=(0.5, 1.0)), r"fractions of the gain must lie"),
         (lambda cd: stopping.remaining_gain(cd, 10), r"no horizon: pass horizon_step"),
         (lambda cd: stopping.phase(cd, np.nan), r"step_now must be finite"),
@@ -578,10 +619,14 @@ def test_bad_questions_raise_clear_errors(call, message):
         (lambda: BudgetRule(1.0, 0.0), r"value_per_unit_reward must be finite and > 0"),
         (lambda: BudgetRule(1.0, 1.0, n_grid=0), r"n_grid must be a positive integer"),
         (lambda: CurveDraws("exponential", _good_params()), r"unknown curve family 'exponential'"),
-        (lambda: CurveDraws("exp", {**_good_params(), "tua": np.ones(4)}),
-         r"unknown curve parameters \['tua'\]"),
-        (lambda: CurveDraws("exp", {"r0": np.zeros(4), "tau": np.ones(4)}),
-         r"curve parameters \['asymptote \(or r1\)'\] are missing"),
+        (
+            lambda: CurveDraws("exp", {**_good_params(), "tua": np.ones(4)}),
+            r"unknown curve parameters \['tua'\]",
+        ),
+        (
+            lambda: CurveDraws("exp", {"r0": np.zeros(4), "tau": np.ones(4)}),
+            r"curve parameters \['asymptote \(or r1\)'\] are missing",
+        ),
         (lambda: CurveDraws("exp", {**_good_params(), "tau": np.ones(3)}), r"'tau' has shape \(3,\)"),
         (lambda: CurveDraws("exp", {**_good_params(), "tau": -np.ones(4)}), r"'tau' must be > 0"),
         (lambda: CurveDraws("exp", {**_good_params(), "r0": np.full(4, np.nan)}), r"'r0' has non-finite"),
@@ -606,16 +651,24 @@ def test_curve_draws_are_read_only():
 def test_select_keeps_each_runs_draws_and_scales_in_the_order_given():
     draws = CurveDraws(
         "exp",
-        {"r0": np.array([[0.1, 0.2, 0.3]] * 2), "asymptote": np.array([[0.5, 0.6, 0.7]] * 2),
-         "tau": np.array([[1.0, 2.0, 3.0]] * 2)},
-        step_scale=[10.0, 20.0, 30.0], reward_scale=[1.0, 2.0, 3.0], horizon_step=[100.0, 200.0, 300.0],
-        run_ids=("a", "b", "c"), step_offset=1.0,
+        {
+            "r0": np.array([[0.1, 0.2, 0.3]] * 2),
+            "asymptote": np.array([[0.5, 0.6, 0.7]] * 2),
+            "tau": np.array([[1.0, 2.0, 3.0]] * 2),
+        },
+        step_scale=[10.0, 20.0, 30.0],
+        reward_scale=[1.0, 2.0, 3.0],
+        horizon_step=[100.0, 200.0, 300.0],
+        run_ids=("a", "b", "c"),
+        step_offset=1.0,
     )
     picked = draws.select(["c", "a"])
     assert picked.run_ids == ("c", "a") and picked.step_offset == 1.0
     np.testing.assert_array_equal(picked.params["tau"], [[3.0, 1.0]] * 2)
     np.testing.assert_array_equal(picked.step_scale, [30.0, 10.0])
     np.testing.assert_array_equal(picked.horizon_step, [300.0, 100.0])
-    np.testing.assert_array_equal(stopping.remaining_gain(picked, [5.0, 5.0]), stopping.remaining_gain(draws, [5.0] * 3)[:, [2, 0]])
+    np.testing.assert_array_equal(
+        stopping.remaining_gain(picked, [5.0, 5.0]), stopping.remaining_gain(draws, [5.0] * 3)[:, [2, 0]]
+    )
     with pytest.raises(BayesGRPOError, match=r"\['z'\] are not in"):
         draws.select(["z"])

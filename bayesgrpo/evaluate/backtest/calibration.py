@@ -83,9 +83,12 @@ def stop_probability_calibration(
                 continue
             unit = float(np.ravel(update.curve_draws.reward_scale)[0])
             realised = float(smooth[-1] - smooth[i]) / unit
-            predicted = _smoothed_gain_draws(
-                update, rewards, steps, i, window, run_seed(random_seed, "calibration", run_id, i)
-            ) / unit
+            predicted = (
+                _smoothed_gain_draws(
+                    update, rewards, steps, i, window, run_seed(random_seed, "calibration", run_id, i)
+                )
+                / unit
+            )
             for eps in eps_values:
                 probability = float(
                     prob_gain_below(update.curve_draws, steps[i], steps[-1], eps=eps, relative=True)[0]
@@ -106,7 +109,14 @@ def stop_probability_calibration(
     return pd.DataFrame(
         rows,
         columns=[
-            "run_id", "step", "progress", "eps", "probability", "predictive_probability", "realised_gain", "below"
+            "run_id",
+            "step",
+            "progress",
+            "eps",
+            "probability",
+            "predictive_probability",
+            "realised_gain",
+            "below",
         ],
     )
 
@@ -116,7 +126,8 @@ def _smoothed_gain_draws(
 ) -> np.ndarray:
     """Predictive draws (S,) of the smoothed reward's gain from point ``i`` to the last point,
     in reward units: the points up to ``i`` as logged, the later ones drawn (curve plus a logged
-    point's noise), each draw smoothed over ``window`` like the reference."""
+    point's noise), each draw smoothed over ``window`` like the reference.
+    """
     n = rewards.size
     future = logged_reward_draws(update, steps[i + 1 :], seed)  # (S, n - i - 1)
     full = np.concatenate([np.broadcast_to(rewards[: i + 1], (future.shape[0], i + 1)), future], axis=1)

@@ -20,9 +20,6 @@ if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
 
 
-
-
-
 #: Name of the Bayesian model among the methods of :func:`forecast_backtest`.
 BAYES_METHOD = "bayesgrpo"
 DEFAULT_CUTS: tuple[float, ...] = (0.1, 0.25, 0.5)
@@ -39,7 +36,6 @@ FINAL_FRACTION = 0.05
 SMOOTHING_FRACTION = 0.05
 #: Fewest observed points a cut must leave for a forecast to be scored.
 MIN_OBSERVED = 3
-
 
 
 # What a live update may raise on an odd prefix (the package's own errors; numpy's LinAlgError is

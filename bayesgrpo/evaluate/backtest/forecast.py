@@ -42,7 +42,9 @@ logger = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------
 
 
-def forecaster_for(population: RewardModel | LiveForecaster, n_draws: int, seed: int | None) -> LiveForecaster:
+def forecaster_for(
+    population: RewardModel | LiveForecaster, n_draws: int, seed: int | None
+) -> LiveForecaster:
     from bayesgrpo.questions.live import LiveForecaster
 
     if isinstance(population, LiveForecaster):
@@ -71,7 +73,8 @@ def _bayes_forecast(
 
 def logged_reward_draws(update: Any, steps: np.ndarray, seed: int | None) -> np.ndarray:
     """Draws (S, N) of the logged reward at ``steps`` after a live update: the curve plus one
-    logged point's noise, sigma (normalised units, noise floor included) x Student-t(nu)."""
+    logged point's noise, sigma (normalised units, noise floor included) x Student-t(nu).
+    """
     from bayesgrpo.questions.stopping import reward_at
 
     cd, posterior = update.curve_draws, update.posterior

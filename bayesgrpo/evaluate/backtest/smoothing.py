@@ -60,7 +60,8 @@ def cross_validated_window(rewards: np.ndarray) -> int:
 
 def _window_sums(rewards: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     """Sums and counts of the centred window of odd length ``window`` at every point, cut at the
-    ends to the points that exist."""
+    ends to the points that exist.
+    """
     n = rewards.size
     half = window // 2
     csum = np.concatenate([[0.0], np.cumsum(rewards)])
@@ -98,7 +99,9 @@ def rolling_mean(rewards: np.ndarray, window: int) -> np.ndarray:
     return sums / counts
 
 
-def reward_given_up(smooth: np.ndarray, spread: float, steps: np.ndarray, stop_step: float) -> tuple[float, float]:
+def reward_given_up(
+    smooth: np.ndarray, spread: float, steps: np.ndarray, stop_step: float
+) -> tuple[float, float]:
     """What stopping at ``stop_step`` gives up, against the run's best and against its end.
 
     Parameters
@@ -120,5 +123,3 @@ def reward_given_up(smooth: np.ndarray, spread: float, steps: np.ndarray, stop_s
     """
     at = int(np.searchsorted(steps, stop_step))
     return max(0.0, float(smooth.max() - smooth[at])) / spread, float(smooth[-1] - smooth[at]) / spread
-
-

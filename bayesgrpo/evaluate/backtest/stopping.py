@@ -44,7 +44,8 @@ logger = logging.getLogger(__name__)
 
 def check_indices(points: pd.DataFrame, fraction: float) -> list[int]:
     """Indices (into the run's points) of the online checks: the last point at or before each
-    ``k * fraction`` of the step span, k = 1, 2... before the end, without repeats."""
+    ``k * fraction`` of the step span, k = 1, 2... before the end, without repeats.
+    """
     steps = points["step"].to_numpy(dtype=float)
     first, last = steps[0], steps[-1]
     indices: list[int] = []
@@ -162,10 +163,13 @@ def _baseline_stop(
     return None if stop is None else float(stop)
 
 
-def update_at_check(live: LiveForecaster, run: RunsTable, points: pd.DataFrame, i: int, horizon: float) -> Any:
+def update_at_check(
+    live: LiveForecaster, run: RunsTable, points: pd.DataFrame, i: int, horizon: float
+) -> Any:
     """The live update of a run's points up to index ``i`` (an online check), or None when there
     is no answer: a single point (it says nothing about a slope) or an update that failed
-    (logged)."""
+    (logged).
+    """
     from bayesgrpo.model.laplace import LiveUpdateWarning
 
     if i + 1 < 2:
@@ -175,8 +179,12 @@ def update_at_check(live: LiveForecaster, run: RunsTable, points: pd.DataFrame, 
             warnings.simplefilter("ignore", LiveUpdateWarning)
             return live.update(prefix_table(run, points.iloc[: i + 1]), horizon=horizon)
     except UPDATE_ERRORS as exc:
-        logger.warning("live update of %s at step %g failed (%s); going on", run.run_ids[0],
-                       float(points["step"].iloc[i]), exc)
+        logger.warning(
+            "live update of %s at step %g failed (%s); going on",
+            run.run_ids[0],
+            float(points["step"].iloc[i]),
+            exc,
+        )
         return None
 
 
@@ -188,8 +196,8 @@ def _bayes_stops(
     check_every_fraction: float,
 ) -> dict[str, tuple[float | None, float]]:
     """Online: at each check the run's prefix is updated live and every rule not yet stopped is
-    asked; returns ``name -> (stop step or None, probability behind the stop)``."""
-
+    asked; returns ``name -> (stop step or None, probability behind the stop)``.
+    """
     steps = points["step"].to_numpy(dtype=float)
     last = float(steps[-1])
     horizon = planned_horizon(run)
@@ -319,8 +327,6 @@ def stopping_backtest(
         "probability",
     ]
     return pd.DataFrame(rows, columns=columns)
-
-
 
 
 def frontier(stopping: pd.DataFrame) -> pd.DataFrame:

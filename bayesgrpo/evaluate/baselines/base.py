@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bayesgrpo.errors import BaselineInputError, BayesGRPOError
+from bayesgrpo.errors import BaselineInputError
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,6 @@ logger = logging.getLogger(__name__)
 # scipy raise ValueError / RuntimeError; ArithmeticError covers overflow and division). A fit
 # that raises one of these falls back to persistence; anything else is a bug and propagates.
 FIT_ERRORS = (ValueError, ArithmeticError, RuntimeError)
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,9 +98,13 @@ def prepare_prefix(steps: np.ndarray, rewards: np.ndarray, target_steps: np.ndar
         logger.warning("baseline input: dropped %d point(s) with a non-finite step or reward", n_dropped)
     steps, rewards = steps[keep], rewards[keep]
     if steps.size == 0:
-        raise BaselineInputError("no finite (step, reward) point in the prefix; a forecast needs at least one")
+        raise BaselineInputError(
+            "no finite (step, reward) point in the prefix; a forecast needs at least one"
+        )
     if np.any(steps < 0) or np.any(target < 0):
-        raise BaselineInputError("steps must be >= 0 (optimizer steps); shift the progress axis to start at 0")
+        raise BaselineInputError(
+            "steps must be >= 0 (optimizer steps); shift the progress axis to start at 0"
+        )
     order = np.argsort(steps, kind="stable")
     steps, rewards = steps[order], rewards[order]
     horizon = float(max(target.max(), steps.max()))
@@ -112,7 +115,6 @@ def prepare_prefix(steps: np.ndarray, rewards: np.ndarray, target_steps: np.ndar
 
 def base_info(prefix: Prefix) -> dict[str, Any]:
     return {"horizon": prefix.horizon, "n_points": int(prefix.steps.size), "n_dropped": prefix.n_dropped}
-
 
 
 def check_positive_int(name: str, value: int, minimum: int = 1) -> int:

@@ -120,18 +120,30 @@ DOMHAN_FAMILIES: tuple[_DomhanFamily, ...] = (
 )
 
 
-def _family_prior_ok(family: _DomhanFamily, p: np.ndarray, x_ends: np.ndarray,
-                     y_lim_range: tuple[float, float]) -> np.ndarray:
+def _family_prior_ok(
+    family: _DomhanFamily, p: np.ndarray, x_ends: np.ndarray, y_lim_range: tuple[float, float]
+) -> np.ndarray:
     """Domhan's per-family prior support, for rows ``p`` (W, k): finite, not decreasing from the
-    first observed point to the horizon (their soft monotonicity), and a sane value at the horizon."""
+    first observed point to the horizon (their soft monotonicity), and a sane value at the horizon.
+    """
     ends = family.fn(x_ends, p)
-    return (np.all(np.isfinite(ends), axis=1) & (ends[:, 0] <= ends[:, 1])
-            & (ends[:, 1] >= y_lim_range[0]) & (ends[:, 1] <= y_lim_range[1]))
+    return (
+        np.all(np.isfinite(ends), axis=1)
+        & (ends[:, 0] <= ends[:, 1])
+        & (ends[:, 1] >= y_lim_range[0])
+        & (ends[:, 1] <= y_lim_range[1])
+    )
 
 
-def _fit_family_ml(family: _DomhanFamily, x: np.ndarray, y: np.ndarray, x_ends: np.ndarray,
-                   y_lim_range: tuple[float, float], n_starts: int,
-                   rng: np.random.Generator) -> tuple[np.ndarray | None, str]:
+def _fit_family_ml(
+    family: _DomhanFamily,
+    x: np.ndarray,
+    y: np.ndarray,
+    x_ends: np.ndarray,
+    y_lim_range: tuple[float, float],
+    n_starts: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray | None, str]:
     """Maximum-likelihood (least-squares, Levenberg-Marquardt) fit of one family.
 
     Starts from the published start and ``n_starts - 1`` random log-normal perturbations of it,
@@ -151,7 +163,9 @@ def _fit_family_ml(family: _DomhanFamily, x: np.ndarray, y: np.ndarray, x_ends: 
         finite = np.isfinite(cost) & np.all(np.isfinite(params), axis=1)
         if not finite.any():
             return None, "no start gave a finite fit"
-        in_prior = finite & _family_prior_ok(family, np.where(finite[:, None], params, base), x_ends, y_lim_range)
+        in_prior = finite & _family_prior_ok(
+            family, np.where(finite[:, None], params, base), x_ends, y_lim_range
+        )
     if not in_prior.any():
         return None, "optimum outside the prior (decreasing, or implausible at the horizon)"
     best = int(np.argmin(np.where(in_prior, cost, np.inf)))
@@ -295,7 +309,9 @@ def forecast_domhan_ensemble(
     rng = np.random.default_rng(random_seed)
     y_raw = prefix.rewards
     if y_raw.size < 5:
-        return persistence_fallback(name, prefix, n_draws, rng, f"{y_raw.size} points, the ensemble needs at least 5", start)
+        return persistence_fallback(
+            name, prefix, n_draws, rng, f"{y_raw.size} points, the ensemble needs at least 5", start
+        )
     lo, span = float(y_raw.min()), float(np.ptp(y_raw))
     if span <= 1e-12 * max(1.0, abs(float(y_raw.mean()))):
         return persistence_fallback(name, prefix, n_draws, rng, "constant rewards", start)
@@ -319,11 +335,13 @@ def forecast_domhan_ensemble(
                 fitted.append(family)
                 ml_params.append(params)
         if not fitted:
-            return persistence_fallback(name, prefix, n_draws, rng, "no curve family could be fitted", start,
-                             families_dropped=dropped)
+            return persistence_fallback(
+                name, prefix, n_draws, rng, "no curve family could be fitted", start, families_dropped=dropped
+            )
         sizes = np.cumsum([0] + [len(f.params) for f in fitted])
-        ensemble = _Ensemble(tuple(fitted), tuple(slice(a, b) for a, b in pairwise(sizes)),
-                             x, y, x_ends, y_lim_range)
+        ensemble = _Ensemble(
+            tuple(fitted), tuple(slice(a, b) for a, b in pairwise(sizes)), x, y, x_ends, y_lim_range
+        )
         theta_ml = np.concatenate(ml_params + [np.zeros(1), np.ones(len(fitted))])
         with np.errstate(all="ignore"):
             residual = y - ensemble.mean(theta_ml[None, :], x)[0]
@@ -338,7 +356,9 @@ def forecast_domhan_ensemble(
         mean = ensemble.mean(samples[pick], x_target)
         finite = np.all(np.isfinite(mean), axis=1)
     if not finite.any():
-        return persistence_fallback(name, prefix, n_draws, rng, "no posterior sample gives finite predictions", start)
+        return persistence_fallback(
+            name, prefix, n_draws, rng, "no posterior sample gives finite predictions", start
+        )
     rows = np.flatnonzero(finite)[rng.integers(0, int(finite.sum()), size=n_draws)]
     sigma, _ = ensemble.split(samples[pick[rows]])
     draws_norm = mean[rows] + sigma[:, None] * rng.standard_normal((n_draws, x_target.size))
@@ -364,10 +384,17 @@ def forecast_domhan_ensemble(
     return BaselineForecast(name, prefix.target_steps, draws, info)
 
 
-def _run_emcee(ensemble: _Ensemble, theta_ml: np.ndarray, n_walkers: int, n_steps: int, init_ball: float,
-               rng: np.random.Generator) -> tuple[np.ndarray, float, int]:
+def _run_emcee(
+    ensemble: _Ensemble,
+    theta_ml: np.ndarray,
+    n_walkers: int,
+    n_steps: int,
+    init_ball: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float, int]:
     """Run emcee's ensemble sampler from a ball around ``theta_ml``; returns the chain
-    (n_steps, walkers, ndim), the mean acceptance fraction and the number of walkers."""
+    (n_steps, walkers, ndim), the mean acceptance fraction and the number of walkers.
+    """
     import emcee
 
     ndim = ensemble.ndim

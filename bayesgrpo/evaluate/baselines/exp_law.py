@@ -35,8 +35,8 @@ def _exp_natural(theta: np.ndarray, r0: np.ndarray) -> dict[str, np.ndarray]:
     return {"A": theta[:, 0], "R0": theta[:, 1], "tau": np.exp(theta[:, 2])}
 
 
-
 _EXP_LAW = LeastSquaresLaw("exp_least_squares", _exp_curve, _exp_natural, r0_from_data=False)
+
 
 def forecast_exp_least_squares(
     steps: np.ndarray,
@@ -98,7 +98,9 @@ def forecast_exp_least_squares(
     y, t = prefix.rewards, prefix.t
     n_par = 3
     if y.size < n_par + 2:
-        return persistence_fallback(name, prefix, n_draws, rng, f"{y.size} points, the law needs at least {n_par + 2}", start)
+        return persistence_fallback(
+            name, prefix, n_draws, rng, f"{y.size} points, the law needs at least {n_par + 2}", start
+        )
     if np.ptp(y) <= 1e-12 * max(1.0, abs(float(y.mean()))):
         return persistence_fallback(name, prefix, n_draws, rng, "constant rewards", start)
     low, high = reward_box(y, reward_bounds, asymptote_margin)
@@ -107,15 +109,36 @@ def forecast_exp_least_squares(
     n_edge = edge_points(y.size, 0.1)
     head, tail, span = float(y[:n_edge].mean()), float(y[-n_edge:].mean()), float(np.ptp(y))
     t_end = max(float(t.max()), 1e-3)
-    starts = np.array([[a, head, math.log(tau)] for a in (tail, tail + 0.5 * span * np.sign(tail - head))
-                       for tau in (0.2 * t_end, t_end, 5.0 * t_end)])
+    starts = np.array(
+        [
+            [a, head, math.log(tau)]
+            for a in (tail, tail + 0.5 * span * np.sign(tail - head))
+            for tau in (0.2 * t_end, t_end, 5.0 * t_end)
+        ]
+    )
     try:
         theta_hat, _ = fit_least_squares(_EXP_LAW, t, y, math.nan, starts, lower, upper)
-        draws, info = bootstrap_forecast(_EXP_LAW, prefix, theta_hat=theta_hat, r0_hat=math.nan, n_head=n_edge,
-                                          lower=lower, upper=upper, n_boot=n_boot, n_draws=n_draws, rng=rng)
+        draws, info = bootstrap_forecast(
+            _EXP_LAW,
+            prefix,
+            theta_hat=theta_hat,
+            r0_hat=math.nan,
+            n_head=n_edge,
+            lower=lower,
+            upper=upper,
+            n_boot=n_boot,
+            n_draws=n_draws,
+            rng=rng,
+        )
     except FIT_ERRORS as exc:
         return persistence_fallback(name, prefix, n_draws, rng, f"{type(exc).__name__}: {exc}", start)
-    info = {"status": "ok", "fallback": None, **info, "tau_steps": info["params"]["tau"] * prefix.horizon,
-            "bounds": {"A": (low, high), "R0": (low, high), "tau": tuple(tau_range)}, **base_info(prefix)}
+    info = {
+        "status": "ok",
+        "fallback": None,
+        **info,
+        "tau_steps": info["params"]["tau"] * prefix.horizon,
+        "bounds": {"A": (low, high), "R0": (low, high), "tau": tuple(tau_range)},
+        **base_info(prefix),
+    }
     info["seconds"] = time.perf_counter() - start
     return BaselineForecast(name, prefix.target_steps, draws, info)

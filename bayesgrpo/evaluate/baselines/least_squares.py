@@ -37,7 +37,6 @@ class LeastSquaresLaw:
     r0_from_data: bool
 
 
-
 def batched_lm(
     residuals: Callable[[np.ndarray], np.ndarray],
     theta0: np.ndarray,
@@ -99,8 +98,15 @@ def batched_lm(
     return theta, cost
 
 
-def fit_least_squares(law: LeastSquaresLaw, t: np.ndarray, y: np.ndarray, r0: float, starts: np.ndarray,
-                       lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, float]:
+def fit_least_squares(
+    law: LeastSquaresLaw,
+    t: np.ndarray,
+    y: np.ndarray,
+    r0: float,
+    starts: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+) -> tuple[np.ndarray, float]:
     """Best least-squares fit over several starts (scipy's dogbox trust region, in a box)."""
     from scipy.optimize import least_squares
 
@@ -123,9 +129,12 @@ def fit_least_squares(law: LeastSquaresLaw, t: np.ndarray, y: np.ndarray, r0: fl
     return best_theta, best_cost
 
 
-def reward_box(y: np.ndarray, reward_bounds: tuple[float, float] | None, margin: float) -> tuple[float, float]:
+def reward_box(
+    y: np.ndarray, reward_bounds: tuple[float, float] | None, margin: float
+) -> tuple[float, float]:
     """Bounds of the asymptote and start level: the known reward bounds, else the prefix's range
-    widened by ``margin`` ranges on each side."""
+    widened by ``margin`` ranges on each side.
+    """
     if reward_bounds is not None:
         low, high = float(reward_bounds[0]), float(reward_bounds[1])
         if not (np.isfinite(low) and np.isfinite(high) and low < high):

@@ -41,8 +41,9 @@ def _rolling_residual_sd(y: np.ndarray, window: int) -> float:
     return float(np.sqrt(np.mean(residuals**2) / (1.0 - 1.0 / w)))
 
 
-def _persistence(prefix: Prefix, n_draws: int, rng: np.random.Generator, tail_fraction: float,
-                 min_tail: int) -> tuple[np.ndarray, dict[str, Any]]:
+def _persistence(
+    prefix: Prefix, n_draws: int, rng: np.random.Generator, tail_fraction: float, min_tail: int
+) -> tuple[np.ndarray, dict[str, Any]]:
     """Draws and info of the persistence forecast (see :func:`forecast_persistence`)."""
     y = prefix.rewards
     n = y.size
@@ -106,12 +107,18 @@ def forecast_persistence(
     return BaselineForecast("persistence", prefix.target_steps, draws, info)
 
 
-def persistence_fallback(name: str, prefix: Prefix, n_draws: int, rng: np.random.Generator, reason: str,
-              start: float, **extra: Any) -> BaselineForecast:
+def persistence_fallback(
+    name: str, prefix: Prefix, n_draws: int, rng: np.random.Generator, reason: str, start: float, **extra: Any
+) -> BaselineForecast:
     """Persistence in place of a method whose fit failed; the reason goes to ``info``."""
     logger.info("%s: fit failed (%s); falling back to persistence", name, reason)
     draws, pinfo = _persistence(prefix, n_draws, rng, 0.1, 3)
-    info = {"status": "fallback", "fallback": f"persistence: {reason}", "persistence": pinfo,
-            **extra, **base_info(prefix)}
+    info = {
+        "status": "fallback",
+        "fallback": f"persistence: {reason}",
+        "persistence": pinfo,
+        **extra,
+        **base_info(prefix),
+    }
     info["seconds"] = time.perf_counter() - start
     return BaselineForecast(name, prefix.target_steps, draws, info)

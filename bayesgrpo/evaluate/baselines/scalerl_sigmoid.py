@@ -48,9 +48,13 @@ def _sigmoid_natural_free_r0(theta: np.ndarray, r0: np.ndarray) -> dict[str, np.
     return _sigmoid_natural_fixed_r0(theta[:, [0, 2, 3]], theta[:, 1])
 
 
+_SIGMOID_FIXED_R0 = LeastSquaresLaw(
+    "scalerl_sigmoid", _sigmoid_curve_fixed_r0, _sigmoid_natural_fixed_r0, r0_from_data=True
+)
+_SIGMOID_FREE_R0 = LeastSquaresLaw(
+    "scalerl_sigmoid", _sigmoid_curve_free_r0, _sigmoid_natural_free_r0, r0_from_data=False
+)
 
-_SIGMOID_FIXED_R0 = LeastSquaresLaw("scalerl_sigmoid", _sigmoid_curve_fixed_r0, _sigmoid_natural_fixed_r0, r0_from_data=True)
-_SIGMOID_FREE_R0 = LeastSquaresLaw("scalerl_sigmoid", _sigmoid_curve_free_r0, _sigmoid_natural_free_r0, r0_from_data=False)
 
 def forecast_scalerl_sigmoid(
     steps: np.ndarray,
@@ -107,7 +111,9 @@ def forecast_scalerl_sigmoid(
     law = _SIGMOID_FREE_R0 if fit_r0 else _SIGMOID_FIXED_R0
     n_par = 4 if fit_r0 else 3
     if y.size < n_par + 2:
-        return persistence_fallback(name, prefix, n_draws, rng, f"{y.size} points, the law needs at least {n_par + 2}", start)
+        return persistence_fallback(
+            name, prefix, n_draws, rng, f"{y.size} points, the law needs at least {n_par + 2}", start
+        )
     if np.ptp(y) <= 1e-12 * max(1.0, abs(float(y.mean()))):
         return persistence_fallback(name, prefix, n_draws, rng, "constant rewards", start)
     low, high = reward_box(y, reward_bounds, asymptote_margin)
@@ -118,8 +124,12 @@ def forecast_scalerl_sigmoid(
     t_end = max(float(t.max()), 1e-3)
     log_c = (math.log(c_mid_range[0]), math.log(c_mid_range[1]))
     log_b = (math.log(b_range[0]), math.log(b_range[1]))
-    grid = [(a, math.log(c), math.log(b)) for a in (tail, tail + 0.5 * span * np.sign(tail - head))
-            for c in (0.3 * t_end, t_end, 3.0 * t_end) for b in (1.0, 2.0)]
+    grid = [
+        (a, math.log(c), math.log(b))
+        for a in (tail, tail + 0.5 * span * np.sign(tail - head))
+        for c in (0.3 * t_end, t_end, 3.0 * t_end)
+        for b in (1.0, 2.0)
+    ]
     if fit_r0:
         starts = np.array([(a, head, c, b) for a, c, b in grid])
         lower = np.array([low, low, log_c[0], log_b[0]])
@@ -131,12 +141,29 @@ def forecast_scalerl_sigmoid(
     r0_hat = math.nan if fit_r0 else head
     try:
         theta_hat, _ = fit_least_squares(law, t, y, r0_hat, starts, lower, upper)
-        draws, info = bootstrap_forecast(law, prefix, theta_hat=theta_hat, r0_hat=r0_hat, n_head=n_head,
-                                          lower=lower, upper=upper, n_boot=n_boot, n_draws=n_draws, rng=rng)
+        draws, info = bootstrap_forecast(
+            law,
+            prefix,
+            theta_hat=theta_hat,
+            r0_hat=r0_hat,
+            n_head=n_head,
+            lower=lower,
+            upper=upper,
+            n_boot=n_boot,
+            n_draws=n_draws,
+            rng=rng,
+        )
     except FIT_ERRORS as exc:
         return persistence_fallback(name, prefix, n_draws, rng, f"{type(exc).__name__}: {exc}", start)
-    info = {"status": "ok", "fallback": None, **info, "c_mid_steps": info["params"]["C_mid"] * prefix.horizon,
-            "r0_fitted": bool(fit_r0), "n_head": n_head,
-            "bounds": {"A": (low, high), "C_mid": tuple(c_mid_range), "B": tuple(b_range)}, **base_info(prefix)}
+    info = {
+        "status": "ok",
+        "fallback": None,
+        **info,
+        "c_mid_steps": info["params"]["C_mid"] * prefix.horizon,
+        "r0_fitted": bool(fit_r0),
+        "n_head": n_head,
+        "bounds": {"A": (low, high), "C_mid": tuple(c_mid_range), "B": tuple(b_range)},
+        **base_info(prefix),
+    }
     info["seconds"] = time.perf_counter() - start
     return BaselineForecast(name, prefix.target_steps, draws, info)

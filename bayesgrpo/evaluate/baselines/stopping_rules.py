@@ -19,11 +19,15 @@ from bayesgrpo.evaluate.baselines.base import BaselineInputError, check_positive
 # --------------------------------------------------------------------------------------------
 
 
-def _steps_rewards(steps: np.ndarray, rewards: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def _steps_rewards(
+    steps: np.ndarray, rewards: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Check one run's points for a stopping rule: 1-D, one length, finite, steps increasing."""
     steps = np.asarray(steps, dtype=np.float64)
     if steps.ndim != 1 or steps.size == 0 or not np.all(np.isfinite(steps)):
-        raise BaselineInputError(f"steps must be a non-empty 1-D array of finite steps, got shape {steps.shape}")
+        raise BaselineInputError(
+            f"steps must be a non-empty 1-D array of finite steps, got shape {steps.shape}"
+        )
     if np.any(np.diff(steps) <= 0):
         raise BaselineInputError("steps must be strictly increasing (one logged point per step, in order)")
     if rewards is None:
@@ -71,7 +75,8 @@ def stop_fixed_fraction(steps: np.ndarray, total_steps: float, fraction: float =
 
 def _smooth(rewards: np.ndarray, window: int, method: Literal["rolling", "ema"]) -> np.ndarray:
     """Causal smoothing: trailing rolling mean over ``window`` points (fewer at the start), or an
-    exponential moving average with ``alpha = 2 / (window + 1)`` started at the first point."""
+    exponential moving average with ``alpha = 2 / (window + 1)`` started at the first point.
+    """
     if method == "rolling":
         csum = np.concatenate([[0.0], np.cumsum(rewards)])
         idx = np.arange(1, rewards.size + 1)

@@ -45,7 +45,6 @@ Splits (which population predicts which run)
       unknown size included), so the size effect must extrapolate or interpolate.
 """
 
-
 from __future__ import annotations
 
 from bayesgrpo.evaluate.transfer_eval.metadata import (

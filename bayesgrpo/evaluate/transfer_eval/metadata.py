@@ -11,9 +11,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
-
 #: Metadata a zero-shot prediction uses besides the reward range (the population mean drops all).
 COVARIATES: tuple[str, ...] = ("family", "size_b", "task", "samples_per_step", "batch_size", "group_size")
 #: Shares of a run's step span observed by the prefix methods.

@@ -132,5 +132,10 @@ def run_out_populations(
     if not run_ids:
         raise BacktestError("no run to hold out (none states reward_min and reward_max)")
     return held_out_populations(
-        table, {r: [r] for r in run_ids}, fit_kwargs, random_seed, model_kwargs=model_kwargs, label="run %s held out"
+        table,
+        {r: [r] for r in run_ids},
+        fit_kwargs,
+        random_seed,
+        model_kwargs=model_kwargs,
+        label="run %s held out",
     )

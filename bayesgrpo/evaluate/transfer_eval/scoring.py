@@ -68,7 +68,6 @@ SCORE_COLUMNS = [
 PREDICTION_ERRORS = (BayesGRPOError, ValueError, ArithmeticError)
 
 
-
 # --------------------------------------------------------------------------------------------
 # Forecast draws and scores
 # --------------------------------------------------------------------------------------------
@@ -262,7 +261,12 @@ def transfer_scores(
             for method, meta in metadatas.items():
                 start = time.perf_counter()
                 draws, status = _predict(
-                    population, meta, horizon, all_steps, n_draws, run_seed(random_seed, split, run_id, method)
+                    population,
+                    meta,
+                    horizon,
+                    all_steps,
+                    n_draws,
+                    run_seed(random_seed, split, run_id, method),
                 )
                 seconds = time.perf_counter() - start
                 for window, (_, scored) in windows.items():

@@ -17,9 +17,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
-
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
        color: #222; line-height: 1.4; padding: 0 1em; }

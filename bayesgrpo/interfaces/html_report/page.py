@@ -125,7 +125,11 @@ def write_report(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", LiveUpdateWarning)  # shown per run as its Pareto k
                 update = live.update(table.select([run_id]), horizon=horizons[run_id])
-            draws[run_id], steps[run_id], pareto[run_id] = update.curve_draws, update.step, update.posterior.pareto_k
+            draws[run_id], steps[run_id], pareto[run_id] = (
+                update.curve_draws,
+                update.step,
+                update.posterior.pareto_k,
+            )
         model = population
         mode = live_mode_text(population)
         fitted_on_table = None
@@ -148,45 +152,74 @@ def write_report(
     bounds = table.runs[["reward_min", "reward_max"]].astype(float)
     normalise = bool(bounds.isna().any().any() or bounds.nunique().max() > 1)
     plotting.plot_runs(table, color_by="family", normalise=normalise, smooth=0.05, ax=ax)
-    sections.append(img_tag(plotting.figure_png(figure, dpi=dpi), "logged curves of every run")
-                    + ('<p class="note">Each run on its own reward range (0 = its lower bound, 1 = its upper one), '
-                       "smoothed over 5% of its points.</p>" if normalise else ""))
+    sections.append(
+        img_tag(plotting.figure_png(figure, dpi=dpi), "logged curves of every run")
+        + (
+            '<p class="note">Each run on its own reward range (0 = its lower bound, 1 = its upper one), '
+            "smoothed over 5% of its points.</p>"
+            if normalise
+            else ""
+        )
+    )
 
     # t80 over every run
-    fractions = pd.concat([steps_to_fraction(draws[r], T80_FRACTIONS) for r in table.run_ids], ignore_index=True)
+    fractions = pd.concat(
+        [steps_to_fraction(draws[r], T80_FRACTIONS) for r in table.run_ids], ignore_index=True
+    )
     figure, ax = plotting.subplots(figsize=(7.5, 1.2 + 0.2 * len(table.run_ids)))
     plotting.plot_t80(fractions, fractions=T80_FRACTIONS, ax=ax)
-    sections.append(f"<h2>Steps to {T80_FRACTIONS[0]:.0%} of the gain</h2>"
-                    + img_tag(plotting.figure_png(figure, dpi=dpi), "steps to 80% of the gain"))
+    sections.append(
+        f"<h2>Steps to {T80_FRACTIONS[0]:.0%} of the gain</h2>"
+        + img_tag(plotting.figure_png(figure, dpi=dpi), "steps to 80% of the gain")
+    )
 
     # per run: fan chart and stop history
     per_run = ["<h2>Each run</h2>"]
     if history_points > 0:
-        per_run.append('<p class="note">Right: what the rule would have said had it run during training. Each cut '
-                       "of the run is conditioned on the population live; the band beneath is the most probable "
-                       "phase, its opacity that phase's probability."
-                       + (" The population was fitted on these runs, so early cuts borrow from each run's own later "
-                          "points." if fitted_on_table is not None else "") + "</p>")
+        per_run.append(
+            '<p class="note">Right: what the rule would have said had it run during training. Each cut '
+            "of the run is conditioned on the population live; the band beneath is the most probable "
+            "phase, its opacity that phase's probability."
+            + (
+                " The population was fitted on these runs, so early cuts borrow from each run's own later "
+                "points."
+                if fitted_on_table is not None
+                else ""
+            )
+            + "</p>"
+        )
     for r in rows:
         ncols = 2 if history_points > 0 else 1
-        figure, axes = plotting.subplots(1, ncols, figsize=(5.0 * ncols + (1.6 if ncols == 2 else 0), 3.0), squeeze=False)
+        figure, axes = plotting.subplots(
+            1, ncols, figsize=(5.0 * ncols + (1.6 if ncols == 2 else 0), 3.0), squeeze=False
+        )
         plotting.plot_fan(draws[r.run_id], r.run_id, observed=table, step_now=r.step, ax=axes[0, 0])
         axes[0, 0].legend(fontsize=6, frameon=False)
         if history_points > 0:
-            history = stop_history(live, table.select([r.run_id]), history_points, rule, horizon=horizons[r.run_id])
+            history = stop_history(
+                live, table.select([r.run_id]), history_points, rule, horizon=horizons[r.run_id]
+            )
             plotting.plot_stop_probability(history, threshold=getattr(rule, "prob", None), ax=axes[0, 1])
             axes[0, 1].set_title("stop probability and phase", fontsize=8)
-        per_run.append(f'<h3 id="run-{run_anchor(r.run_id)}">{esc(r.run_id)}</h3>'
-                       f'<p class="note">{esc(r.decision)}: {esc(r.reason)}</p>'
-                       + img_tag(plotting.figure_png(figure, dpi=dpi), f"forecast of {r.run_id}"))
+        per_run.append(
+            f'<h3 id="run-{run_anchor(r.run_id)}">{esc(r.run_id)}</h3>'
+            f'<p class="note">{esc(r.decision)}: {esc(r.reason)}</p>'
+            + img_tag(plotting.figure_png(figure, dpi=dpi), f"forecast of {r.run_id}")
+        )
     sections.append("\n".join(per_run))
 
     # the population: shrinkage and scaling
     if model.pooling == "partial":
-        which = "these runs" if fitted_on_table is not None else f"the population's own {model.data.n_runs} runs"
-        parts = [(f"<h2>Pooling</h2><p class=\"note\">Shrinkage and size scaling of the partially pooled model, over {which}."
-                  " Levels in normalised reward (0 = a run's lower reward bound, 1 = its upper one), rates in "
-                  "normalised progress (1 = a run's horizon).</p>")]
+        which = (
+            "these runs" if fitted_on_table is not None else f"the population's own {model.data.n_runs} runs"
+        )
+        parts = [
+            (
+                f'<h2>Pooling</h2><p class="note">Shrinkage and size scaling of the partially pooled model, over {which}.'
+                " Levels in normalised reward (0 = a run's lower reward bound, 1 = its upper one), rates in "
+                "normalised progress (1 = a run's horizon).</p>"
+            )
+        ]
         n_pop = model.data.n_runs
         modes = laplace_modes(model)  # once for every parameter
         for param in SHRINKAGE_PARAMS:
@@ -200,8 +233,10 @@ def write_report(
         sections.append("\n".join(parts))
 
     if transfer:
-        sections.append("<h2>Transfer to new runs</h2>"
-                        + transfer_section(table, model, transfer, horizons, horizon, dpi, random_seed))
+        sections.append(
+            "<h2>Transfer to new runs</h2>"
+            + transfer_section(table, model, transfer, horizons, horizon, dpi, random_seed)
+        )
     if diagnose:
         sections.append("<h2>Diagnostics</h2>" + diagnostics_section(table, fitted_on_table))
 
@@ -209,10 +244,13 @@ def write_report(
 
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     page = (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n"
-        f"<h1>{esc(title)}</h1><p class=\"note\">bayesgrpo {esc(__version__)}, {stamp}</p>\n"
-        + header_section(table, mode) + "\n" + "\n".join(sections) + "\n</body></html>\n"
+        f'<h1>{esc(title)}</h1><p class="note">bayesgrpo {esc(__version__)}, {stamp}</p>\n'
+        + header_section(table, mode)
+        + "\n"
+        + "\n".join(sections)
+        + "\n</body></html>\n"
     )
     path = Path(path)
     path.write_text(page, encoding="utf-8")
@@ -222,7 +260,8 @@ def write_report(
 
 def run_cli(args: argparse.Namespace) -> Path:
     """``bayesgrpo report LOGS... -o report.html``: read the logs, write the report; returns
-    the file written."""
+    the file written.
+    """
     from bayesgrpo.logs.readers import load_runs
     from bayesgrpo.questions.stopping import PlateauRule
 
@@ -234,10 +273,25 @@ def run_cli(args: argparse.Namespace) -> Path:
         population = RewardModel.load(args.population)
     transfer = None
     if args.transfer_size:
-        transfer = transfer_specs(args.transfer_size, family=args.transfer_family, task=args.transfer_task, table=table)
+        transfer = transfer_specs(
+            args.transfer_size, family=args.transfer_family, task=args.transfer_task, table=table
+        )
     rule = PlateauRule(eps=args.eps, prob=args.prob, relative=True)
-    fit_kwargs = {"draws": args.draws, "tune": args.tune, "random_seed": args.seed, "progressbar": not args.quiet}
+    fit_kwargs = {
+        "draws": args.draws,
+        "tune": args.tune,
+        "random_seed": args.seed,
+        "progressbar": not args.quiet,
+    }
     return write_report(
-        table, args.output, population=population, fit_kwargs=fit_kwargs, transfer=transfer, rule=rule,
-        diagnose=not args.no_diagnose, horizon=args.horizon, history_points=args.history_points, random_seed=args.seed,
+        table,
+        args.output,
+        population=population,
+        fit_kwargs=fit_kwargs,
+        transfer=transfer,
+        rule=rule,
+        diagnose=not args.no_diagnose,
+        horizon=args.horizon,
+        history_points=args.history_points,
+        random_seed=args.seed,
     )

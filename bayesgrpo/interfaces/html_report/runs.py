@@ -67,7 +67,8 @@ class ReportRun:
 
 def planned_horizons(table: RunsTable, horizon: float | Mapping[str, float] | None) -> dict[str, float]:
     """Each run's horizon: ``horizon`` (one for all, or per run), else its ``total_steps``, else
-    its last logged step; never before its last logged step."""
+    its last logged step; never before its last logged step.
+    """
     from bayesgrpo.questions.history import run_horizon
 
     out = {}
@@ -115,25 +116,27 @@ def run_rows(
         low, median, high = np.quantile(final, [0.05, 0.5, 0.95])
         decision = rule.decide(cd, steps[run_id], horizon)[0]
         phases = phase(cd, steps[run_id]).iloc[0]
-        rows.append(ReportRun(
-            run_id=run_id,
-            family=fmt_text(meta.loc[run_id, "family"]),
-            task=fmt_text(meta.loc[run_id, "task"]),
-            size_b=float(meta.loc[run_id, "size_b"]),
-            n_points=int(counts.get(run_id, 0)),
-            step=float(steps[run_id]),
-            horizon_step=horizon,
-            reward_now=recent.get(run_id, float("nan")),
-            final_median=float(median),
-            final_lower=float(low),
-            final_upper=float(high),
-            decision=decision.decision,
-            probability=decision.probability,
-            reason=decision.reason,
-            phase=str(phases["phase"]),
-            phase_probability=float(phases["probability"]),
-            pareto_k=float(pareto.get(run_id, float("nan"))),
-        ))
+        rows.append(
+            ReportRun(
+                run_id=run_id,
+                family=fmt_text(meta.loc[run_id, "family"]),
+                task=fmt_text(meta.loc[run_id, "task"]),
+                size_b=float(meta.loc[run_id, "size_b"]),
+                n_points=int(counts.get(run_id, 0)),
+                step=float(steps[run_id]),
+                horizon_step=horizon,
+                reward_now=recent.get(run_id, float("nan")),
+                final_median=float(median),
+                final_lower=float(low),
+                final_upper=float(high),
+                decision=decision.decision,
+                probability=decision.probability,
+                reason=decision.reason,
+                phase=str(phases["phase"]),
+                phase_probability=float(phases["probability"]),
+                pareto_k=float(pareto.get(run_id, float("nan"))),
+            )
+        )
     return rows
 
 

@@ -45,6 +45,7 @@ def transfer_specs(
     list of dict
         ``run_id`` (a label), ``family``, ``task``, ``size_b``.
     """
+
     def most_common(column: str) -> str | None:
         if table is None or column not in table.runs:
             return None
@@ -60,35 +61,62 @@ def transfer_specs(
     return specs
 
 
-def transfer_bounds(table: RunsTable, population: RewardModel, family: str | None) -> tuple[float, float, str]:
+def transfer_bounds(
+    table: RunsTable, population: RewardModel, family: str | None
+) -> tuple[float, float, str]:
     """The reward range of a new run: the runs' stated bounds (same family first), else the
-    population's normalisation bounds (same family first)."""
+    population's normalisation bounds (same family first).
+    """
     runs = table.runs
-    stated = runs[np.isfinite(runs["reward_min"].to_numpy(dtype=float)) & np.isfinite(runs["reward_max"].to_numpy(dtype=float))]
+    stated = runs[
+        np.isfinite(runs["reward_min"].to_numpy(dtype=float))
+        & np.isfinite(runs["reward_max"].to_numpy(dtype=float))
+    ]
     same = stated[stated["family"].astype("string") == family] if family is not None else stated.iloc[:0]
-    for frame, where in ((same, f"stated by the logged {family} runs"), (stated, "stated by the logged runs")):
+    for frame, where in (
+        (same, f"stated by the logged {family} runs"),
+        (stated, "stated by the logged runs"),
+    ):
         if len(frame):
             return float(frame["reward_min"].median()), float(frame["reward_max"].median()), where
     data = population.data
     assert data is not None
     families = np.array([data.families[i] for i in data.family_index])
-    chosen = families == family if family is not None and (families == family).any() else np.ones(data.n_runs, dtype=bool)
-    return (float(np.median(data.lower[chosen])), float(np.median(data.upper[chosen])),
-            "the population's normalisation bounds" + (f" of its {family} runs" if chosen.sum() < data.n_runs else ""))
+    chosen = (
+        families == family
+        if family is not None and (families == family).any()
+        else np.ones(data.n_runs, dtype=bool)
+    )
+    return (
+        float(np.median(data.lower[chosen])),
+        float(np.median(data.upper[chosen])),
+        "the population's normalisation bounds"
+        + (f" of its {family} runs" if chosen.sum() < data.n_runs else ""),
+    )
 
 
-def context_runs(table: RunsTable, specs: Sequence[Mapping[str, Any]], bounds: Sequence[tuple[float, float]]) -> list[str]:
+def context_runs(
+    table: RunsTable, specs: Sequence[Mapping[str, Any]], bounds: Sequence[tuple[float, float]]
+) -> list[str]:
     """Logged runs to draw under transfer predictions: of their families, narrowed to their
-    tasks and to their reward range where some runs match (rewards on one scale)."""
+    tasks and to their reward range where some runs match (rewards on one scale).
+    """
     runs = table.runs
-    chosen = runs["family"].astype("string").isin({fmt_text(s.get("family")) for s in specs} - {None}).fillna(False)
+    chosen = (
+        runs["family"]
+        .astype("string")
+        .isin({fmt_text(s.get("family")) for s in specs} - {None})
+        .fillna(False)
+    )
     tasks = {fmt_text(s.get("task")) for s in specs} - {None}
     narrower = chosen & runs["task"].astype("string").isin(tasks).fillna(False)
     if narrower.any():
         chosen = narrower
     same_range = pd.Series(False, index=runs.index)
     for low, high in set(bounds):
-        same_range |= np.isclose(runs["reward_min"].astype(float), low) & np.isclose(runs["reward_max"].astype(float), high)
+        same_range |= np.isclose(runs["reward_min"].astype(float), low) & np.isclose(
+            runs["reward_max"].astype(float), high
+        )
     if (chosen & same_range).any():
         chosen = chosen & same_range
     return runs.loc[chosen.to_numpy(dtype=bool), "run_id"].astype(str).tolist()
@@ -120,7 +148,9 @@ def transfer_section(
             where = "given"
         planned = metadata.get("total_steps")
         if planned is None or not np.isfinite(float(planned)):
-            planned = horizon if isinstance(horizon, (int, float)) else float(np.median(list(horizons.values())))
+            planned = (
+                horizon if isinstance(horizon, (int, float)) else float(np.median(list(horizons.values())))
+            )
         label = str(metadata.get("run_id") or f"{family} {metadata.get('size_b')}B")
         metadata["run_id"] = label
         bounds_used.append((float(metadata["reward_min"]), float(metadata["reward_max"])))
@@ -128,26 +158,49 @@ def transfer_section(
         predictions[label] = prediction
         final = prediction.table.iloc[-1]
         t80 = steps_to_fraction(prediction.curve_draws, T80_FRACTIONS).iloc[0]
-        rows.append([
-            html_cell(esc(label), "run"), html_cell(esc(family or "-")), html_cell(esc(fmt_text(metadata.get("task")) or "-")),
-            html_cell(fmt_number(metadata.get("size_b")), "num"), html_cell(fmt_number(planned, 6), "num"),
-            html_cell(f"{fmt_number(final['mean'])} [{fmt_number(final['q05'])}, {fmt_number(final['q95'])}]", "num"),
-            html_cell(f"{fmt_number(t80['median'], 4)} [{fmt_number(t80['lower'], 4)}, {fmt_number(t80['upper'], 4)}]", "num"),
-            html_cell(f"{fmt_number(metadata['reward_min'])} .. {fmt_number(metadata['reward_max'])} ({esc(where)})"),
-        ])
+        rows.append(
+            [
+                html_cell(esc(label), "run"),
+                html_cell(esc(family or "-")),
+                html_cell(esc(fmt_text(metadata.get("task")) or "-")),
+                html_cell(fmt_number(metadata.get("size_b")), "num"),
+                html_cell(fmt_number(planned, 6), "num"),
+                html_cell(
+                    f"{fmt_number(final['mean'])} [{fmt_number(final['q05'])}, {fmt_number(final['q95'])}]",
+                    "num",
+                ),
+                html_cell(
+                    f"{fmt_number(t80['median'], 4)} [{fmt_number(t80['lower'], 4)}, {fmt_number(t80['upper'], 4)}]",
+                    "num",
+                ),
+                html_cell(
+                    f"{fmt_number(metadata['reward_min'])} .. {fmt_number(metadata['reward_max'])} ({esc(where)})"
+                ),
+            ]
+        )
     context_ids = context_runs(table, specs, bounds_used)
     context = table.select(context_ids[:TRANSFER_CONTEXT_RUNS]) if context_ids else None
     figure, ax = plotting.subplots(figsize=(7.5, 3.8))
     plotting.plot_transfer(predictions, context, ax=ax)
     image = img_tag(plotting.figure_png(figure, dpi=dpi), "transfer predictions")
     table_html = html_table(
-        ["new run", "family", "task", "size (B)", "horizon", "reward at horizon (mean, 90%)",
-         f"step to {T80_FRACTIONS[0]:.0%} of its gain (median, 90%)", "reward range"],
+        [
+            "new run",
+            "family",
+            "task",
+            "size (B)",
+            "horizon",
+            "reward at horizon (mean, 90%)",
+            f"step to {T80_FRACTIONS[0]:.0%} of its gain (median, 90%)",
+            "reward range",
+        ],
         rows,
     )
-    note = ('<p class="note">Zero-shot: each curve is the population\'s prediction for a run of that family, task '
-            "and size before its first step (<code>bayesgrpo.questions.transfer.predict_new_run</code>); grey curves are logged "
-            "runs of the same family (and task and reward range, where some match), for context.</p>")
+    note = (
+        '<p class="note">Zero-shot: each curve is the population\'s prediction for a run of that family, task '
+        "and size before its first step (<code>bayesgrpo.questions.transfer.predict_new_run</code>); grey curves are logged "
+        "runs of the same family (and task and reward range, where some match), for context.</p>"
+    )
     return table_html + note + image
 
 
@@ -158,7 +211,11 @@ def header_section(table: RunsTable, mode: str) -> str:
         f"<p>Read {report.records_read} records from {len(report.sources)} source(s)"
         + (f" ({esc(', '.join(formats))})" if formats else "")
         + f": kept {report.records_kept}, dropped {report.records_dropped}."
-        + ("" if report.balanced else ' <span class="warn">The accounting does not balance: please report this.</span>')
+        + (
+            ""
+            if report.balanced
+            else ' <span class="warn">The accounting does not balance: please report this.</span>'
+        )
         + f" {len(table.run_ids)} runs, "
         f"{int(np.isfinite(table.points['reward'].to_numpy(dtype=float)).sum())} reward points.</p>",
         f"<p>{mode}</p>",
@@ -167,7 +224,9 @@ def header_section(table: RunsTable, mode: str) -> str:
     notes = [i for i in report.issues if i.action == "info"]
     if changes:
         items = "".join(f"<li>{esc(issue)}</li>" for issue in changes)
-        lines.append(f"<details open><summary>{len(changes)} repair(s) and drop(s) by the readers</summary><ul>{items}</ul></details>")
+        lines.append(
+            f"<details open><summary>{len(changes)} repair(s) and drop(s) by the readers</summary><ul>{items}</ul></details>"
+        )
     else:
         lines.append('<p class="note">The readers repaired and dropped nothing.</p>')
     if notes:
@@ -185,21 +244,40 @@ def header_section(table: RunsTable, mode: str) -> str:
 def summary_table(rows: Sequence[ReportRun], rule: StoppingRule) -> str:
     body = []
     for r in rows:
-        k_flag = "" if not np.isfinite(r.pareto_k) or r.pareto_k <= 0.7 else f' <span class="warn">(Pareto k {r.pareto_k:.2f}: unreliable)</span>'
-        body.append([
-            html_cell(f'<a href="#run-{run_anchor(r.run_id)}">{esc(r.run_id)}</a>', "run"),
-            html_cell(esc(r.family or "-")),
-            html_cell(fmt_number(r.size_b), "num"),
-            html_cell(f"{fmt_number(r.step, 6)} / {fmt_number(r.horizon_step, 6)}", "num"),
-            html_cell(fmt_number(r.reward_now), "num"),
-            html_cell(f"{fmt_number(r.final_median)} [{fmt_number(r.final_lower)}, {fmt_number(r.final_upper)}]", "num"),
-            html_cell(esc(r.decision), r.decision if r.decision in ("stop", "continue") else None),
-            html_cell(fmt_number(r.probability, 2), "num"),
-            html_cell(f"{esc(r.phase.replace('_', ' '))} ({fmt_number(r.phase_probability, 2)})"),
-            html_cell(esc(r.reason) + k_flag),
-        ])
-    header = ["run", "family", "size (B)", "step / horizon", f"reward now (mean of last {RECENT_POINTS})",
-              "expected reward at horizon (median, 90%)", "decision", "probability", "phase (probability)", "reason"]
+        k_flag = (
+            ""
+            if not np.isfinite(r.pareto_k) or r.pareto_k <= 0.7
+            else f' <span class="warn">(Pareto k {r.pareto_k:.2f}: unreliable)</span>'
+        )
+        body.append(
+            [
+                html_cell(f'<a href="#run-{run_anchor(r.run_id)}">{esc(r.run_id)}</a>', "run"),
+                html_cell(esc(r.family or "-")),
+                html_cell(fmt_number(r.size_b), "num"),
+                html_cell(f"{fmt_number(r.step, 6)} / {fmt_number(r.horizon_step, 6)}", "num"),
+                html_cell(fmt_number(r.reward_now), "num"),
+                html_cell(
+                    f"{fmt_number(r.final_median)} [{fmt_number(r.final_lower)}, {fmt_number(r.final_upper)}]",
+                    "num",
+                ),
+                html_cell(esc(r.decision), r.decision if r.decision in ("stop", "continue") else None),
+                html_cell(fmt_number(r.probability, 2), "num"),
+                html_cell(f"{esc(r.phase.replace('_', ' '))} ({fmt_number(r.phase_probability, 2)})"),
+                html_cell(esc(r.reason) + k_flag),
+            ]
+        )
+    header = [
+        "run",
+        "family",
+        "size (B)",
+        "step / horizon",
+        f"reward now (mean of last {RECENT_POINTS})",
+        "expected reward at horizon (median, 90%)",
+        "decision",
+        "probability",
+        "phase (probability)",
+        "reason",
+    ]
     return f"<p>Rule: <code>{esc(rule)}</code>.</p>" + html_table(header, body)
 
 
@@ -216,15 +294,26 @@ def diagnostics_section(table: RunsTable, fitted: Any) -> str:
         return f"<p>No findings in {len(table.run_ids)} runs.</p>"
     rows = []
     for f in findings.itertuples(index=False):
-        evidence = "; ".join(f"{esc(k)}={esc(fmt_number(v, 4) if isinstance(v, float) else v)}" for k, v in dict(f.evidence).items())
-        rows.append([
-            html_cell(esc(f.run_id), "run"), html_cell(esc(f.name)), html_cell(esc(f.severity), f"sev-{esc(f.severity)}"),
-            html_cell(f"{fmt_number(f.first_step, 6)}-{fmt_number(f.last_step, 6)}", "num"), html_cell(evidence, "evidence"), html_cell(esc(f.action)),
-        ])
+        evidence = "; ".join(
+            f"{esc(k)}={esc(fmt_number(v, 4) if isinstance(v, float) else v)}"
+            for k, v in dict(f.evidence).items()
+        )
+        rows.append(
+            [
+                html_cell(esc(f.run_id), "run"),
+                html_cell(esc(f.name)),
+                html_cell(esc(f.severity), f"sev-{esc(f.severity)}"),
+                html_cell(f"{fmt_number(f.first_step, 6)}-{fmt_number(f.last_step, 6)}", "num"),
+                html_cell(evidence, "evidence"),
+                html_cell(esc(f.action)),
+            ]
+        )
     n_runs = findings["run_id"].nunique()
-    return (f"<p>{len(findings)} finding(s) in {n_runs} of {len(table.run_ids)} runs "
-            "(<code>bayesgrpo.questions.diagnostics.diagnose</code>).</p>"
-            + html_table(["run", "finding", "severity", "steps", "evidence", "action"], rows))
+    return (
+        f"<p>{len(findings)} finding(s) in {n_runs} of {len(table.run_ids)} runs "
+        "(<code>bayesgrpo.questions.diagnostics.diagnose</code>).</p>"
+        + html_table(["run", "finding", "severity", "steps", "evidence", "action"], rows)
+    )
 
 
 def fit_mode_text(model: RewardModel) -> str:
@@ -232,14 +321,18 @@ def fit_mode_text(model: RewardModel) -> str:
     if d is None:
         return "Pooled model fitted on these runs."
     warn = "".join(f'<br><span class="warn">{esc(w)}</span>' for w in d.warnings)
-    return (f"Pooled {esc(model.curve)} model (partial pooling) fitted on these runs: {esc(d.sampler)}, {d.chains} chains x "
-            f"{d.draws} draws, {d.seconds:.0f} s, {d.divergences} divergences, max r_hat {d.max_r_hat:.3f}, "
-            f"min bulk ESS {d.min_ess_bulk:.0f}.{warn}")
+    return (
+        f"Pooled {esc(model.curve)} model (partial pooling) fitted on these runs: {esc(d.sampler)}, {d.chains} chains x "
+        f"{d.draws} draws, {d.seconds:.0f} s, {d.divergences} divergences, max r_hat {d.max_r_hat:.3f}, "
+        f"min bulk ESS {d.min_ess_bulk:.0f}.{warn}"
+    )
 
 
 def live_mode_text(population: RewardModel) -> str:
     data = population.data
     n = data.n_runs if data is not None else 0
     families = ", ".join(data.families) if data is not None else ""
-    return (f"Each run conditioned live on a fitted population ({esc(population.curve)} model, {n} runs; families "
-            f"{esc(families)}) with <code>bayesgrpo.questions.live.LiveForecaster</code>: no refit.")
+    return (
+        f"Each run conditioned live on a fitted population ({esc(population.curve)} model, {n} runs; families "
+        f"{esc(families)}) with <code>bayesgrpo.questions.live.LiveForecaster</code>: no refit."
+    )

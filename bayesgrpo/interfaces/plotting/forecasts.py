@@ -76,12 +76,18 @@ def plot_forecast(
     for mass, alpha in zip(sorted(intervals, reverse=True), np.linspace(0.15, 0.35, len(intervals))):
         low = np.quantile(forecast.draws.sel(run=run_id).to_numpy(), 0.5 - mass / 2, axis=0)
         high = np.quantile(forecast.draws.sel(run=run_id).to_numpy(), 0.5 + mass / 2, axis=0)
-        ax.fill_between(table["step"], low, high, color=color, alpha=alpha, linewidth=0, label=f"{mass:.0%} interval")
+        ax.fill_between(
+            table["step"], low, high, color=color, alpha=alpha, linewidth=0, label=f"{mass:.0%} interval"
+        )
     ax.plot(table["step"], table["mean"], color=color, linewidth=1.5, label="forecast mean")
     if observed is not None and run_id in set(observed.run_ids):
         points = observed.run(run_id)
-        ax.plot(points["step"], points["reward"], ".", color="0.25", markersize=2.5, alpha=0.7, label="logged")
-    fitted_until = data.t[index, data.mask[index]].max() * data.progress_scale[index] / data.step_to_progress[index]
+        ax.plot(
+            points["step"], points["reward"], ".", color="0.25", markersize=2.5, alpha=0.7, label="logged"
+        )
+    fitted_until = (
+        data.t[index, data.mask[index]].max() * data.progress_scale[index] / data.step_to_progress[index]
+    )
     ax.axvline(fitted_until, color="0.5", linestyle=":", linewidth=1, label="end of fitted data")
     ax.set_xlabel("step")
     ax.set_ylabel("reward")
@@ -103,7 +109,9 @@ def plot_forecast_grid(
     assert model.data is not None
     run_ids = list(run_ids) if run_ids is not None else list(model.data.run_ids)
     nrows = int(np.ceil(len(run_ids) / ncols))
-    figure, axes = plt.subplots(nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows), squeeze=False)
+    figure, axes = plt.subplots(
+        nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows), squeeze=False
+    )
     for ax, run_id in zip(axes.ravel(), run_ids):
         plot_forecast(model, run_id, observed=observed, ax=ax, **kwargs)
         ax.set_xlabel("")
@@ -193,7 +201,12 @@ def plot_runs(
         y = frame[metric].to_numpy(dtype=float)
         if smooth > 0:
             window = max(1, round(smooth * len(y)))
-            y = frame[metric].rolling(window, center=True, min_periods=max(1, window // 2)).mean().to_numpy(dtype=float)
+            y = (
+                frame[metric]
+                .rolling(window, center=True, min_periods=max(1, window // 2))
+                .mean()
+                .to_numpy(dtype=float)
+            )
         if normalise:
             low_b, high_b = float(meta.loc[run_id, "reward_min"]), float(meta.loc[run_id, "reward_max"])
             if not (np.isfinite(low_b) and np.isfinite(high_b) and high_b > low_b):
@@ -219,9 +232,17 @@ def plot_runs(
         ax.figure.colorbar(mappable, ax=ax, label="model size (B parameters)")
     handles, labels = ax.get_legend_handles_labels()
     if labels:
-        order = sorted(range(len(labels)), key=lambda i: (labels[i].endswith(UNKNOWN_LABEL), labels[i].lower()))
-        legend = ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, frameon=False,
-                           title="family" if color_by == "family" else None, title_fontsize=7)
+        order = sorted(
+            range(len(labels)), key=lambda i: (labels[i].endswith(UNKNOWN_LABEL), labels[i].lower())
+        )
+        legend = ax.legend(
+            [handles[i] for i in order],
+            [labels[i] for i in order],
+            fontsize=7,
+            frameon=False,
+            title="family" if color_by == "family" else None,
+            title_fontsize=7,
+        )
         for line in legend.get_lines():
             line.set_linewidth(2.0)
             line.set_alpha(1.0)
@@ -299,7 +320,9 @@ def plot_fan(
     points = observed.run(run_id) if observed is not None and run_id in set(observed.run_ids) else None
     end = float(one.horizon_step[0]) if one.horizon_step is not None else None
     if end is None or end <= 0:
-        end = float(points["step"].max()) if points is not None else float(one.step_scale[0] + one.step_offset)
+        end = (
+            float(points["step"].max()) if points is not None else float(one.step_scale[0] + one.step_offset)
+        )
     steps = np.linspace(0.0, end, n_steps)
     values = reward_at(one, steps)[:, 0, :]
     for mass, alpha in zip(sorted(intervals, reverse=True), np.linspace(0.15, 0.35, len(intervals))):
@@ -307,7 +330,9 @@ def plot_fan(
         ax.fill_between(steps, low, high, color=color, alpha=alpha, linewidth=0, label=f"{mass:.0%} interval")
     ax.plot(steps, values.mean(axis=0), color=color, linewidth=1.5, label="forecast mean")
     if points is not None:
-        ax.plot(points["step"], points["reward"], ".", color="0.25", markersize=2.5, alpha=0.7, label="logged")
+        ax.plot(
+            points["step"], points["reward"], ".", color="0.25", markersize=2.5, alpha=0.7, label="logged"
+        )
     if step_now is not None:
         ax.axvline(float(step_now), color="0.4", linestyle=":", linewidth=1, label="now")
     ax.set_xlim(0.0, end)

@@ -49,7 +49,11 @@ def plot_transfer(
 
     from bayesgrpo.errors import BayesGRPOError
 
-    items = list(predictions.items()) if isinstance(predictions, Mapping) else [(p.curve_draws.run_ids[0], p) for p in predictions]
+    items = (
+        list(predictions.items())
+        if isinstance(predictions, Mapping)
+        else [(p.curve_draws.run_ids[0], p) for p in predictions]
+    )
     if not items:
         raise BayesGRPOError("no transfer predictions to draw")
     plt = pyplot()
@@ -62,14 +66,18 @@ def plot_transfer(
     end = 0.0
     for i, (name, prediction) in enumerate(items):
         table = prediction.table
-        quantiles = sorted((c for c in table.columns if c.startswith("q") and c[1:].replace(".", "").isdigit()),
-                           key=lambda c: float(c[1:]))
+        quantiles = sorted(
+            (c for c in table.columns if c.startswith("q") and c[1:].replace(".", "").isdigit()),
+            key=lambda c: float(c[1:]),
+        )
         color = f"C{i % 10}"
         handle: list[Any] = []
         what = "mean"
         if len(quantiles) >= 2:
             low, high = quantiles[0], quantiles[-1]
-            handle.append(ax.fill_between(table["step"], table[low], table[high], color=color, alpha=0.2, linewidth=0))
+            handle.append(
+                ax.fill_between(table["step"], table[low], table[high], color=color, alpha=0.2, linewidth=0)
+            )
             what = f"mean, {float(low[1:]):g}-{float(high[1:]):g}%"
         (line,) = ax.plot(table["step"], table["mean"], color=color, linewidth=1.6)
         handle.append(line)
@@ -86,7 +94,9 @@ def plot_transfer(
         context = [r for r in truth_table.run_ids if r not in names]
         for k, run_id in enumerate(context):
             points = truth_table.run(run_id)
-            (line,) = ax.plot(points["step"], points["reward"], "-", color="0.65", linewidth=0.6, alpha=0.6, zorder=0)
+            (line,) = ax.plot(
+                points["step"], points["reward"], "-", color="0.65", linewidth=0.6, alpha=0.6, zorder=0
+            )
             if k == 0:
                 handles.append(line)
                 labels.append("other logged runs")
@@ -96,7 +106,6 @@ def plot_transfer(
     ax.legend(handles, labels, fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title("transfer: predicted curves of new runs", fontsize=9)
     return ax
-
 
 
 def plot_shrinkage(
@@ -145,12 +154,42 @@ def plot_shrinkage(
     run_colors = [colors[family_of(f)] for f in frame["family"]]
     log = param not in ("r0", "r1", "asymptote")
     ax.hlines(y, frame["pooled_lower"], frame["pooled_upper"], colors=run_colors, linewidth=1, alpha=0.6)
-    ax.quiver(frame["unpooled"], y, frame["pooled"] - frame["unpooled"], np.zeros(n_runs), angles="xy",
-              scale_units="xy", scale=1.0, width=0.003, color="0.35", alpha=0.8)
-    ax.scatter(frame["unpooled"], y, s=14, facecolors="none", edgecolors="0.3", linewidths=0.8, label="own fit (unpooled)", zorder=3)
+    ax.quiver(
+        frame["unpooled"],
+        y,
+        frame["pooled"] - frame["unpooled"],
+        np.zeros(n_runs),
+        angles="xy",
+        scale_units="xy",
+        scale=1.0,
+        width=0.003,
+        color="0.35",
+        alpha=0.8,
+    )
+    ax.scatter(
+        frame["unpooled"],
+        y,
+        s=14,
+        facecolors="none",
+        edgecolors="0.3",
+        linewidths=0.8,
+        label="own fit (unpooled)",
+        zorder=3,
+    )
     ax.scatter(frame["pooled"], y, s=14, c=run_colors, zorder=4)
-    ax.scatter(frame["target"], y, marker="|", s=40, color="k", linewidths=1, label="pulled toward (family, task, size)", zorder=5)
-    ax.axvline(float(frame["population"].iloc[0]), color="k", linestyle="--", linewidth=0.8, label="population mean")
+    ax.scatter(
+        frame["target"],
+        y,
+        marker="|",
+        s=40,
+        color="k",
+        linewidths=1,
+        label="pulled toward (family, task, size)",
+        zorder=5,
+    )
+    ax.axvline(
+        float(frame["population"].iloc[0]), color="k", linestyle="--", linewidth=0.8, label="population mean"
+    )
     values = np.concatenate([frame["unpooled"], frame["pooled"], frame["target"]])
     if log:
         ax.set_xscale("log")
@@ -210,12 +249,24 @@ def plot_scaling(
         part = runs[[family_of(f) == family for f in runs["family"]]]
         x = part["size_b"].to_numpy() * jitter[part.index]
         median = part["median"].to_numpy()
-        ax.errorbar(x, median, yerr=[median - part["lower"].to_numpy(), part["upper"].to_numpy() - median], fmt="o",
-                    color=colors[family], markersize=3, elinewidth=0.8, alpha=0.8, capsize=0, label=plain_label(family))
+        ax.errorbar(
+            x,
+            median,
+            yerr=[median - part["lower"].to_numpy(), part["upper"].to_numpy() - median],
+            fmt="o",
+            color=colors[family],
+            markersize=3,
+            elinewidth=0.8,
+            alpha=0.8,
+            capsize=0,
+            label=plain_label(family),
+        )
     values = [runs["median"].to_numpy()]
     if scaling.line is not None:
         line = scaling.line
-        band = ax.fill_between(line["size_b"], line["lower"], line["upper"], color="k", alpha=0.12, linewidth=0)
+        band = ax.fill_between(
+            line["size_b"], line["lower"], line["upper"], color="k", alpha=0.12, linewidth=0
+        )
         (mean_line,) = ax.plot(line["size_b"], line["median"], color="k", linewidth=1.5)
         values.append(line["median"].to_numpy())
     ax.set_xscale("log")
@@ -225,7 +276,9 @@ def plot_scaling(
     if sizes.size:
         from matplotlib.ticker import NullFormatter
 
-        ticks = [s for s in (0.5, 1, 2, 4, 8, 20, 32, 70, 140, 400) if sizes.min() / 1.3 <= s <= sizes.max() * 1.3]
+        ticks = [
+            s for s in (0.5, 1, 2, 4, 8, 20, 32, 70, 140, 400) if sizes.min() / 1.3 <= s <= sizes.max() * 1.3
+        ]
         ax.set_xticks(ticks)
         ax.set_xticklabels([f"{s:g}" for s in ticks])
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -239,7 +292,8 @@ def plot_scaling(
     note = ", ".join(
         f"{p}_size_slope {rows.loc[f'{p}_size_slope', 'mean']:+.2f} "
         f"[{rows.loc[f'{p}_size_slope', 'lower']:+.2f}, {rows.loc[f'{p}_size_slope', 'upper']:+.2f}]"
-        for p in dict.fromkeys(shown) if f"{p}_size_slope" in rows.index
+        for p in dict.fromkeys(shown)
+        if f"{p}_size_slope" in rows.index
     )
     if scaling.line is None:
         note = "no size slope in this model"

@@ -52,7 +52,9 @@ def plot_stop_probability(
 
     missing = [c for c in ("step", "p_stop", "phase", "p_phase") if c not in history]
     if missing:
-        raise BayesGRPOError(f"history lacks columns {missing}; build it with bayesgrpo.questions.history.stop_history")
+        raise BayesGRPOError(
+            f"history lacks columns {missing}; build it with bayesgrpo.questions.history.stop_history"
+        )
     if len(history) == 0:
         raise BayesGRPOError("history is empty: nothing to draw")
     plt = pyplot()
@@ -65,19 +67,38 @@ def plot_stop_probability(
     starts = np.concatenate([[0.0], steps[:-1]])
     ends = steps
     band_low, band_height = -0.2, 0.14
-    for name in [p for p in PHASE_COLORS if p in set(frame["phase"])] + sorted(set(frame["phase"]) - set(PHASE_COLORS)):
+    for name in [p for p in PHASE_COLORS if p in set(frame["phase"])] + sorted(
+        set(frame["phase"]) - set(PHASE_COLORS)
+    ):
         chosen = (frame["phase"] == name).to_numpy()
         base = PHASE_COLORS.get(name, "0.5")
-        faces = [to_rgba(base, alpha=float(np.clip(p, 0.05, 1.0))) for p in frame["p_phase"].to_numpy(dtype=float)[chosen]]
+        faces = [
+            to_rgba(base, alpha=float(np.clip(p, 0.05, 1.0)))
+            for p in frame["p_phase"].to_numpy(dtype=float)[chosen]
+        ]
         spans = list(zip(starts[chosen], ends[chosen] - starts[chosen]))
-        ax.broken_barh(spans, (band_low, band_height), facecolors=faces, edgecolor="none", label=name.replace("_", " "))
-    ax.plot(steps, frame["p_stop"], "-o", color=color, markersize=3, linewidth=1.2, label=_rule_probability_label(frame))
+        ax.broken_barh(
+            spans, (band_low, band_height), facecolors=faces, edgecolor="none", label=name.replace("_", " ")
+        )
+    ax.plot(
+        steps,
+        frame["p_stop"],
+        "-o",
+        color=color,
+        markersize=3,
+        linewidth=1.2,
+        label=_rule_probability_label(frame),
+    )
     if threshold is not None:
-        ax.axhline(float(threshold), color="0.4", linestyle="--", linewidth=0.8, label=f"threshold {threshold:g}")
+        ax.axhline(
+            float(threshold), color="0.4", linestyle="--", linewidth=0.8, label=f"threshold {threshold:g}"
+        )
     if "decision" in frame:
         stops = steps[(frame["decision"] == "stop").to_numpy()]
         if stops.size:
-            ax.axvline(stops[0], color="C3", linestyle=":", linewidth=1.2, label=f"first stop (step {stops[0]:.0f})")
+            ax.axvline(
+                stops[0], color="C3", linestyle=":", linewidth=1.2, label=f"first stop (step {stops[0]:.0f})"
+            )
     ax.axhline(0.0, color="0.8", linewidth=0.5)
     ax.set_ylim(-0.23, 1.04)
     ax.set_xlim(0.0, horizon)
@@ -87,8 +108,12 @@ def plot_stop_probability(
     ax.set_ylabel("probability")
     handles, labels = ax.get_legend_handles_labels()
     # phase patches at full colour in the legend (the bars' opacity varies)
-    handles = [Patch(color=PHASE_COLORS.get(label.replace(" ", "_"), "0.5"), label=label)
-               if label.replace(" ", "_") in PHASE_COLORS else h for h, label in zip(handles, labels)]
+    handles = [
+        Patch(color=PHASE_COLORS.get(label.replace(" ", "_"), "0.5"), label=label)
+        if label.replace(" ", "_") in PHASE_COLORS
+        else h
+        for h, label in zip(handles, labels)
+    ]
     ax.legend(handles, labels, fontsize=6, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return ax
 
@@ -102,7 +127,9 @@ def _fraction_table(source: Any, fractions: Sequence[float], interval: float) ->
     if isinstance(source, pd.DataFrame):
         needed = {"run_id", "fraction", "median", "lower", "upper", "horizon_step"}
         if not needed <= set(source.columns):
-            raise BayesGRPOError(f"the table lacks {sorted(needed - set(source.columns))}; pass steps_to_fraction's output")
+            raise BayesGRPOError(
+                f"the table lacks {sorted(needed - set(source.columns))}; pass steps_to_fraction's output"
+            )
         return source
     if isinstance(source, CurveDraws):
         return steps_to_fraction(source, fractions, interval=interval)
@@ -149,16 +176,25 @@ def plot_t80(
     """
     table = _fraction_table(source, fractions, interval)
     plt = pyplot()
-    order = (table[table["fraction"] == table["fraction"].min()]
-             .assign(_key=lambda f: f["median"] / (f["horizon_step"] if relative else 1.0))
-             .sort_values("_key", kind="stable")["run_id"].tolist())
+    order = (
+        table[table["fraction"] == table["fraction"].min()]
+        .assign(_key=lambda f: f["median"] / (f["horizon_step"] if relative else 1.0))
+        .sort_values("_key", kind="stable")["run_id"]
+        .tolist()
+    )
     n_runs = len(order)
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 1.0 + 0.18 * n_runs))
     row = {run_id: i for i, run_id in enumerate(order)}
     horizons = table.drop_duplicates("run_id").set_index("run_id")["horizon_step"].astype(float)
     scale = horizons if relative else horizons * 0 + 1.0
-    limit = max_ratio if relative else max_ratio * float(np.nanmax(horizons)) if np.isfinite(horizons).any() else np.inf
+    limit = (
+        max_ratio
+        if relative
+        else max_ratio * float(np.nanmax(horizons))
+        if np.isfinite(horizons).any()
+        else np.inf
+    )
     chosen = sorted(table["fraction"].unique())
     offsets = np.linspace(-0.2, 0.2, len(chosen)) if len(chosen) > 1 else [0.0]
     beyond_labelled = False
@@ -170,24 +206,48 @@ def plot_t80(
         lower = part["lower"].to_numpy(dtype=float) / s
         upper = part["upper"].to_numpy(dtype=float) / s
         shown = np.minimum(median, limit)
-        ax.errorbar(shown, y, xerr=[shown - np.minimum(lower, limit), np.minimum(upper, limit) - shown], fmt="o",
-                    color=f"C{j}", markersize=3, elinewidth=1, capsize=0, label=f"{fraction:.0%} of the gain")
+        ax.errorbar(
+            shown,
+            y,
+            xerr=[shown - np.minimum(lower, limit), np.minimum(upper, limit) - shown],
+            fmt="o",
+            color=f"C{j}",
+            markersize=3,
+            elinewidth=1,
+            capsize=0,
+            label=f"{fraction:.0%} of the gain",
+        )
         over = median > limit
         if over.any():
-            ax.plot(np.full(over.sum(), limit), y[over], ">", color=f"C{j}", markersize=5,
-                    label="_nolegend_" if beyond_labelled else f"beyond {max_ratio:g}x the horizon")
+            ax.plot(
+                np.full(over.sum(), limit),
+                y[over],
+                ">",
+                color=f"C{j}",
+                markersize=5,
+                label="_nolegend_" if beyond_labelled else f"beyond {max_ratio:g}x the horizon",
+            )
             beyond_labelled = True
     if relative:
         ax.axvline(1.0, color="k", linewidth=1, linestyle="--", label="horizon")
         ax.set_xlabel(f"step / horizon (median and {interval:.0%} interval)")
         ax.set_xlim(0.0, limit * 1.02)
     else:
-        ax.plot(horizons.reindex(order).to_numpy(), np.arange(n_runs), "|", color="k", markersize=8, label="horizon")
+        ax.plot(
+            horizons.reindex(order).to_numpy(),
+            np.arange(n_runs),
+            "|",
+            color="k",
+            markersize=8,
+            label="horizon",
+        )
         ax.set_xlabel(f"step (median and {interval:.0%} interval)")
         ax.set_xlim(0.0, limit * 1.02 if np.isfinite(limit) else None)
     ax.set_yticks(np.arange(n_runs))
     ax.set_yticklabels([short_label(r, 45) for r in order], fontsize=6 if n_runs > 20 else 8)
     ax.set_ylim(n_runs - 0.5, -0.5)
     ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    ax.set_title("steps to " + ", ".join(f"{f:.0%}" for f in chosen) + " of each run's total gain", fontsize=9)
+    ax.set_title(
+        "steps to " + ", ".join(f"{f:.0%}" for f in chosen) + " of each run's total gain", fontsize=9
+    )
     return ax

@@ -14,13 +14,13 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-
-
-
 def pyplot() -> Any:
     import matplotlib
 
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline") and not _interactive():
+    if (
+        matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline")
+        and not _interactive()
+    ):
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -33,9 +33,12 @@ def _interactive() -> bool:
     return hasattr(sys, "ps1") or "ipykernel" in sys.modules
 
 
-def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = (5.0, 3.2), **kwargs: Any) -> tuple[Figure, Any]:
+def subplots(
+    nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float] = (5.0, 3.2), **kwargs: Any
+) -> tuple[Figure, Any]:
     """A new figure and its axes (``matplotlib.pyplot.subplots``), for modules that must not
-    import matplotlib themselves."""
+    import matplotlib themselves.
+    """
     return pyplot().subplots(nrows, ncols, figsize=figsize, **kwargs)
 
 
@@ -63,29 +66,36 @@ UNKNOWN_LABEL = "unknown"
 
 def plain_label(text: str) -> str:
     """Text from a log as matplotlib shows it literally: a ``$`` would start mathtext (and a
-    malformed formula fails the whole figure)."""
+    malformed formula fails the whole figure).
+    """
     return str(text).replace("$", r"\$")
 
 
 def short_label(text: str, width: int = 40) -> str:
     """``text`` cut to ``width`` characters in the middle, keeping its start and its end (run ids
-    often differ only in a suffix), made literal for matplotlib (:func:`_plain`)."""
+    often differ only in a suffix), made literal for matplotlib (:func:`_plain`).
+    """
     text = str(text)
     if len(text) > width:
         head = (width - 3) // 3
-        text = text[:head] + "..." + text[len(text) - (width - 3 - head):]
+        text = text[:head] + "..." + text[len(text) - (width - 3 - head) :]
     return plain_label(text)
 
 
 def known_value(value: Any) -> bool:
     import pandas as pd
 
-    return value is not None and not (not isinstance(value, str) and bool(pd.isna(value))) and str(value) not in ("", "<NA>", "nan")
+    return (
+        value is not None
+        and not (not isinstance(value, str) and bool(pd.isna(value)))
+        and str(value) not in ("", "<NA>", "nan")
+    )
 
 
 def family_colors(families: Sequence[Any]) -> dict[str, Any]:
     """A colour per family, stable for a given set (sorted; ``tab10``, ``tab20`` beyond ten);
-    :data:`UNKNOWN_LABEL` grey."""
+    :data:`UNKNOWN_LABEL` grey.
+    """
     from matplotlib import colormaps
 
     names = sorted({str(f) for f in families if known_value(f)})
@@ -99,10 +109,10 @@ def family_of(value: Any) -> str:
     return str(value) if known_value(value) else UNKNOWN_LABEL
 
 
-
 def robust_limits(values: np.ndarray, pad: float = 0.05, log: bool = False) -> tuple[float, float]:
     """Axis limits holding every value but far outliers (beyond 3 interquartile ranges of the
-    quartiles, on a log scale when ``log``): a heavy-tailed asymptote does not flatten the rest."""
+    quartiles, on a log scale when ``log``): a heavy-tailed asymptote does not flatten the rest.
+    """
     finite = np.asarray(values, dtype=float)
     finite = finite[np.isfinite(finite) & ((finite > 0) if log else True)]
     if finite.size == 0:

@@ -29,13 +29,9 @@ from bayesgrpo.logs.readers import Source, detect_format, discover, load_runs, m
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
 if TYPE_CHECKING:
-
     pass
 
 logger = logging.getLogger(__name__)
-
-
-
 
 
 #: Formats whose files are append-only logs with explicit steps: kept across rotation.
@@ -120,7 +116,9 @@ def merge_generations(old: RunsTable, new: RunsTable) -> RunsTable:
     new file lacks the config printed at the start).
     """
     points = pd.concat([old.points, new.points], ignore_index=True, sort=False)
-    points = points.drop_duplicates(["run_id", "step"], keep="last").sort_values(["run_id", "step"], kind="stable")
+    points = points.drop_duplicates(["run_id", "step"], keep="last").sort_values(
+        ["run_id", "step"], kind="stable"
+    )
     points["run_id"] = points["run_id"].astype("string")
     runs = new.runs.set_index("run_id").combine_first(old.runs.set_index("run_id")).reset_index()
     return RunsTable(points=points.reset_index(drop=True), runs=coerce_metadata(runs), report=new.report)
@@ -183,7 +181,9 @@ class LogFollower:
         How many times the files were read (a file that did not change is not read).
     """
 
-    def __init__(self, source: Source, settings: ReadSettings | None = None, stated: pd.DataFrame | None = None) -> None:
+    def __init__(
+        self, source: Source, settings: ReadSettings | None = None, stated: pd.DataFrame | None = None
+    ) -> None:
         self.source = source
         self.stated = stated
         self.key = source_key(source)  # fixed: the source's files and format may change later
@@ -222,7 +222,9 @@ class LogFollower:
         if self.source.format in ROTATING_FORMATS and self._current is not None:
             self._check_rotation(previous, stamps)
         if all(s is None for s in stamps.values()):
-            return self._wait("no such file yet" if self.table is None else "the file is gone; showing what was read")
+            return self._wait(
+                "no such file yet" if self.table is None else "the file is gone; showing what was read"
+            )
         format = self.source.format
         if not format:
             format = detect_format(self.source.paths[0]) or ""
@@ -248,7 +250,8 @@ class LogFollower:
 
     def _read(self, paths: Sequence[Path]) -> RunsTable:
         """``load_runs`` on the source's files, named and described as ``load_runs`` on the
-        folder would: the source's run id, a manifest's reward key and metadata, the user's over it."""
+        folder would: the source's run id, a manifest's reward key and metadata, the user's over it.
+        """
         settings = self.settings
         table = load_runs(
             list(paths),
@@ -272,7 +275,9 @@ class LogFollower:
         self.message = message
         return False
 
-    def _check_rotation(self, previous: Mapping[Path, FileStamp | None], stamps: Mapping[Path, FileStamp | None]) -> None:
+    def _check_rotation(
+        self, previous: Mapping[Path, FileStamp | None], stamps: Mapping[Path, FileStamp | None]
+    ) -> None:
         """Move what was read into the archive when the file was replaced or truncated."""
         for path, old in previous.items():
             new = stamps.get(path)
@@ -293,9 +298,15 @@ class LogFollower:
                     generation = tail if tail.run_ids == generation.run_ids else generation
                 except (LogReadError, BayesGRPOError, OSError) as exc:
                     logger.warning("watch: cannot read the rotated file %s: %s", renamed, exc)
-            logger.info("watch: %s was %s; keeping its %d steps", path, "replaced" if replaced else "truncated",
-                        _n_steps(generation))
-            self._archive = generation if self._archive is None else merge_generations(self._archive, generation)
+            logger.info(
+                "watch: %s was %s; keeping its %d steps",
+                path,
+                "replaced" if replaced else "truncated",
+                _n_steps(generation),
+            )
+            self._archive = (
+                generation if self._archive is None else merge_generations(self._archive, generation)
+            )
             self._current = None
 
 
@@ -339,7 +350,9 @@ class WatchTarget:
                 if self.path.name == "trainer_state.json":  # as load_runs names it: the training folder
                     folder = self.path.parent
                     run_id = (folder.parent if folder.name.startswith("checkpoint-") else folder).name
-                follower = LogFollower(Source(self.settings.format or "", (self.path,), run_id), self.settings)
+                follower = LogFollower(
+                    Source(self.settings.format or "", (self.path,), run_id), self.settings
+                )
                 self.followers, self._mode = {follower.key: follower}, "file"
         else:
             self.message = "no such file or folder yet"
@@ -360,7 +373,9 @@ class WatchTarget:
             logger.warning("watch: cannot list %s: %s", self.path, exc)
             return
         # files a follower read under another name: rotated away, not new runs
-        known = {identity: follower for follower in self.followers.values() for identity in follower.identities}
+        known = {
+            identity: follower for follower in self.followers.values() for identity in follower.identities
+        }
         chosen: dict[str, Source] = {}
         for source in sources:
             key = source_key(source)
@@ -370,7 +385,10 @@ class WatchTarget:
                 if owner is not None and owner.key != key:
                     continue
             if key in chosen:  # two trainer states of one training folder: the newest
-                newest = max((chosen[key], source), key=lambda s: FileStamp.of(s.paths[0]).mtime_ns if FileStamp.of(s.paths[0]) else 0)
+                newest = max(
+                    (chosen[key], source),
+                    key=lambda s: FileStamp.of(s.paths[0]).mtime_ns if FileStamp.of(s.paths[0]) else 0,
+                )
                 chosen[key] = newest
             else:
                 chosen[key] = source
@@ -379,5 +397,7 @@ class WatchTarget:
             if key in self.followers:
                 self.followers[key].source = source
             else:
-                self.followers[key] = LogFollower(source, self.settings, None if rows is None or rows.empty else rows)
+                self.followers[key] = LogFollower(
+                    source, self.settings, None if rows is None or rows.empty else rows
+                )
         self.message = "" if chosen else "no log found yet"

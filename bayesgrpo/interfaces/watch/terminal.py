@@ -53,15 +53,27 @@ def render_table(statuses: Sequence[RunStatus], *, title: str | None = None) -> 
             final = "-"
         where = "-" if s.step is None else f"{s.step:g} / {_num(s.horizon_step, 6)}"
         # text from logs and messages is escaped: "[live update unreliable: ...]" is not markup
-        table.add_row(escape(s.run_id), str(s.n_steps), where, _num(s.reward_now), escape(final), _num(s.p_plateau, 2),
-                      advice, escape(s.reason or ""))
+        table.add_row(
+            escape(s.run_id),
+            str(s.n_steps),
+            where,
+            _num(s.reward_now),
+            escape(final),
+            _num(s.p_plateau, 2),
+            advice,
+            escape(s.reason or ""),
+        )
     return table
 
 
 def poll_json(statuses: Sequence[RunStatus], *, poll: int, seconds: float) -> str:
     """One poll as one line of JSON."""
-    payload = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "poll": poll, "seconds": round(seconds, 4),
-               "runs": [s.to_dict() for s in statuses]}
+    payload = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "poll": poll,
+        "seconds": round(seconds, 4),
+        "runs": [s.to_dict() for s in statuses],
+    }
     return json.dumps(payload, default=str)
 
 
@@ -128,7 +140,9 @@ def main_from_args(args: Any, rule: StoppingRule) -> int:
         eps=args.eps,
         relative=not args.absolute,
         smooth=args.smooth,
-        read=ReadSettings(format=args.format, reward=args.reward, metadata=args.metadata, logging_steps=args.logging_steps),
+        read=ReadSettings(
+            format=args.format, reward=args.reward, metadata=args.metadata, logging_steps=args.logging_steps
+        ),
         random_seed=args.seed,
     )
     return run(watcher, interval=args.interval, once=args.once, as_json=args.json, max_polls=args.polls)

@@ -21,7 +21,6 @@ from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.questions.live import live_forecaster
 
 if TYPE_CHECKING:
-
     from bayesgrpo.questions.live import LiveForecaster
     from bayesgrpo.questions.stopping import StoppingRule
 
@@ -193,8 +192,14 @@ class Watcher:
         for target in self._targets:
             followers = target.refresh()
             if not followers:
-                statuses.append(RunStatus(run_id=target.path.name, source=str(target.path), state="waiting",
-                                          reason=target.message or "no log found yet"))
+                statuses.append(
+                    RunStatus(
+                        run_id=target.path.name,
+                        source=str(target.path),
+                        state="waiting",
+                        reason=target.message or "no log found yet",
+                    )
+                )
                 continue
             for follower in followers:
                 follower.poll()
@@ -243,7 +248,9 @@ class Watcher:
         self._cache[key] = (fingerprint, status)
         return status
 
-    def _compute(self, run: RunsTable, points: pd.DataFrame, horizon: float | None, name: str, follower: LogFollower) -> RunStatus:
+    def _compute(
+        self, run: RunsTable, points: pd.DataFrame, horizon: float | None, name: str, follower: LogFollower
+    ) -> RunStatus:
         from bayesgrpo.questions.stopping import prob_gain_below, reward_at
 
         start = time.perf_counter()
@@ -260,10 +267,18 @@ class Watcher:
         if not len(points):
             return RunStatus(**base, state="waiting", reason="no reward logged yet")
         if horizon is None:
-            return RunStatus(**base, state="no_horizon", reason="no horizon: pass --horizon (the log states no total steps)")
+            return RunStatus(
+                **base,
+                state="no_horizon",
+                reason="no horizon: pass --horizon (the log states no total steps)",
+            )
         step = float(base["step"])
         if step > horizon:
-            return RunStatus(**base, state="error", reason=f"step {step:g} is past the horizon {horizon:g}; pass a larger --horizon")
+            return RunStatus(
+                **base,
+                state="error",
+                reason=f"step {step:g} is past the horizon {horizon:g}; pass a larger --horizon",
+            )
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -276,7 +291,9 @@ class Watcher:
             decision = self.rule.decide(draws, step, horizon)[0]
         except (BayesGRPOError, ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
             logger.warning("watch: no forecast for %s: %s", name, exc)
-            return RunStatus(**base, state="error", reason=short_error(exc), seconds=time.perf_counter() - start)
+            return RunStatus(
+                **base, state="error", reason=short_error(exc), seconds=time.perf_counter() - start
+            )
         reason = decision.reason
         unreliable = [str(w.message) for w in caught if "unreliable" in str(w.message)]
         if unreliable:

@@ -22,6 +22,22 @@ Formats
 from __future__ import annotations
 
 from bayesgrpo.logs.readers.base import ReadOptions, Source
-from bayesgrpo.logs.readers.load import READERS, detect_format, discover, load_runs, merge_metadata, read_source
+from bayesgrpo.logs.readers.load import (
+    READERS,
+    detect_format,
+    discover,
+    load_runs,
+    merge_metadata,
+    read_source,
+)
 
-__all__ = ["READERS", "ReadOptions", "Source", "detect_format", "discover", "load_runs", "merge_metadata", "read_source"]
+__all__ = [
+    "READERS",
+    "ReadOptions",
+    "Source",
+    "detect_format",
+    "discover",
+    "load_runs",
+    "merge_metadata",
+    "read_source",
+]

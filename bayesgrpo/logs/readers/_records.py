@@ -229,7 +229,8 @@ def _last_of_each_key(key: np.ndarray, n_keys: int) -> np.ndarray:
 
 def _backwards_within_metric(order: np.ndarray, steps: np.ndarray, metric_codes: np.ndarray) -> np.ndarray:
     """Records (indices into ``order``'s targets) whose step is below the previous step of the
-    same metric, in file order. Logs nearly always write steps in order: checked first, cheaply."""
+    same metric, in file order. Logs nearly always write steps in order: checked first, cheaply.
+    """
     if np.all(np.diff(steps[order]) >= 0):
         return order[:0]
     by_metric = order[np.argsort(metric_codes[order], kind="stable")]
@@ -473,7 +474,13 @@ def tidy_run(raw: RawRun, reward: str | None = None, strict: bool = False) -> Ti
     else:
         metric_columns = [c for c in frame.columns if c not in (LOC, STEP)]
         coerced = {c: _coerce_values(frame[c], frame[LOC], c, issues) for c in metric_columns}
-        frame = pd.DataFrame({LOC: frame[LOC].to_numpy(), STEP: frame[STEP].to_numpy(), **{c: v.to_numpy() for c, v in coerced.items()}})
+        frame = pd.DataFrame(
+            {
+                LOC: frame[LOC].to_numpy(),
+                STEP: frame[STEP].to_numpy(),
+                **{c: v.to_numpy() for c, v in coerced.items()},
+            }
+        )
         empty_columns = [c for c in metric_columns if frame[c].isna().all()]
         if empty_columns and len(empty_columns) < len(metric_columns):
             frame = frame.drop(columns=empty_columns)
@@ -485,7 +492,11 @@ def tidy_run(raw: RawRun, reward: str | None = None, strict: bool = False) -> Ti
                 tuple(empty_columns[:MAX_LOCATIONS]),
                 f"metric column(s) with no numeric value not kept: {empty_columns[:10]}",
             )
-        no_values = frame[metric_columns].isna().all(axis=1).to_numpy() if metric_columns else np.ones(len(frame), bool)
+        no_values = (
+            frame[metric_columns].isna().all(axis=1).to_numpy()
+            if metric_columns
+            else np.ones(len(frame), bool)
+        )
         if no_values.any():
             issues.add(
                 "no_values",

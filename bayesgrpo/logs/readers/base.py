@@ -6,10 +6,9 @@ Format modules import this module, never the package's ``__init__``, so that
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from bayesgrpo.logs.readers._records import RawRun
 
@@ -56,5 +55,6 @@ class Source:
     def label(self) -> str:
         if len(self.paths) == 1:
             return str(self.paths[0])
+
 
 ReaderFunction = Callable[[Source, ReadOptions], list[RawRun]]

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
 @dataclass
 class JsonLines:
     """The lines of a JSON Lines file, as read: the objects, and where the others are.
@@ -96,7 +94,9 @@ def read_json_lines(path: Path, strict: bool) -> JsonLines:
                             f"line {number}",
                         )
                     raise MalformedRecordError(
-                        "not a JSON object; pass strict=False to drop such lines and report", path, f"line {number}"
+                        "not a JSON object; pass strict=False to drop such lines and report",
+                        path,
+                        f"line {number}",
                     )
                 bad.append(number)
                 if cut:

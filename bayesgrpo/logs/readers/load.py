@@ -41,7 +41,9 @@ READERS: dict[str, tuple[str, str]] = {
 _TFEVENTS = re.compile(r"(^|\.)tfevents\.")
 _VERL_JSONL_HEAD = re.compile(r'\s*\{\s*"step"\s*:\s*[^,{}\[\]]*,\s*"data"\s*:\s*\{')
 _VERL_LINE = re.compile(r"step:\s*\d+\s+-\s+[\w/@.()\-]+:")
-_TRL_DICT_LINE = re.compile(r"\{\s*'(?:loss|epoch|learning_rate|grad_norm|reward|train_runtime|eval_[\w/]+)'\s*:")
+_TRL_DICT_LINE = re.compile(
+    r"\{\s*'(?:loss|epoch|learning_rate|grad_norm|reward|train_runtime|eval_[\w/]+)'\s*:"
+)
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 _HEAD_BYTES = 65536
 _CONSOLE_HEAD_BYTES = 4 * 2**20
@@ -91,7 +93,12 @@ def detect_format(path: PathLike) -> str | None:
         return "trl-state" if '"log_history"' in head or name == "trainer_state.json" else None
     if suffix == ".csv" or suffix == ".tsv":
         first_line = head.splitlines()[0] if head else ""
-        if " - " in first_line and ("__MIN" in first_line or "__MAX" in first_line or first_line.startswith('"Step"') or first_line.startswith("Step,")):
+        if " - " in first_line and (
+            "__MIN" in first_line
+            or "__MAX" in first_line
+            or first_line.startswith('"Step"')
+            or first_line.startswith("Step,")
+        ):
             return "wandb-csv"
         return "csv"
     if suffix not in _CONSOLE_SUFFIXES and ".log" not in name:
@@ -107,7 +114,9 @@ def detect_format(path: PathLike) -> str | None:
         if looks_like_verl_console(path):
             return "verl-console"
         with open(path, "rb") as handle:
-            more = re.sub(r"\x1b\[[0-9;]*m", "", handle.read(_CONSOLE_HEAD_BYTES).decode("utf-8", errors="replace"))
+            more = re.sub(
+                r"\x1b\[[0-9;]*m", "", handle.read(_CONSOLE_HEAD_BYTES).decode("utf-8", errors="replace")
+            )
         if _TRL_DICT_LINE.search(more):
             return "trl-console"
     return None
@@ -143,9 +152,13 @@ def _manifest_sources(folder: Path, format: str | None) -> tuple[list[Source], l
         reward = getattr(row, "reward_key", None)
         sources.append(Source(detected, files, str(row.run_id), None if pd.isna(reward) else str(reward)))
     notes = [
-        ReadIssue(str(p), "not_in_manifest", "info", 0, (), f"not listed in {folder / MANIFEST_NAME}; not read")
+        ReadIssue(
+            str(p), "not_in_manifest", "info", 0, (), f"not listed in {folder / MANIFEST_NAME}; not read"
+        )
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.resolve() not in {q.resolve() for q in listed} and detect_format_quietly(p) is not None
+        if p.is_file()
+        and p.resolve() not in {q.resolve() for q in listed}
+        and detect_format_quietly(p) is not None
     ]
     stated = manifest.drop(columns=["file", "format", "reward_key"], errors="ignore")
     return sources, notes, stated
@@ -203,7 +216,16 @@ def discover(
                     continue
                 detected = format or detect_format(path)
                 if detected is None:
-                    notes.append(ReadIssue(str(path), "unknown_format", "info", 0, (), "no reader recognises this file; not read"))
+                    notes.append(
+                        ReadIssue(
+                            str(path),
+                            "unknown_format",
+                            "info",
+                            0,
+                            (),
+                            "no reader recognises this file; not read",
+                        )
+                    )
                     continue
                 found.append((path, detected))
         else:
@@ -234,10 +256,21 @@ def discover(
         latest = checkpoints[-1][1]
         for _, older in checkpoints[:-1]:
             notes.append(
-                ReadIssue(str(older), "older_checkpoint", "info", 0, (), f"older trainer state of the run; read {latest} instead (it holds the whole history)")
+                ReadIssue(
+                    str(older),
+                    "older_checkpoint",
+                    "info",
+                    0,
+                    (),
+                    f"older trainer state of the run; read {latest} instead (it holds the whole history)",
+                )
             )
         sources.append(Source("trl-state", (latest,), folder.name))
-    manifest_metadata = pd.concat(manifest_frames, ignore_index=True) if manifest_frames else pd.DataFrame({"run_id": pd.Series(dtype=str)})
+    manifest_metadata = (
+        pd.concat(manifest_frames, ignore_index=True)
+        if manifest_frames
+        else pd.DataFrame({"run_id": pd.Series(dtype=str)})
+    )
     return manifest_sources + sources, notes, manifest_metadata
 
 
@@ -275,7 +308,9 @@ def _metadata_frame(metadata: Any) -> pd.DataFrame:
         rows = []
         for run_id, fields in metadata.items():
             if not isinstance(fields, Mapping):
-                raise MetadataError(f"metadata for run {run_id!r} must be a mapping of fields, got {type(fields).__name__}")
+                raise MetadataError(
+                    f"metadata for run {run_id!r} must be a mapping of fields, got {type(fields).__name__}"
+                )
             rows.append({"run_id": str(run_id), **fields})
         return pd.DataFrame(rows)
     raise MetadataError(f"metadata must be a dict, DataFrame or CSV/YAML path, not {type(metadata).__name__}")
@@ -283,7 +318,8 @@ def _metadata_frame(metadata: Any) -> pd.DataFrame:
 
 def _differs(old: pd.Series, new: pd.Series) -> pd.Series:
     """Whether each stated value differs from the given one: numbers by value (250 is 250.0),
-    anything else by its text."""
+    anything else by its text.
+    """
     old_number = pd.to_numeric(old, errors="coerce")
     new_number = pd.to_numeric(new, errors="coerce")
     numbers = old_number.notna() & new_number.notna()
@@ -312,10 +348,21 @@ def merge_metadata(stated: pd.DataFrame, given: Any) -> tuple[pd.DataFrame, list
         return stated, notes
     user = user.assign(run_id=user["run_id"].astype(str))
     if user["run_id"].duplicated().any():
-        raise MetadataError(f"metadata lists run(s) twice: {sorted(set(user.loc[user['run_id'].duplicated(), 'run_id']))}")
+        raise MetadataError(
+            f"metadata lists run(s) twice: {sorted(set(user.loc[user['run_id'].duplicated(), 'run_id']))}"
+        )
     unmatched = sorted(set(user["run_id"]) - set(stated["run_id"].astype(str)))
     if unmatched:
-        notes.append(ReadIssue("metadata", "unmatched_metadata", "info", len(unmatched), tuple(unmatched[:5]), "metadata given for runs that were not read"))
+        notes.append(
+            ReadIssue(
+                "metadata",
+                "unmatched_metadata",
+                "info",
+                len(unmatched),
+                tuple(unmatched[:5]),
+                "metadata given for runs that were not read",
+            )
+        )
     merged = stated.copy()
     merged["run_id"] = merged["run_id"].astype(str)
     merged = merged.set_index("run_id")
@@ -351,7 +398,16 @@ def _unique_run_ids(tidied: list[Any], notes: list[ReadIssue]) -> None:
         if run_id in seen:
             seen[run_id] += 1
             new_id = f"{run_id}#{seen[run_id]}"
-            notes.append(ReadIssue(run.account.source, "duplicate_run_id", "info", 1, (), f"run id {run_id!r} already used by another source; this one is {new_id!r}"))
+            notes.append(
+                ReadIssue(
+                    run.account.source,
+                    "duplicate_run_id",
+                    "info",
+                    1,
+                    (),
+                    f"run id {run_id!r} already used by another source; this one is {new_id!r}",
+                )
+            )
             run.metadata["run_id"] = new_id
             run.points["run_id"] = new_id
             run.account.run_ids = [new_id]
@@ -363,7 +419,9 @@ def _is_scalar_free_tensorboard(source: Source, exc: BaseException) -> bool:
     """An event folder that holds only non-scalar data (hyperparameters, graphs)."""
     from bayesgrpo.errors import EmptyLogError
 
-    return source.format == "tensorboard" and isinstance(exc, EmptyLogError) and "no scalar summary" in str(exc)
+    return (
+        source.format == "tensorboard" and isinstance(exc, EmptyLogError) and "no scalar summary" in str(exc)
+    )
 
 
 def read_source(source: Source, options: ReadOptions) -> list[RawRun]:
@@ -446,7 +504,16 @@ def load_runs(
                 continue
             if not skip_unreadable or isinstance(exc, MetadataError):
                 raise
-            report.sources.append(SourceAccount(source.label, source.format, [], 0, 0, [ReadIssue(source.label, "unreadable", "info", 0, (), f"file skipped: {exc}")]))
+            report.sources.append(
+                SourceAccount(
+                    source.label,
+                    source.format,
+                    [],
+                    0,
+                    0,
+                    [ReadIssue(source.label, "unreadable", "info", 0, (), f"file skipped: {exc}")],
+                )
+            )
     if not tidied:
         raise LogReadError(f"no run could be read from {paths!r}")
     _unique_run_ids(tidied, report.notes)

@@ -57,7 +57,11 @@ def is_manifest(path: Path) -> bool:
 
 
 def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and np.isnan(value)) or str(value).strip().lower() in _MISSING
+    return (
+        value is None
+        or (isinstance(value, float) and np.isnan(value))
+        or str(value).strip().lower() in _MISSING
+    )
 
 
 def parse_format(text: Any) -> str | None:
@@ -118,12 +122,16 @@ def read_manifest(path: Path) -> pd.DataFrame:
     if missing:
         raise MetadataError(f"{path}: manifest lacks column(s) {missing}")
     if frame["run_id"].duplicated().any():
-        raise MetadataError(f"{path}: run id(s) listed twice: {sorted(set(frame.loc[frame['run_id'].duplicated(), 'run_id']))}")
+        raise MetadataError(
+            f"{path}: run id(s) listed twice: {sorted(set(frame.loc[frame['run_id'].duplicated(), 'run_id']))}"
+        )
     rows = []
     for record in frame.to_dict("records"):
         file = (path.parent / record["file"]).resolve()
         if not file.exists():
-            raise MetadataError(f"{path}: run {record['run_id']!r} lists {record['file']!r}, which does not exist")
+            raise MetadataError(
+                f"{path}: run {record['run_id']!r} lists {record['file']!r}, which does not exist"
+            )
         row: dict[str, Any] = {k: (None if _missing(v) else v) for k, v in record.items()}
         row["file"] = str(file)
         row["format"] = parse_format(record.get("format"))
@@ -152,6 +160,8 @@ def read_manifest(path: Path) -> pd.DataFrame:
         for outside, inside in (("path", "source_path"), ("commit", "source_commit")):
             if outside in row:
                 row[inside] = row.pop(outside)
-        row.update({k: v for k, v in parse_notes(record.get("notes")).items() if k not in row or row[k] is None})
+        row.update(
+            {k: v for k, v in parse_notes(record.get("notes")).items() if k not in row or row[k] is None}
+        )
         rows.append(row)
     return pd.DataFrame(rows)

@@ -101,7 +101,9 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
             if header is None:
                 if problem:
                     raise MalformedRecordError(
-                        f"the header line {problem}; fix the quoting of the column names", path, f"line {number}"
+                        f"the header line {problem}; fix the quoting of the column names",
+                        path,
+                        f"line {number}",
                     )
                 header, n_columns = row, len(row)
                 continue
@@ -171,8 +173,6 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
     return frame, n_read, issues
 
 
-
-
 def _jsonl_frame(lines: JsonLines, path: Path) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
     """A plain JSON Lines table: one column per key, bad lines reported as dropped."""
     issues = []
@@ -207,12 +207,16 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
     return frame, len(frame), []
 
 
-def _pick(frame: pd.DataFrame, mapped: str | None, candidates: tuple[str, ...], what: str, path: Path) -> str | None:
+def _pick(
+    frame: pd.DataFrame, mapped: str | None, candidates: tuple[str, ...], what: str, path: Path
+) -> str | None:
     if mapped is not None:
         if mapped not in frame.columns:
             from bayesgrpo.errors import UnknownMetricError
 
-            raise UnknownMetricError(mapped, [c for c in frame.columns if c != LOC], f"{path} (columns[{what!r}])")
+            raise UnknownMetricError(
+                mapped, [c for c in frame.columns if c != LOC], f"{path} (columns[{what!r}])"
+            )
         return mapped
     for name in candidates:
         if name in frame.columns:
@@ -299,7 +303,9 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
             f"Columns: {[c for c in frame.columns if c != LOC][:20]}",
             path,
         )
-    run_column = _pick(frame, columns.pop("run_id", None), RUN_NAMES if "run_id" in frame.columns else (), "run_id", path)
+    run_column = _pick(
+        frame, columns.pop("run_id", None), RUN_NAMES if "run_id" in frame.columns else (), "run_id", path
+    )
     reward_column = columns.pop("reward", None)
     if reward_column is not None:
         _pick(frame, reward_column, (), "reward", path)
@@ -312,7 +318,14 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
         logged = _free_name(frame, "step_logged")
         frame = frame.rename(columns={STEP: logged})
         issues.append(
-            ReadIssue(str(path), "renamed_column", "info", 1, (), f"column 'step' kept as {logged!r}: {step_column!r} is the step")
+            ReadIssue(
+                str(path),
+                "renamed_column",
+                "info",
+                1,
+                (),
+                f"column 'step' kept as {logged!r}: {step_column!r} is the step",
+            )
         )
     frame = frame.rename(columns={step_column: STEP})
     groups: list[tuple[str, pd.DataFrame, str]]
@@ -320,7 +333,10 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
         frame, no_run = _split_off_missing_run_ids(frame, run_column, label, path, options.strict)
         if no_run is not None:
             issues.append(no_run)
-        groups = [(str(name), part.drop(columns=[run_column]), f"{path}#{name}") for name, part in frame.groupby(run_column, sort=False)]
+        groups = [
+            (str(name), part.drop(columns=[run_column]), f"{path}#{name}")
+            for name, part in frame.groupby(run_column, sort=False)
+        ]
     else:
         groups = [(options.run_id or source.run_id, frame, str(path))]
     runs = []
@@ -331,8 +347,13 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
                 source=label_source,
                 format=source.format,
                 records=part.reset_index(drop=True),
-                records_read=len(part) + (sum(i.count for i in issues if i.action == "dropped") if index == 0 else 0),
-                issues=[ReadIssue(label_source, i.kind, i.action, i.count, i.locations, i.detail) for i in issues] if index == 0 else [],
+                records_read=len(part)
+                + (sum(i.count for i in issues if i.action == "dropped") if index == 0 else 0),
+                issues=[
+                    ReadIssue(label_source, i.kind, i.action, i.count, i.locations, i.detail) for i in issues
+                ]
+                if index == 0
+                else [],
                 reward_candidates=candidates,
                 aliases=aliases,
                 location_label=label,

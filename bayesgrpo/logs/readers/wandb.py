@@ -429,7 +429,14 @@ def _read(handle: TextIO, path: Path, options: ReadOptions) -> list[RawRun]:
     issues = list(layout.notes)
     if layout.ignored and ignored_values:
         issues.append(
-            ReadIssue(str(path), "unknown_column_values", "info", ignored_values, (), "values in columns that are no run's, not read")
+            ReadIssue(
+                str(path),
+                "unknown_column_values",
+                "info",
+                ignored_values,
+                (),
+                "values in columns that are no run's, not read",
+            )
         )
     if no_value_lines:
         issues.append(

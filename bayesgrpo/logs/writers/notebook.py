@@ -30,7 +30,7 @@ def format_time(seconds: float) -> str:
 
 
 def html_progress_bar(value: int, total: int, label: str, prefix: str = "", width: int = 300) -> str:
-    """transformers' ``html_progress_bar`` (its triple-quoted template, line by line)."""
+    """Transformers' ``html_progress_bar`` (its triple-quoted template, line by line)."""
     style = f"width:{width}px; height:20px; vertical-align: middle;"
     return (
         "\n    <div>\n"
@@ -42,7 +42,7 @@ def html_progress_bar(value: int, total: int, label: str, prefix: str = "", widt
 
 
 def text_to_html_table(items: Sequence[Sequence[Any]]) -> str:
-    """transformers' ``text_to_html_table``: a header row, then rows (floats with 6 decimals)."""
+    """Transformers' ``text_to_html_table``: a header row, then rows (floats with 6 decimals)."""
     html_code = """<table border="1" class="dataframe">\n"""
     html_code += """  <thead>\n <tr style="text-align: left;">\n"""
     for name in items[0]:

@@ -50,7 +50,9 @@ def _scalar_metadata(tag: str) -> summary_pb2.SummaryMetadata:
     return scalar_metadata.create_summary_metadata(display_name=tag, description="")
 
 
-def scalar_value(tag: str, value: float, style: str = "simple_value", dtype: str = "float32", metadata: bool = True) -> summary_pb2.Summary.Value:
+def scalar_value(
+    tag: str, value: float, style: str = "simple_value", dtype: str = "float32", metadata: bool = True
+) -> summary_pb2.Summary.Value:
     """One scalar ``Summary.Value`` encoded as ``style`` (see the module docstring).
 
     Parameters
@@ -74,7 +76,9 @@ def scalar_value(tag: str, value: float, style: str = "simple_value", dtype: str
             tensor = tensor_pb2.TensorProto(float_val=[value], dtype="DT_FLOAT")
         else:
             raise ValueError(f"style 'tensor' writes float32 or float64, not {dtype!r}")
-        smd = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+        smd = summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+        )
     elif style == "tf2":
         if dtype not in _TF2_DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_TF2_DTYPES)}, not {dtype!r}")
@@ -85,7 +89,9 @@ def scalar_value(tag: str, value: float, style: str = "simple_value", dtype: str
             content = bits.to_bytes(2, "little")
         else:
             content = np.array([value], dtype=numpy_dtype).tobytes()
-        tensor = tensor_pb2.TensorProto(dtype=code, tensor_shape=tensor_shape_pb2.TensorShapeProto(), tensor_content=content)
+        tensor = tensor_pb2.TensorProto(
+            dtype=code, tensor_shape=tensor_shape_pb2.TensorShapeProto(), tensor_content=content
+        )
         smd = _scalar_metadata(tag)
     else:
         raise ValueError(f"style must be one of {STYLES}, not {style!r}")
@@ -97,7 +103,9 @@ def scalar_value(tag: str, value: float, style: str = "simple_value", dtype: str
 def text_value(tag: str, text: str) -> summary_pb2.Summary.Value:
     """A text summary as ``SummaryWriter.add_text`` writes it (tag gets ``/text_summary``)."""
     smd = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text", content=TextPluginData(version=0).SerializeToString())
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(
+            plugin_name="text", content=TextPluginData(version=0).SerializeToString()
+        )
     )
     tensor = tensor_pb2.TensorProto(
         dtype="DT_STRING",
@@ -125,13 +133,19 @@ def histogram_value(tag: str, values: Iterable[float], bins: int = 10) -> summar
 
 def image_value(tag: str, encoded_png: bytes, height: int, width: int) -> summary_pb2.Summary.Value:
     """An image summary as ``SummaryWriter.add_image`` writes it (``image`` field)."""
-    image = summary_pb2.Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=encoded_png)
+    image = summary_pb2.Summary.Image(
+        height=height, width=width, colorspace=3, encoded_image_string=encoded_png
+    )
     return summary_pb2.Summary.Value(tag=tag, image=image)
 
 
-def summary_event(step: int, values: Iterable[summary_pb2.Summary.Value], wall_time: float) -> event_pb2.Event:
+def summary_event(
+    step: int, values: Iterable[summary_pb2.Summary.Value], wall_time: float
+) -> event_pb2.Event:
     """An ``Event`` holding a summary, as ``FileWriter.add_summary`` makes it."""
-    return event_pb2.Event(wall_time=wall_time, step=int(step), summary=summary_pb2.Summary(value=list(values)))
+    return event_pb2.Event(
+        wall_time=wall_time, step=int(step), summary=summary_pb2.Summary(value=list(values))
+    )
 
 
 def _set_file_time(path: Path, file_time: int) -> Path:
@@ -141,7 +155,13 @@ def _set_file_time(path: Path, file_time: int) -> Path:
     return renamed
 
 
-def write_events(folder: str | Path, events: Iterable[event_pb2.Event], *, file_time: int | None = None, filename_suffix: str = "") -> Path:
+def write_events(
+    folder: str | Path,
+    events: Iterable[event_pb2.Event],
+    *,
+    file_time: int | None = None,
+    filename_suffix: str = "",
+) -> Path:
     """Write events into a new event file in ``folder`` with tensorboard's ``EventFileWriter``.
 
     The file starts with the writer's own ``file_version`` event, as every real file does.
@@ -163,7 +183,9 @@ def write_events(folder: str | Path, events: Iterable[event_pb2.Event], *, file_
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     before = set(folder.iterdir())
-    writer = EventFileWriter(str(folder), max_queue_size=1000, flush_secs=3600, filename_suffix=filename_suffix)
+    writer = EventFileWriter(
+        str(folder), max_queue_size=1000, flush_secs=3600, filename_suffix=filename_suffix
+    )
     try:
         for event in events:
             writer.add_event(event)
@@ -233,7 +255,11 @@ def write_tensorboard(
     def events() -> Iterable[event_pb2.Event]:
         if purge_step is not None:
             yield event_pb2.Event(wall_time=start_time, step=purge_step, file_version="brain.Event:2")
-            yield event_pb2.Event(wall_time=start_time, step=purge_step, session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+            yield event_pb2.Event(
+                wall_time=start_time,
+                step=purge_step,
+                session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START),
+            )
         for tag, content in (text or {}).items():
             yield summary_event(0, [text_value(tag, content)], start_time)
         seen: set[str] = set()
@@ -247,7 +273,11 @@ def write_tensorboard(
                     continue
                 with_metadata = not (metadata_once and metric in seen)
                 seen.add(metric)
-                yield summary_event(int(step_value), [scalar_value(metric, float(value), style, dtype, with_metadata)], wall_time)
+                yield summary_event(
+                    int(step_value),
+                    [scalar_value(metric, float(value), style, dtype, with_metadata)],
+                    wall_time,
+                )
 
     return write_events(folder, events(), file_time=file_time, filename_suffix=filename_suffix)
 
@@ -266,7 +296,11 @@ def frame_records(payloads: list[bytes]) -> bytes:
         return b""
     lengths = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=len(payloads))
     headers = lengths.astype("<u8").tobytes()
-    header_crcs = masked_crc32c(headers, np.arange(len(payloads)) * 8, np.full(len(payloads), 8)).astype("<u4").tobytes()
+    header_crcs = (
+        masked_crc32c(headers, np.arange(len(payloads)) * 8, np.full(len(payloads), 8))
+        .astype("<u4")
+        .tobytes()
+    )
     blob = b"".join(payloads)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     data_crcs = masked_crc32c(blob, starts, lengths).astype("<u4").tobytes()

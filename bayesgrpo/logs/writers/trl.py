@@ -62,7 +62,7 @@ def _is_missing(value: Any) -> bool:
 
 
 def _plain(value: Any) -> Any:
-    """numpy scalars as Python numbers (what ``.item()`` gives the trainer)."""
+    """Numpy scalars as Python numbers (what ``.item()`` gives the trainer)."""
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         try:
             return value.item()
@@ -386,7 +386,7 @@ def training_banner(
     total_batch_size: int | None = None,
     trainable_parameters: int = 494_032_768,
 ) -> str:
-    """transformers' start banner, as its logger prints it (``Trainer._inner_training_loop``)."""
+    """Transformers' start banner, as its logger prints it (``Trainer._inner_training_loop``)."""
     total_batch_size = total_batch_size or per_device_batch_size * gradient_accumulation_steps
     return (
         "***** Running training *****\n"

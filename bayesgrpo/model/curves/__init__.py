@@ -52,7 +52,6 @@ constant ``2 zeta^2 tau``: neither pools with ``exp``. Use :func:`oscillator_ome
 :func:`oscillator_tau` to convert.
 """
 
-
 from __future__ import annotations
 
 from bayesgrpo.model.curves.families import (

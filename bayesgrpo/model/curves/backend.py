@@ -76,8 +76,20 @@ class _TensorOps:
         import pytensor.tensor as pt
 
         self.pt = pt
-        for name in ("exp", "expm1", "log", "log1p", "sqrt", "cos", "sin", "maximum", "minimum",
-                     "clip", "switch", "sigmoid"):
+        for name in (
+            "exp",
+            "expm1",
+            "log",
+            "log1p",
+            "sqrt",
+            "cos",
+            "sin",
+            "maximum",
+            "minimum",
+            "clip",
+            "switch",
+            "sigmoid",
+        ):
             setattr(self, name, getattr(pt, name))
 
     def asarray(self, x: ArrayLike) -> Any:
@@ -133,11 +145,12 @@ def inverse_inputs(q: ArrayLike, **params: ArrayLike) -> tuple[Any, Any, list[An
     return ops, q, values
 
 
-
-def bisect_crossing(g: Callable[..., np.ndarray], q: np.ndarray, hi: np.ndarray, params: Sequence[np.ndarray],
-            iterations: int) -> np.ndarray:
+def bisect_crossing(
+    g: Callable[..., np.ndarray], q: np.ndarray, hi: np.ndarray, params: Sequence[np.ndarray], iterations: int
+) -> np.ndarray:
     """The ``t`` in ``[0, hi]`` where ``g(t, *params)`` crosses ``q``, by halving the bracket
-    ``iterations`` times (vectorised; ``g`` below ``q`` at 0 and not below it at ``hi``)."""
+    ``iterations`` times (vectorised; ``g`` below ``q`` at 0 and not below it at ``hi``).
+    """
     lo = np.zeros_like(hi)
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
@@ -147,8 +160,9 @@ def bisect_crossing(g: Callable[..., np.ndarray], q: np.ndarray, hi: np.ndarray,
     return 0.5 * (lo + hi)
 
 
-def bisect_monotone(g: Callable[..., np.ndarray], q: np.ndarray, scale: np.ndarray, *params: np.ndarray,
-                     iterations: int = 64) -> np.ndarray:
+def bisect_monotone(
+    g: Callable[..., np.ndarray], q: np.ndarray, scale: np.ndarray, *params: np.ndarray, iterations: int = 64
+) -> np.ndarray:
     """First ``t`` with ``g(t, *params) = q`` for a non-decreasing ``g`` with ``g(inf) = 1``.
 
     Vectorised over all elements: the bracket ``[0, hi]`` starts at ``scale`` and doubles where

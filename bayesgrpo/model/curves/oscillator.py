@@ -126,8 +126,9 @@ def dg_dt_oscillator(t: ArrayLike, tau: ArrayLike, zeta: ArrayLike) -> ArrayLike
     return omega * x * s_term
 
 
-def oscillator_time_to_fraction(q: np.ndarray, tau: np.ndarray, zeta: np.ndarray,
-                                 iterations: int = 64) -> np.ndarray:
+def oscillator_time_to_fraction(
+    q: np.ndarray, tau: np.ndarray, zeta: np.ndarray, iterations: int = 64
+) -> np.ndarray:
     """First ``t`` with ``g_oscillator(t) = q``, by bisection vectorised over all elements.
 
     The bracket ``[0, hi]`` holds exactly one crossing: ``g`` rises monotonically up to its first

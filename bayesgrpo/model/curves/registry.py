@@ -115,106 +115,117 @@ def _priors(**priors: ShapePrior) -> Mapping[str, ShapePrior]:
 # about 0.04 and 2.1 spans: from "plateaued early" to "still rising at the end").
 _TIME_PRIOR = ShapePrior(math.log(0.3), 1.0, "time scale, in units of the run's span")
 
-CURVES: Mapping[str, CurveFamily] = MappingProxyType({
-    "exp": CurveFamily(
-        name="exp",
-        shape_params=("tau",),
-        g=g_exp,
-        dg_dt=dg_dt_exp,
-        inverse=inverse_exp,
-        monotone=True,
-        formula="g = 1 - exp(-t/tau)",
-        citation="Exponential saturation of GRPO reward (arXiv 2507.18014); overdamped limit of "
-                 "arXiv 2606.30789.",
-        doc="Fastest gain at the start, geometric approach to the asymptote.",
-        priors=_priors(tau=ShapePrior(_TIME_PRIOR.log_centre, 1.0,
-                                      "time constant = area above the curve, span units")),
-    ),
-    "weibull": CurveFamily(
-        name="weibull",
-        shape_params=("tau", "k"),
-        g=g_weibull,
-        dg_dt=dg_dt_weibull,
-        inverse=inverse_weibull,
-        monotone=True,
-        formula="g = 1 - exp(-(t/tau)^k)",
-        citation="Weibull learning curve (Domhan et al. 2015); k > 1 gives slow start, rapid rise, "
-                 "plateau.",
-        doc="exp with a shape: k > 1 slow start then rapid rise, k < 1 fast start and long tail.",
-        priors=_priors(
-            tau=ShapePrior(_TIME_PRIOR.log_centre, 1.0, "scale: g(tau) = 1 - 1/e, span units"),
-            k=ShapePrior(math.log(1.5), 0.5, "shape: 1 is exp, > 1 sigmoidal (95% in 0.56-4.0)"),
+CURVES: Mapping[str, CurveFamily] = MappingProxyType(
+    {
+        "exp": CurveFamily(
+            name="exp",
+            shape_params=("tau",),
+            g=g_exp,
+            dg_dt=dg_dt_exp,
+            inverse=inverse_exp,
+            monotone=True,
+            formula="g = 1 - exp(-t/tau)",
+            citation="Exponential saturation of GRPO reward (arXiv 2507.18014); overdamped limit of "
+            "arXiv 2606.30789.",
+            doc="Fastest gain at the start, geometric approach to the asymptote.",
+            priors=_priors(
+                tau=ShapePrior(
+                    _TIME_PRIOR.log_centre, 1.0, "time constant = area above the curve, span units"
+                )
+            ),
         ),
-    ),
-    "logistic": CurveFamily(
-        name="logistic",
-        shape_params=("t_mid", "B"),
-        g=g_logistic,
-        dg_dt=dg_dt_logistic,
-        inverse=inverse_logistic,
-        monotone=True,
-        formula="g = 1 / (1 + (t_mid/t)^B)",
-        citation="ScaleRL sigmoidal compute-performance curve (arXiv 2510.13786).",
-        doc="Sigmoid in log progress; B = scaling efficiency, t_mid = half-gain point.",
-        priors=_priors(
-            t_mid=ShapePrior(_TIME_PRIOR.log_centre, 1.0, "half-gain point, span units"),
-            B=ShapePrior(math.log(1.5), 0.5, "efficiency: steepness in log t (95% in 0.56-4.0)"),
+        "weibull": CurveFamily(
+            name="weibull",
+            shape_params=("tau", "k"),
+            g=g_weibull,
+            dg_dt=dg_dt_weibull,
+            inverse=inverse_weibull,
+            monotone=True,
+            formula="g = 1 - exp(-(t/tau)^k)",
+            citation="Weibull learning curve (Domhan et al. 2015); k > 1 gives slow start, rapid rise, "
+            "plateau.",
+            doc="exp with a shape: k > 1 slow start then rapid rise, k < 1 fast start and long tail.",
+            priors=_priors(
+                tau=ShapePrior(_TIME_PRIOR.log_centre, 1.0, "scale: g(tau) = 1 - 1/e, span units"),
+                k=ShapePrior(math.log(1.5), 0.5, "shape: 1 is exp, > 1 sigmoidal (95% in 0.56-4.0)"),
+            ),
         ),
-    ),
-    "power": CurveFamily(
-        name="power",
-        shape_params=("tau", "alpha"),
-        g=g_power,
-        dg_dt=dg_dt_power,
-        inverse=inverse_power,
-        monotone=True,
-        formula="g = 1 - (1 + t/tau)^(-alpha)",
-        citation="Power-law approach: log error linear in log compute (arXiv 2509.25300).",
-        doc="Gap to the asymptote falls as a power of progress; initial time constant tau/alpha.",
-        priors=_priors(
-            tau=ShapePrior(_TIME_PRIOR.log_centre, 1.0, "offset where the power tail begins, span units"),
-            alpha=ShapePrior(0.0, 0.7, "tail exponent (95% in 0.25-4.0)"),
+        "logistic": CurveFamily(
+            name="logistic",
+            shape_params=("t_mid", "B"),
+            g=g_logistic,
+            dg_dt=dg_dt_logistic,
+            inverse=inverse_logistic,
+            monotone=True,
+            formula="g = 1 / (1 + (t_mid/t)^B)",
+            citation="ScaleRL sigmoidal compute-performance curve (arXiv 2510.13786).",
+            doc="Sigmoid in log progress; B = scaling efficiency, t_mid = half-gain point.",
+            priors=_priors(
+                t_mid=ShapePrior(_TIME_PRIOR.log_centre, 1.0, "half-gain point, span units"),
+                B=ShapePrior(math.log(1.5), 0.5, "efficiency: steepness in log t (95% in 0.56-4.0)"),
+            ),
         ),
-    ),
-    "oscillator": CurveFamily(
-        name="oscillator",
-        shape_params=("tau", "zeta"),
-        g=g_oscillator,
-        dg_dt=dg_dt_oscillator,
-        inverse=None,
-        monotone=False,
-        formula="g'' + 2 zeta omega g' + omega^2 g = omega^2, g(0) = g'(0) = 0, omega = 2 zeta/tau",
-        citation="Damped-oscillator reduced-order model of GRPO (arXiv 2606.30789).",
-        doc="Second-order step response: overshoot and ringing for zeta < 1, exp(tau) as zeta -> inf.",
-        priors=_priors(
-            tau=ShapePrior(_TIME_PRIOR.log_centre, 1.0,
-                           "mean time to gain = area above the curve (as exp's tau), span units"),
-            zeta=ShapePrior(math.log(0.7), 0.75,
-                            "damping ratio: < 1 rings, 1 critical (95% in 0.16-3.0)"),
+        "power": CurveFamily(
+            name="power",
+            shape_params=("tau", "alpha"),
+            g=g_power,
+            dg_dt=dg_dt_power,
+            inverse=inverse_power,
+            monotone=True,
+            formula="g = 1 - (1 + t/tau)^(-alpha)",
+            citation="Power-law approach: log error linear in log compute (arXiv 2509.25300).",
+            doc="Gap to the asymptote falls as a power of progress; initial time constant tau/alpha.",
+            priors=_priors(
+                tau=ShapePrior(_TIME_PRIOR.log_centre, 1.0, "offset where the power tail begins, span units"),
+                alpha=ShapePrior(0.0, 0.7, "tail exponent (95% in 0.25-4.0)"),
+            ),
         ),
-    ),
-    "two_timescale": CurveFamily(
-        name="two_timescale",
-        shape_params=("tau", "k", "odds", "ratio"),
-        g=g_two_timescale,
-        dg_dt=dg_dt_two_timescale,
-        inverse=None,
-        monotone=True,
-        formula="g = (1 - s)(1 - exp(-(t/tau)^k)) + s (1 - exp(-t/tau_s)), s = odds/(1 + odds), "
-                "tau_s = tau (1 + ratio)",
-        citation="Weibull rise (Domhan et al. 2015) plus a slow saturating term; the fast-then-slow "
-                 "gain of GRPO runs (arXiv 2507.18014's rapid phase followed by a long tail).",
-        doc="A fast rise (Weibull) and a slow exponential climb with a share of the gain of its own.",
-        priors=_priors(
-            tau=ShapePrior(_TIME_PRIOR.log_centre, 1.0, "scale of the fast term, span units"),
-            k=ShapePrior(math.log(1.5), 0.5, "shape of the fast term: 1 is exp, > 1 sigmoidal"),
-            odds=ShapePrior(math.log(0.25), 1.0,
-                            "odds of the slow term's share of the gain (share 95% in 0.03-0.64)"),
-            ratio=ShapePrior(math.log(4.0), 1.0,
-                             "tau_s / tau - 1: how much slower the slow term is (95% in 0.6-28)"),
+        "oscillator": CurveFamily(
+            name="oscillator",
+            shape_params=("tau", "zeta"),
+            g=g_oscillator,
+            dg_dt=dg_dt_oscillator,
+            inverse=None,
+            monotone=False,
+            formula="g'' + 2 zeta omega g' + omega^2 g = omega^2, g(0) = g'(0) = 0, omega = 2 zeta/tau",
+            citation="Damped-oscillator reduced-order model of GRPO (arXiv 2606.30789).",
+            doc="Second-order step response: overshoot and ringing for zeta < 1, exp(tau) as zeta -> inf.",
+            priors=_priors(
+                tau=ShapePrior(
+                    _TIME_PRIOR.log_centre,
+                    1.0,
+                    "mean time to gain = area above the curve (as exp's tau), span units",
+                ),
+                zeta=ShapePrior(
+                    math.log(0.7), 0.75, "damping ratio: < 1 rings, 1 critical (95% in 0.16-3.0)"
+                ),
+            ),
         ),
-    ),
-})
+        "two_timescale": CurveFamily(
+            name="two_timescale",
+            shape_params=("tau", "k", "odds", "ratio"),
+            g=g_two_timescale,
+            dg_dt=dg_dt_two_timescale,
+            inverse=None,
+            monotone=True,
+            formula="g = (1 - s)(1 - exp(-(t/tau)^k)) + s (1 - exp(-t/tau_s)), s = odds/(1 + odds), "
+            "tau_s = tau (1 + ratio)",
+            citation="Weibull rise (Domhan et al. 2015) plus a slow saturating term; the fast-then-slow "
+            "gain of GRPO runs (arXiv 2507.18014's rapid phase followed by a long tail).",
+            doc="A fast rise (Weibull) and a slow exponential climb with a share of the gain of its own.",
+            priors=_priors(
+                tau=ShapePrior(_TIME_PRIOR.log_centre, 1.0, "scale of the fast term, span units"),
+                k=ShapePrior(math.log(1.5), 0.5, "shape of the fast term: 1 is exp, > 1 sigmoidal"),
+                odds=ShapePrior(
+                    math.log(0.25), 1.0, "odds of the slow term's share of the gain (share 95% in 0.03-0.64)"
+                ),
+                ratio=ShapePrior(
+                    math.log(4.0), 1.0, "tau_s / tau - 1: how much slower the slow term is (95% in 0.6-28)"
+                ),
+            ),
+        ),
+    }
+)
 
 
 #: The family ``RewardModel`` and the command line use unless told otherwise: a fast Weibull rise
@@ -226,10 +237,12 @@ DEFAULT_CURVE = "two_timescale"
 
 #: Numeric solvers of ``g(t) = q`` (first crossing) for the families without a closed form;
 #: each takes ``(q, *shape_params)`` as numpy arrays in ``shape_params`` order.
-_NUMERIC_INVERSE: Mapping[str, Callable[..., np.ndarray]] = MappingProxyType({
-    "oscillator": oscillator_time_to_fraction,
-    "two_timescale": two_timescale_time_to_fraction,
-})
+_NUMERIC_INVERSE: Mapping[str, Callable[..., np.ndarray]] = MappingProxyType(
+    {
+        "oscillator": oscillator_time_to_fraction,
+        "two_timescale": two_timescale_time_to_fraction,
+    }
+)
 
 
 def get_curve(name: str) -> CurveFamily:
@@ -261,13 +274,15 @@ def _shape_args(family: CurveFamily, shape: Mapping[str, ArrayLike]) -> dict[str
             parts.append(f"unknown {unknown}")
         raise BayesGRPOError(
             f"curve family {family.name!r} takes shape parameters {list(family.shape_params)}; "
-            + " and ".join(parts) + "."
+            + " and ".join(parts)
+            + "."
         )
     return {name: shape[name] for name in family.shape_params}
 
 
-def reward_curve(family: str, t: ArrayLike, r0: ArrayLike, asymptote: ArrayLike,
-                 **shape: ArrayLike) -> ArrayLike:
+def reward_curve(
+    family: str, t: ArrayLike, r0: ArrayLike, asymptote: ArrayLike, **shape: ArrayLike
+) -> ArrayLike:
     """Reward curve :math:`R(t) = R_0 + (A - R_0)\\, g(t; \\theta)`.
 
     Parameters
@@ -318,8 +333,9 @@ def _floored_g1(family: str, args: dict[str, ArrayLike]) -> ArrayLike:
     return array_ops(g1).maximum(g1, _G1_FLOOR)
 
 
-def reward_curve_by_levels(family: str, t: ArrayLike, r0: ArrayLike, r1: ArrayLike,
-                           **shape: ArrayLike) -> ArrayLike:
+def reward_curve_by_levels(
+    family: str, t: ArrayLike, r0: ArrayLike, r1: ArrayLike, **shape: ArrayLike
+) -> ArrayLike:
     r"""Reward curve written by its levels at ``t = 0`` and ``t = 1``:
     :math:`R(t) = R_0 + (R_1 - R_0)\, g(t) / g(1)`.
 
@@ -339,8 +355,9 @@ def asymptote_from_levels(family: str, r0: ArrayLike, r1: ArrayLike, **shape: Ar
     return r0 + (r1 - r0) / _floored_g1(family, _shape_args(get_curve(family), shape))
 
 
-def reward_curve_dt(family: str, t: ArrayLike, r0: ArrayLike, asymptote: ArrayLike,
-                    **shape: ArrayLike) -> ArrayLike:
+def reward_curve_dt(
+    family: str, t: ArrayLike, r0: ArrayLike, asymptote: ArrayLike, **shape: ArrayLike
+) -> ArrayLike:
     """Slope of the reward curve: :math:`R'(t) = (A - R_0)\\, g'(t; \\theta)`.
 
     Same arguments and broadcasting as :func:`reward_curve`.

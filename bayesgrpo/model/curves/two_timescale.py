@@ -17,7 +17,9 @@ def two_timescale_parts(odds: ArrayLike, ratio: ArrayLike, tau: ArrayLike) -> tu
     return odds / (1.0 + odds), tau * (1.0 + ratio)
 
 
-def g_two_timescale(t: ArrayLike, tau: ArrayLike, k: ArrayLike, odds: ArrayLike, ratio: ArrayLike) -> ArrayLike:
+def g_two_timescale(
+    t: ArrayLike, tau: ArrayLike, k: ArrayLike, odds: ArrayLike, ratio: ArrayLike
+) -> ArrayLike:
     r"""A fast Weibull rise followed by a slow exponential climb.
 
     .. math:: g(t) = (1 - s)\left(1 - e^{-(t/\tau)^k}\right) + s \left(1 - e^{-t/\tau_s}\right),
@@ -51,7 +53,9 @@ def g_two_timescale(t: ArrayLike, tau: ArrayLike, k: ArrayLike, odds: ArrayLike,
     return (1.0 - share) * fast - share * ops.expm1(-t / tau_slow)
 
 
-def dg_dt_two_timescale(t: ArrayLike, tau: ArrayLike, k: ArrayLike, odds: ArrayLike, ratio: ArrayLike) -> ArrayLike:
+def dg_dt_two_timescale(
+    t: ArrayLike, tau: ArrayLike, k: ArrayLike, odds: ArrayLike, ratio: ArrayLike
+) -> ArrayLike:
     """Derivative of :func:`g_two_timescale`: the two terms' rates weighted by their shares."""
     ops, t, (tau, k, odds, ratio) = curve_inputs(t, tau=tau, k=k, odds=odds, ratio=ratio)
     share, tau_slow = two_timescale_parts(odds, ratio, tau)
@@ -60,9 +64,8 @@ def dg_dt_two_timescale(t: ArrayLike, tau: ArrayLike, k: ArrayLike, odds: ArrayL
     return (1.0 - share) * fast + share * ops.exp(-t / tau_slow) / tau_slow
 
 
-
-
-def two_timescale_time_to_fraction(q: np.ndarray, tau: np.ndarray, k: np.ndarray, odds: np.ndarray,
-                                    ratio: np.ndarray) -> np.ndarray:
+def two_timescale_time_to_fraction(
+    q: np.ndarray, tau: np.ndarray, k: np.ndarray, odds: np.ndarray, ratio: np.ndarray
+) -> np.ndarray:
     """First ``t`` with ``g_two_timescale(t) = q`` (``g`` is increasing: bisection)."""
     return bisect_monotone(g_two_timescale, q, tau, tau, k, odds, ratio)

@@ -27,8 +27,13 @@ DEGENERACY_WARNING = 0.5
 #: the per-group standard deviations), used when ``frac_reward_zero_std`` is not logged.
 ZERO_STD_TOL = 1e-9
 
+
 def detect_advantage_degeneracy(
-    steps: Any, frac_zero_std: Any, *, signal: str = "frac_reward_zero_std", run_id: str = "",
+    steps: Any,
+    frac_zero_std: Any,
+    *,
+    signal: str = "frac_reward_zero_std",
+    run_id: str = "",
     solved: bool = False,
 ) -> list[Finding]:
     """The fraction of groups with zero reward spread rises toward 1.
@@ -67,8 +72,15 @@ def detect_advantage_degeneracy(
     action = ACTIONS["advantage_degeneracy"]
     if solved:
         severity = "info"
-        action = ("The reward sits at its ceiling: groups agree because every completion succeeds. "
-                  "The run has learnt what these prompts teach; stop, or add harder prompts.")
-    evidence = {"signal": signal, "start_level": start, "end_level": end, "reward_at_ceiling": solved,
-                **trend_evidence("run", tr)}
+        action = (
+            "The reward sits at its ceiling: groups agree because every completion succeeds. "
+            "The run has learnt what these prompts teach; stop, or add harder prompts."
+        )
+    evidence = {
+        "signal": signal,
+        "start_level": start,
+        "end_level": end,
+        "reward_at_ceiling": solved,
+        **trend_evidence("run", tr),
+    }
     return [Finding(run_id, "advantage_degeneracy", severity, int(x[-k]), int(x[-1]), evidence, action)]

@@ -53,9 +53,7 @@ def _bound(meta: pd.Series, name: str) -> float | None:
     return float(value)
 
 
-def _peer_references(
-    runs: RunsTable, peer_keys: Sequence[str]
-) -> dict[str, tuple[float, float, float]]:
+def _peer_references(runs: RunsTable, peer_keys: Sequence[str]) -> dict[str, tuple[float, float, float]]:
     """Per run with comparable runs: (reference level, lower, upper) of its stall test.
 
     Runs are comparable when they share every metadata value in ``peer_keys`` (missing values
@@ -156,20 +154,29 @@ def findings_by_run(
         frame = frame.dropna(axis=1, how="all")
         reward = _series(frame, "reward")
         if reward is not None:
-            collapse = detect_collapse(*reward, floor=_bound(meta.loc[run_id], "reward_min"),
-                                       run_id=run_id)
+            collapse = detect_collapse(*reward, floor=_bound(meta.loc[run_id], "reward_min"), run_id=run_id)
             found += collapse
             reference, lower, upper = references.get(run_id, (None, None, None))
             if not collapse:  # a collapsed run is not also called stalled
-                found += detect_stall(*reward, reference=reference, lower=lower, upper=upper,
-                                      prob_no_gain=prob_no_gain.get(run_id), run_id=run_id)
+                found += detect_stall(
+                    *reward,
+                    reference=reference,
+                    lower=lower,
+                    upper=upper,
+                    prob_no_gain=prob_no_gain.get(run_id),
+                    run_id=run_id,
+                )
             if oscillation:
                 found += detect_oscillation(
-                    *reward, lower=_bound(meta.loc[run_id], "reward_min"),
-                    upper=_bound(meta.loc[run_id], "reward_max"), run_id=run_id,
+                    *reward,
+                    lower=_bound(meta.loc[run_id], "reward_min"),
+                    upper=_bound(meta.loc[run_id], "reward_max"),
+                    run_id=run_id,
                     random_seed=random_seed,
                 )
-        solved = reward is not None and reward_at_ceiling(*reward, reward_max=_bound(meta.loc[run_id], "reward_max"))
+        solved = reward is not None and reward_at_ceiling(
+            *reward, reward_max=_bound(meta.loc[run_id], "reward_max")
+        )
         frac = _series(frame, "frac_reward_zero_std")
         if frac is not None:
             found += detect_advantage_degeneracy(*frac, run_id=run_id, solved=solved)
@@ -230,14 +237,18 @@ def diagnose(
     >>> table = diagnose(load_bundled())  # doctest: +SKIP
     >>> table[table["severity"] == "high"][["run_id", "name"]]  # doctest: +SKIP
     """
-    found_by_run = findings_by_run(runs, fitted_model, peer_keys=peer_keys, oscillation=oscillation,
-                                   random_seed=random_seed)
+    found_by_run = findings_by_run(
+        runs, fitted_model, peer_keys=peer_keys, oscillation=oscillation, random_seed=random_seed
+    )
     rows = [asdict(f) for found in found_by_run.values() for f in found]
     table = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
     if len(table):
         rank = table["severity"].map({s: -i for i, s in enumerate(SEVERITIES)})
         order = {r: i for i, r in enumerate(runs.run_ids)}
-        table = (table.assign(_run=table["run_id"].map(order), _rank=rank)
-                 .sort_values(["_run", "_rank"], kind="stable")
-                 .drop(columns=["_run", "_rank"]).reset_index(drop=True))
+        table = (
+            table.assign(_run=table["run_id"].map(order), _rank=rank)
+            .sort_values(["_run", "_rank"], kind="stable")
+            .drop(columns=["_run", "_rank"])
+            .reset_index(drop=True)
+        )
     return table

@@ -24,6 +24,7 @@ ENTROPY_WARNING_RATIO = 0.1
 #: ... below this share: "high".
 ENTROPY_HIGH_RATIO = 0.03
 
+
 def detect_policy_concentration(steps: Any, entropy: Any, *, run_id: str = "") -> list[Finding]:
     """Entropy collapse: the end level falls below a small share of the start level.
 
@@ -48,10 +49,22 @@ def detect_policy_concentration(steps: Any, entropy: Any, *, run_id: str = "") -
     if not tr.falling() or ratio >= ENTROPY_WARNING_RATIO:
         return []
     severity = "high" if ratio < ENTROPY_HIGH_RATIO else "warning"
-    evidence = {"signal": "entropy", "start_level": start, "end_level": end, "ratio": ratio,
-                **trend_evidence("run", tr)}
+    evidence = {
+        "signal": "entropy",
+        "start_level": start,
+        "end_level": end,
+        "ratio": ratio,
+        **trend_evidence("run", tr),
+    }
     k = edge_count(n)
     return [
-        Finding(run_id, "policy_concentration", severity, int(x[-k]), int(x[-1]), evidence,
-                ACTIONS["policy_concentration"])
+        Finding(
+            run_id,
+            "policy_concentration",
+            severity,
+            int(x[-k]),
+            int(x[-1]),
+            evidence,
+            ACTIONS["policy_concentration"],
+        )
     ]

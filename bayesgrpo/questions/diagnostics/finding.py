@@ -11,13 +11,17 @@ if TYPE_CHECKING:
     pass
 
 
-
-
 #: Severities, mildest first.
 SEVERITIES: tuple[str, ...] = ("info", "warning", "high")
 #: Columns of :func:`diagnose`'s table.
 FINDING_COLUMNS: tuple[str, ...] = (
-    "run_id", "name", "severity", "first_step", "last_step", "evidence", "action",
+    "run_id",
+    "name",
+    "severity",
+    "first_step",
+    "last_step",
+    "evidence",
+    "action",
 )
 
 ACTIONS = {

@@ -85,8 +85,14 @@ def detect_reward_hacking(
             if tr_val.falling() and -tr_val.change >= HACK_MIN_VAL_DROP * val_range > 0:
                 severity = "high"
                 reasons.append(f"{val_signal} falls")
-                evidence.update({"val_signal": val_signal, "val_peak": float(vy.max()),
-                                 "val_end": end_level(vy), **trend_evidence("val", tr_val)})
+                evidence.update(
+                    {
+                        "val_signal": val_signal,
+                        "val_peak": float(vy.max()),
+                        "val_end": end_level(vy),
+                        **trend_evidence("val", tr_val),
+                    }
+                )
     if length_steps is not None and length is not None:
         lx, ly = clean_series(length_steps, length)
         if len(lx) >= MIN_POINTS:
@@ -97,13 +103,26 @@ def detect_reward_hacking(
             if start > 0 and end / start >= LENGTH_RUNAWAY_RATIO and tr_len.rising():
                 severity = severity or "warning"
                 reasons.append(f"{length_signal} runs away")
-                evidence.update({"length_signal": length_signal, "length_start": start,
-                                 "length_end": end, "length_ratio": end / start,
-                                 **trend_evidence("length", tr_len)})
+                evidence.update(
+                    {
+                        "length_signal": length_signal,
+                        "length_start": start,
+                        "length_end": end,
+                        "length_ratio": end / start,
+                        **trend_evidence("length", tr_len),
+                    }
+                )
     if not reasons:
         return []
     what = " and ".join(reasons)
     return [
-        Finding(run_id, "reward_hacking", severity, int(lo), int(hi), evidence,
-                ACTIONS["reward_hacking"].format(what=what))
+        Finding(
+            run_id,
+            "reward_hacking",
+            severity,
+            int(lo),
+            int(hi),
+            evidence,
+            ACTIONS["reward_hacking"].format(what=what),
+        )
     ]

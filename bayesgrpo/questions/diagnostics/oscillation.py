@@ -232,11 +232,14 @@ def _single_run_graph(family: str, n_points: int) -> tuple[list[str], list[Any],
         log_sigma = priors["sigma_mu"].create_variable("log_sigma")
         nu = priors["nu"].create_variable("nu_minus_one") + 1.0
         shape = {name: pt.exp(values[name]) for name in spec.shape_params}
-        mean = reward_curve_by_levels(family, shared["t"], pt.sigmoid(values["r0"]),
-                                      pt.sigmoid(values["r1"]), **shape)
+        mean = reward_curve_by_levels(
+            family, shared["t"], pt.sigmoid(values["r0"]), pt.sigmoid(values["r1"]), **shape
+        )
         sigma = pt.sqrt(pt.exp(2.0 * log_sigma) + OSC_NOISE_FLOOR**2) * shared["scale"]
         observed = shared["mask"] > 0
-        pointwise = pt.where(observed, pm.logp(pm.StudentT.dist(nu=nu, mu=mean, sigma=sigma), shared["y"]), 0.0)
+        pointwise = pt.where(
+            observed, pm.logp(pm.StudentT.dist(nu=nu, mu=mean, sigma=sigma), shared["y"]), 0.0
+        )
         pm.Potential("loglike", pointwise.sum())
     inputs = {name: pt.vector(name, dtype="float64") for name in shared}
     replace = {shared[name]: inputs[name] for name in shared}
@@ -291,8 +294,9 @@ def _compiled_fit(
         return z, divergent, loglik
 
     sample = jax.jit(jax.vmap(one_chain, in_axes=(0, 0, None, None, None, None)))
-    log_density = jax.jit(jax.vmap(lambda x, *data: logp_and_pointwise(x, data)[0],
-                                   in_axes=(0, None, None, None, None)))
+    log_density = jax.jit(
+        jax.vmap(lambda x, *data: logp_and_pointwise(x, data)[0], in_axes=(0, None, None, None, None))
+    )
     return names, sample, log_density
 
 
@@ -357,10 +361,14 @@ def _one_run_data(
     from bayesgrpo.model.data import prepare
 
     points = pd.DataFrame({"run_id": "run", "step": x.astype("int64"), "reward": y})
-    meta = {"run_id": ["run"], "reward_min": [np.nan if lower is None else lower],
-            "reward_max": [np.nan if upper is None else upper]}
-    table = RunsTable(points=points.drop_duplicates("step", keep="last"),
-                      runs=coerce_metadata(pd.DataFrame(meta)))
+    meta = {
+        "run_id": ["run"],
+        "reward_min": [np.nan if lower is None else lower],
+        "reward_max": [np.nan if upper is None else upper],
+    }
+    table = RunsTable(
+        points=points.drop_duplicates("step", keep="last"), runs=coerce_metadata(pd.DataFrame(meta))
+    )
     data = prepare(table, horizon=float(x[-1]), max_points=OSC_MAX_POINTS)
     n = int(data.mask[0].sum())
     padded = []
@@ -412,9 +420,7 @@ def fit_oscillation(
 
     x, y = clean_series(steps, reward)
     if len(x) < OSC_MIN_POINTS:
-        raise BayesGRPOError(
-            f"fit_oscillation needs at least {OSC_MIN_POINTS} finite points; got {len(x)}."
-        )
+        raise BayesGRPOError(f"fit_oscillation needs at least {OSC_MIN_POINTS} finite points; got {len(x)}.")
     start = time.perf_counter()
     data, steps_per_unit, reward_range, n = _one_run_data(x, y, lower, upper)
     keep = data[3] > 0
@@ -437,8 +443,12 @@ def fit_oscillation(
     flat = {name: v.ravel() for name, v in oscillator.items()}
     tau, zeta = np.exp(flat["log_tau"]), np.exp(flat["log_zeta"])
     ringing = oscillator_summary(
-        tau, zeta, _sigmoid(flat["logit_r0"]), _sigmoid(flat["logit_r1"]),
-        steps_per_unit=steps_per_unit, reward_range=reward_range,
+        tau,
+        zeta,
+        _sigmoid(flat["logit_r0"]),
+        _sigmoid(flat["logit_r1"]),
+        steps_per_unit=steps_per_unit,
+        reward_range=reward_range,
     )
     return OscillationFit(
         elpd={f: float(loo[f].elpd_loo) for f in OSC_FAMILIES},
@@ -448,7 +458,9 @@ def fit_oscillation(
         elpd_diff_se=se,
         prob_underdamped=float(np.mean(zeta < 1.0)),
         ringing=ringing,
-        pareto_k_bad={f: int((np.asarray(loo[f].pareto_k) > float(loo[f].good_k)).sum()) for f in OSC_FAMILIES},
+        pareto_k_bad={
+            f: int((np.asarray(loo[f].pareto_k) > float(loo[f].good_k)).sum()) for f in OSC_FAMILIES
+        },
         divergences=divergences,
         n_points=n,
         seconds=time.perf_counter() - start,
@@ -505,10 +517,18 @@ def detect_oscillation(
     x, y = clean_series(steps, reward)
     if len(x) < OSC_MIN_POINTS:
         return []
-    fit = fit_oscillation(x, y, lower=lower, upper=upper, draws=draws, tune=tune, chains=chains,
-                          random_seed=random_seed)
-    logger.debug("run %s: oscillator - %s elpd %.2f +- %.2f, P(zeta<1) %.2f (%.1f s)", run_id,
-                 fit.rival, fit.elpd_diff, fit.elpd_diff_se, fit.prob_underdamped, fit.seconds)
+    fit = fit_oscillation(
+        x, y, lower=lower, upper=upper, draws=draws, tune=tune, chains=chains, random_seed=random_seed
+    )
+    logger.debug(
+        "run %s: oscillator - %s elpd %.2f +- %.2f, P(zeta<1) %.2f (%.1f s)",
+        run_id,
+        fit.rival,
+        fit.elpd_diff,
+        fit.elpd_diff_se,
+        fit.prob_underdamped,
+        fit.seconds,
+    )
     if not fit.clear:
         return []
     evidence: dict[str, Any] = {
@@ -530,6 +550,13 @@ def detect_oscillation(
     if any(fit.divergences.values()):
         evidence["divergences"] = ", ".join(f"{f}: {k}" for f, k in fit.divergences.items() if k)
     return [
-        Finding(run_id, "oscillation", "warning", int(x[0]), int(x[-1]), evidence,
-                ACTIONS["oscillation"].format(zeta=evidence["zeta"], period=evidence["period"]))
+        Finding(
+            run_id,
+            "oscillation",
+            "warning",
+            int(x[0]),
+            int(x[-1]),
+            evidence,
+            ACTIONS["oscillation"].format(zeta=evidence["zeta"], period=evidence["period"]),
+        )
     ]

@@ -120,8 +120,15 @@ def detect_collapse(
         "noise": noise,
     }
     return [
-        Finding(run_id, "collapse", "high", int(x[start]), int(x[-1]), evidence,
-                ACTIONS["collapse"].format(peak_step=x[i_peak]))
+        Finding(
+            run_id,
+            "collapse",
+            "high",
+            int(x[start]),
+            int(x[-1]),
+            evidence,
+            ACTIONS["collapse"].format(peak_step=x[i_peak]),
+        )
     ]
 
 
@@ -256,16 +263,14 @@ def _never_learned(
     if prob_no_gain is not None:
         evidence["prob_no_gain"] = float(prob_no_gain)
         evidence["reason"] = "no significant gain so far and none expected (posterior); no comparable runs"
-        return [Finding(run_id, "stall", "warning", int(x[0]), int(x[-1]), evidence,
-                        ACTIONS["stall_never"])]
+        return [Finding(run_id, "stall", "warning", int(x[0]), int(x[-1]), evidence, ACTIONS["stall_never"])]
     if max(run_bound, half_bound, level_gain) >= STALL_FLAT_FRACTION:
         # too short or noisy to rule a gain out, or it ends well above its start (a fast rise,
         # then a plateau or ringing that hides it from the trend test): no evidence of no gain
         return []
     if span >= STALL_NEVER_MIN_STEPS:
         evidence["reason"] = "no gain over the whole run (shown flat); no comparable runs to measure a gap"
-        return [Finding(run_id, "stall", "warning", int(x[0]), int(x[-1]), evidence,
-                        ACTIONS["stall_never"])]
+        return [Finding(run_id, "stall", "warning", int(x[0]), int(x[-1]), evidence, ACTIONS["stall_never"])]
     evidence["reason"] = (
         f"no gain yet (shown flat) over {span:.0f} steps, fewer than the "
         f"{STALL_NEVER_MIN_STEPS} a slow start can last; no comparable runs to measure a gap"
@@ -297,5 +302,7 @@ def reward_at_ceiling(steps: Any, reward: Any, reward_max: float | None = None) 
         return False
     if reward_max is not None and np.isfinite(reward_max):
         return bool(float(np.mean(tail)) >= reward_max - 5 * CEILING_TOLERANCE * span)
-    return bool(float(np.max(y) - np.mean(tail)) <= CEILING_TOLERANCE * span
-                and float(np.ptp(tail)) <= CEILING_TOLERANCE * span)
+    return bool(
+        float(np.max(y) - np.mean(tail)) <= CEILING_TOLERANCE * span
+        and float(np.ptp(tail)) <= CEILING_TOLERANCE * span
+    )

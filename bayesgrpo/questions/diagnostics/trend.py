@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
 # --- shared -----------------------------------------------------------------------------------
 #: One-sided significance level of the Mann-Kendall trend tests.
 TREND_ALPHA = 0.05
@@ -107,8 +105,14 @@ def trend(steps: Any, values: Any) -> Trend:
     tau, p_up = stats.kendalltau(x, y, alternative="greater")
     _, p_down = stats.kendalltau(x, y, alternative="less")
     return Trend(
-        slope=float(slope), slope_low=float(low), slope_high=float(high), tau=float(tau),
-        p_increase=float(p_up), p_decrease=float(p_down), change=float(slope * (x[-1] - x[0])), n=n,
+        slope=float(slope),
+        slope_low=float(low),
+        slope_high=float(high),
+        tau=float(tau),
+        p_increase=float(p_up),
+        p_decrease=float(p_down),
+        change=float(slope * (x[-1] - x[0])),
+        n=n,
     )
 
 
@@ -121,7 +125,7 @@ def start_level(y: np.ndarray) -> float:
 
 
 def end_level(y: np.ndarray) -> float:
-    return float(np.median(y[-edge_count(len(y)):]))
+    return float(np.median(y[-edge_count(len(y)) :]))
 
 
 def smoothed(y: np.ndarray) -> np.ndarray:

@@ -73,6 +73,7 @@ def check_fractions(fractions: Sequence[float]) -> np.ndarray:
         raise BayesGRPOError(f"fractions of the gain must lie strictly between 0 and 1; got {list(q)}.")
     return q
 
+
 def remaining_gain(cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> np.ndarray:
     """Draws of the gain still to come, ``R(T) - R(s)``.
 
@@ -153,8 +154,14 @@ def expected_gain(
     s, T = checked_steps(cd, step_now, horizon_step)
     mean, lower, upper = interval_bounds(remaining_gain(cd, s, T), interval)
     return pd.DataFrame(
-        {"run_id": list(cd.run_ids), "step": s, "horizon_step": T,
-         "mean": mean, "lower": lower, "upper": upper}
+        {
+            "run_id": list(cd.run_ids),
+            "step": s,
+            "horizon_step": T,
+            "mean": mean,
+            "lower": lower,
+            "upper": upper,
+        }
     )
 
 
@@ -222,12 +229,14 @@ def steps_to_fraction(
         horizon = per_run(horizon_step, cd.n_runs, "horizon_step")
         beyond = (steps > horizon[None, :, None]).mean(axis=0)
     n_q = q.size
-    return pd.DataFrame({
-        "run_id": np.repeat(np.array(cd.run_ids, dtype=object), n_q),
-        "fraction": np.tile(q, cd.n_runs),
-        "median": median.ravel(),
-        "lower": lower.ravel(),
-        "upper": upper.ravel(),
-        "horizon_step": np.repeat(horizon, n_q),
-        "prob_beyond_horizon": beyond.ravel(),
-    })
+    return pd.DataFrame(
+        {
+            "run_id": np.repeat(np.array(cd.run_ids, dtype=object), n_q),
+            "fraction": np.tile(q, cd.n_runs),
+            "median": median.ravel(),
+            "lower": lower.ravel(),
+            "upper": upper.ravel(),
+            "horizon_step": np.repeat(horizon, n_q),
+            "prob_beyond_horizon": beyond.ravel(),
+        }
+    )

@@ -44,7 +44,8 @@ _CRITICAL_BAND = 1e-6
 
 def _argmax_on(fun: Any, upper: np.ndarray, n_grid: int = 65, iterations: int = 40) -> np.ndarray:
     """Elementwise argmax of ``fun`` over ``[0, upper]``: a grid, then golden-section search
-    between the grid neighbours of the best grid point (vectorised over all elements)."""
+    between the grid neighbours of the best grid point (vectorised over all elements).
+    """
     upper = np.asarray(upper, dtype=float)
     grid = np.linspace(0.0, 1.0, n_grid).reshape((n_grid,) + (1,) * upper.ndim) * upper
     best = np.argmax(fun(grid), axis=0)
@@ -112,8 +113,12 @@ def rate_peak_time(curve: str, **shape: np.ndarray) -> np.ndarray:
     ndarray
     """
     family = get_curve(curve)
-    values = dict(zip(family.shape_params, np.broadcast_arrays(
-        *(np.asarray(shape[name], dtype=float) for name in family.shape_params))))
+    values = dict(
+        zip(
+            family.shape_params,
+            np.broadcast_arrays(*(np.asarray(shape[name], dtype=float) for name in family.shape_params)),
+        )
+    )
     peak = np.array(_rate_mode(curve, values), dtype=float)
     # g rises up to the mode of g', so the mode is early exactly where g(mode) < PEAK_FROM_GAIN;
     # solving g(t) = PEAK_FROM_GAIN only there saves the oscillator's bisection elsewhere

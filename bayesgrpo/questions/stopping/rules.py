@@ -92,9 +92,17 @@ def _gain_numbers(cd: CurveDraws, s: np.ndarray, T: np.ndarray, interval: float)
     return gain, *interval_bounds(gain, interval)
 
 
-def _decisions(rule: str, cd: CurveDraws, s: np.ndarray, T: np.ndarray, stop: np.ndarray,
-               probability: np.ndarray, reasons: Sequence[str], gain_stats: Sequence[np.ndarray],
-               details: Mapping[str, np.ndarray] | None = None) -> list[Decision]:
+def _decisions(
+    rule: str,
+    cd: CurveDraws,
+    s: np.ndarray,
+    T: np.ndarray,
+    stop: np.ndarray,
+    probability: np.ndarray,
+    reasons: Sequence[str],
+    gain_stats: Sequence[np.ndarray],
+    details: Mapping[str, np.ndarray] | None = None,
+) -> list[Decision]:
     mean, lower, upper = gain_stats
     details = details or {}
     return [

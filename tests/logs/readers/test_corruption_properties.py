@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,9 @@ def _points(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     steps = np.arange(1, n + 1)
     reward = 0.2 + 0.6 * (1 - np.exp(-steps / 10)) + rng.normal(0, 0.05, n)
-    return pd.DataFrame({"step": steps, "reward": reward, "kl": rng.uniform(0, 0.1, n), "entropy": rng.uniform(0.2, 1, n)})
+    return pd.DataFrame(
+        {"step": steps, "reward": reward, "kl": rng.uniform(0, 0.1, n), "entropy": rng.uniform(0.2, 1, n)}
+    )
 
 
 def _write_csv(points: pd.DataFrame, folder: Path) -> Path:
@@ -79,7 +81,9 @@ def corrupt(data: bytes, kind: str, rng: np.random.Generator) -> bytes:
         return data[:position]
     if kind == "overwrite":
         length = int(rng.integers(1, 16))
-        return data[:position] + bytes(rng.integers(0, 256, length, dtype=np.uint8)) + data[position + length :]
+        return (
+            data[:position] + bytes(rng.integers(0, 256, length, dtype=np.uint8)) + data[position + length :]
+        )
     if kind == "text_for_number":
         digits = [i for i, b in enumerate(data) if chr(b).isdigit()]
         if not digits:
@@ -106,17 +110,27 @@ AVAILABLE = sorted(name for name, writer in WRITERS.items() if writer is not Non
 
 def _check(table_or_error) -> None:
     if isinstance(table_or_error, BaseException):
-        assert isinstance(table_or_error, BayesGRPOError), f"foreign error {type(table_or_error).__name__}: {table_or_error}"
+        assert isinstance(table_or_error, BayesGRPOError), (
+            f"foreign error {type(table_or_error).__name__}: {table_or_error}"
+        )
         return
     table = table_or_error
     assert table.report.balanced, table.report.summary()
     for account in table.report.sources:
         assert account.records_kept >= 0
-    assert table.points.groupby("run_id")["step"].apply(lambda s: s.is_monotonic_increasing and s.is_unique).all()
+    assert (
+        table.points.groupby("run_id")["step"]
+        .apply(lambda s: s.is_monotonic_increasing and s.is_unique)
+        .all()
+    )
 
 
 @pytest.mark.parametrize("fmt", AVAILABLE)
-@settings(max_examples=int(__import__("os").environ.get("BAYESGRPO_FUZZ_EXAMPLES", "25")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=int(__import__("os").environ.get("BAYESGRPO_FUZZ_EXAMPLES", "25")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(
     n=st.integers(min_value=1, max_value=40),
     seed=st.integers(min_value=0, max_value=2**16),

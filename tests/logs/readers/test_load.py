@@ -29,7 +29,11 @@ def write_csv(path: Path, steps, rewards) -> Path:
         ("other.json", b'{"a": 1}', None),
         ("t.csv", b"step,reward\n1,0.1\n", "csv"),
         ("w.csv", b'"Step","run-a - train/reward","run-a - train/reward__MIN"\n', "wandb-csv"),
-        ("train.log", b"\x1b[36m(TaskRunner pid=1)\x1b[0m step:1 - critic/score/mean:0.4 - x:1\n", "verl-console"),
+        (
+            "train.log",
+            b"\x1b[36m(TaskRunner pid=1)\x1b[0m step:1 - critic/score/mean:0.4 - x:1\n",
+            "verl-console",
+        ),
         ("out.txt", b"{'loss': 0.1, 'reward': 0.2, 'epoch': 0.01}\n", "trl-console"),
         ("notes.md", b"step:12 - critic/score/mean:0.41 - ...", None),
     ],
@@ -71,7 +75,9 @@ def test_missing_path_and_unknown_file_are_clear_errors(tmp_path):
 
 def test_user_metadata_wins_and_overrides_are_noted(tmp_path):
     path = write_csv(tmp_path / "run1.csv", [1, 2], [0.1, 0.2])
-    table = bayesgrpo.load_runs(path, metadata={"run1": {"family": "qwen2.5", "size_b": 7, "format": "mine"}, "ghost": {"size_b": 1}})
+    table = bayesgrpo.load_runs(
+        path, metadata={"run1": {"family": "qwen2.5", "size_b": 7, "format": "mine"}, "ghost": {"size_b": 1}}
+    )
     row = table.runs.iloc[0]
     assert row["family"] == "qwen2.5" and row["size_b"] == 7.0 and row["format"] == "mine"
     kinds = {n.kind for n in table.report.notes}
@@ -141,7 +147,13 @@ def test_manifest_folder(tmp_path):
     table = bayesgrpo.load_runs(tmp_path)
     assert table.run_ids == ["alpha"]
     row = table.runs.iloc[0]
-    assert (row["family"], row["size_b"], row["group_size"], row["algorithm"], row["task"]) == ("Qwen", 0.5, 5, "GRPO", "gsm8k")
+    assert (row["family"], row["size_b"], row["group_size"], row["algorithm"], row["task"]) == (
+        "Qwen",
+        0.5,
+        5,
+        "GRPO",
+        "gsm8k",
+    )
     assert row["total_steps"] == 10 and row["learning_rate"] == 1e-6 and bool(row["group_size_inferred"])
     assert any(n.kind == "not_in_manifest" and n.source.endswith("b.csv") for n in table.report.notes)
 

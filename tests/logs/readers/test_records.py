@@ -33,13 +33,31 @@ def test_clean_input_is_kept_as_is():
     ("records", "kind", "action", "count", "steps"),
     [
         # a resumed run logs steps 2 and 3 again: latest wins, earlier records dropped
-        ({"step": [1, 2, 3, 2, 3, 4], "reward": [0.1, 0.2, 0.3, 0.25, 0.35, 0.4]}, "duplicate_step", "dropped", 2, [1, 2, 3, 4]),
+        (
+            {"step": [1, 2, 3, 2, 3, 4], "reward": [0.1, 0.2, 0.3, 0.25, 0.35, 0.4]},
+            "duplicate_step",
+            "dropped",
+            2,
+            [1, 2, 3, 4],
+        ),
         # out of order without duplicates: sorted, reported
         ({"step": [1, 3, 2], "reward": [0.1, 0.3, 0.2]}, "out_of_order", "repaired", 1, [1, 2, 3]),
         # a step that is not a whole number, a negative one, a missing one
-        ({"step": [1, 1.5, -2, None, 3], "reward": [0.1, 0.2, 0.3, 0.4, 0.5]}, "bad_step", "dropped", 3, [1, 3]),
+        (
+            {"step": [1, 1.5, -2, None, 3], "reward": [0.1, 0.2, 0.3, 0.4, 0.5]},
+            "bad_step",
+            "dropped",
+            3,
+            [1, 3],
+        ),
         # a record with no value at all
-        ({"step": [1, 2, 3], "reward": [0.1, np.nan, 0.3], "kl": [0.0, np.nan, 0.1]}, "no_values", "dropped", 1, [1, 3]),
+        (
+            {"step": [1, 2, 3], "reward": [0.1, np.nan, 0.3], "kl": [0.0, np.nan, 0.1]},
+            "no_values",
+            "dropped",
+            1,
+            [1, 3],
+        ),
     ],
 )
 def test_structural_repairs_are_reported(records, kind, action, count, steps):
@@ -66,7 +84,11 @@ def test_records_sharing_a_step_with_different_metrics_merge():
 
 
 def test_strings_and_non_numbers_and_infinities():
-    records = {"step": [1, 2, 3, 4], "reward": ["0.1", "np.float64(0.2)", "abc", np.inf], "kl": [0.0, 0.0, 0.1, 0.1]}
+    records = {
+        "step": [1, 2, 3, 4],
+        "reward": ["0.1", "np.float64(0.2)", "abc", np.inf],
+        "kl": [0.0, 0.0, 0.1, 0.1],
+    }
     frame = pd.DataFrame(records).astype({"reward": object})
     result = tidy_run(RawRun("r", "f", "test", frame.assign(_loc=[1, 2, 3, 4]), 4))
     assert result.points["reward"].tolist()[:2] == [0.1, 0.2]
@@ -105,7 +127,9 @@ def test_unknown_reward_lists_close_names():
     assert "Did you mean" in str(info.value)
 
 
-@pytest.mark.parametrize("records", [{"step": [], "reward": []}, {"step": [1, 2], "reward": [np.nan, np.nan]}])
+@pytest.mark.parametrize(
+    "records", [{"step": [], "reward": []}, {"step": [1, 2], "reward": [np.nan, np.nan]}]
+)
 def test_no_usable_value_is_an_empty_log(records):
     with pytest.raises(EmptyLogError):
         tidy_run(raw(records))

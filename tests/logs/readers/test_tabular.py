@@ -16,7 +16,13 @@ import pandas as pd
 import pytest
 
 import bayesgrpo
-from bayesgrpo.errors import BayesGRPOError, EmptyLogError, MalformedRecordError, TruncatedLogError, UnknownMetricError
+from bayesgrpo.errors import (
+    BayesGRPOError,
+    EmptyLogError,
+    MalformedRecordError,
+    TruncatedLogError,
+    UnknownMetricError,
+)
 from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
 from bayesgrpo.logs.readers._records import tidy_run
 from bayesgrpo.logs.readers.tabular import read_table
@@ -92,7 +98,10 @@ def test_column_mapping_and_several_runs_per_file(tmp_path, fmt):
 def test_reader_function_gives_one_raw_run_per_run_id(tmp_path, fmt):
     path = multi_run(tmp_path, fmt)
     raws = read_table(Source(fmt, (path,), path.stem), ReadOptions(columns=MAPPING))
-    assert [(r.run_id, r.source, r.records_read) for r in raws] == [("run-a", f"{path}#run-a", 3), ("run-b", f"{path}#run-b", 3)]
+    assert [(r.run_id, r.source, r.records_read) for r in raws] == [
+        ("run-a", f"{path}#run-a", 3),
+        ("run-b", f"{path}#run-b", 3),
+    ]
     # locations are the file's own lines (CSV/JSONL, the CSV header is line 1) or rows
     expected = {"csv": [2, 3, 5], "jsonl": [1, 2, 4], "parquet": [1, 2, 4]}[fmt]
     assert raws[0].records["_loc"].tolist() == expected
@@ -130,21 +139,171 @@ def test_without_mapping_a_table_with_other_names_is_a_clear_error(tmp_path):
 CSV_HEAD = "step,reward,kl\n"
 MALFORMED = [
     # (id, file name, content, issue kind, action, count, location, strict error, steps kept)
-    ("csv last line cut", "t.csv", CSV_HEAD + "1,0.1,0.01\n2,0.2,0.02\n3,0.3", "truncated", "dropped", 1, "line 4", TruncatedLogError, [1, 2]),
-    ("csv ragged line", "t.csv", CSV_HEAD + "1,0.1,0.01\n2,0.2\n3,0.3,0.03\n", "bad_line", "dropped", 1, "line 3", MalformedRecordError, [1, 3]),
-    ("csv extra cell", "t.csv", CSV_HEAD + "1,0.1,0.01\n2,0.2,0.02,9\n3,0.3,0.03\n", "bad_line", "dropped", 1, "line 3", MalformedRecordError, [1, 3]),
-    ("csv infinite value", "t.csv", CSV_HEAD + "1,0.1,0.01\n2,inf,0.02\n3,0.3,0.03\n", "non_finite", "repaired", 1, "line 3", MalformedRecordError, [1, 2, 3]),
-    ("csv text in a number column", "t.csv", CSV_HEAD + "1,0.1,0.01\n2,abc,0.02\n3,0.3,0.03\n", "non_numeric", "repaired", 1, "line 3", MalformedRecordError, [1, 2, 3]),
-    ("csv record with nothing usable", "t.csv", CSV_HEAD + "1,0.1,0.01\n2,abc,\n3,0.3,0.03\n", "no_values", "dropped", 1, "line 3", MalformedRecordError, [1, 3]),
-    ("csv bad step", "t.csv", CSV_HEAD + "1,0.1,0.01\n2.5,0.2,0.02\n3,0.3,0.03\n", "bad_step", "dropped", 1, "line 3", MalformedRecordError, [1, 3]),
-    ("csv duplicate step (resumed run)", "t.csv", CSV_HEAD + "1,0.1,0.01\n2,0.2,0.02\n2,0.25,0.02\n3,0.3,0.03\n", "duplicate_step", "dropped", 1, "line 3", MalformedRecordError, [1, 2, 3]),
-    ("csv steps out of order", "t.csv", CSV_HEAD + "1,0.1,0.01\n3,0.3,0.03\n2,0.2,0.02\n", "out_of_order", "repaired", 1, "line 4", MalformedRecordError, [1, 2, 3]),
-    ("jsonl last line cut", "t.jsonl", '{"step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n{"step": 3, "rew', "bad_line", "dropped", 1, "line 3", TruncatedLogError, [1, 2]),
-    ("jsonl line not an object", "t.jsonl", '{"step": 1, "reward": 0.1}\n[2, 0.2]\n{"step": 3, "reward": 0.3}\n', "bad_line", "dropped", 1, "line 2", MalformedRecordError, [1, 3]),
-    ("jsonl number as text", "t.jsonl", '{"step": 1, "reward": 0.1}\n{"step": 2, "reward": "0.2"}\n', "string_number", "repaired", 1, "line 2", MalformedRecordError, [1, 2]),
-    ("jsonl Infinity", "t.jsonl", '{"step": 1, "reward": 0.1, "kl": 0}\n{"step": 2, "reward": Infinity, "kl": 0}\n', "non_finite", "repaired", 1, "line 2", MalformedRecordError, [1, 2]),
-    ("jsonl NaN only", "t.jsonl", '{"step": 1, "reward": 0.1}\n{"step": 2, "reward": NaN}\n', "no_values", "dropped", 1, "line 2", MalformedRecordError, [1]),
-    ("jsonl duplicate step", "t.jsonl", '{"step": 1, "reward": 0.1}\n{"step": 1, "reward": 0.15}\n{"step": 2, "reward": 0.2}\n', "duplicate_step", "dropped", 1, "line 1", MalformedRecordError, [1, 2]),
+    (
+        "csv last line cut",
+        "t.csv",
+        CSV_HEAD + "1,0.1,0.01\n2,0.2,0.02\n3,0.3",
+        "truncated",
+        "dropped",
+        1,
+        "line 4",
+        TruncatedLogError,
+        [1, 2],
+    ),
+    (
+        "csv ragged line",
+        "t.csv",
+        CSV_HEAD + "1,0.1,0.01\n2,0.2\n3,0.3,0.03\n",
+        "bad_line",
+        "dropped",
+        1,
+        "line 3",
+        MalformedRecordError,
+        [1, 3],
+    ),
+    (
+        "csv extra cell",
+        "t.csv",
+        CSV_HEAD + "1,0.1,0.01\n2,0.2,0.02,9\n3,0.3,0.03\n",
+        "bad_line",
+        "dropped",
+        1,
+        "line 3",
+        MalformedRecordError,
+        [1, 3],
+    ),
+    (
+        "csv infinite value",
+        "t.csv",
+        CSV_HEAD + "1,0.1,0.01\n2,inf,0.02\n3,0.3,0.03\n",
+        "non_finite",
+        "repaired",
+        1,
+        "line 3",
+        MalformedRecordError,
+        [1, 2, 3],
+    ),
+    (
+        "csv text in a number column",
+        "t.csv",
+        CSV_HEAD + "1,0.1,0.01\n2,abc,0.02\n3,0.3,0.03\n",
+        "non_numeric",
+        "repaired",
+        1,
+        "line 3",
+        MalformedRecordError,
+        [1, 2, 3],
+    ),
+    (
+        "csv record with nothing usable",
+        "t.csv",
+        CSV_HEAD + "1,0.1,0.01\n2,abc,\n3,0.3,0.03\n",
+        "no_values",
+        "dropped",
+        1,
+        "line 3",
+        MalformedRecordError,
+        [1, 3],
+    ),
+    (
+        "csv bad step",
+        "t.csv",
+        CSV_HEAD + "1,0.1,0.01\n2.5,0.2,0.02\n3,0.3,0.03\n",
+        "bad_step",
+        "dropped",
+        1,
+        "line 3",
+        MalformedRecordError,
+        [1, 3],
+    ),
+    (
+        "csv duplicate step (resumed run)",
+        "t.csv",
+        CSV_HEAD + "1,0.1,0.01\n2,0.2,0.02\n2,0.25,0.02\n3,0.3,0.03\n",
+        "duplicate_step",
+        "dropped",
+        1,
+        "line 3",
+        MalformedRecordError,
+        [1, 2, 3],
+    ),
+    (
+        "csv steps out of order",
+        "t.csv",
+        CSV_HEAD + "1,0.1,0.01\n3,0.3,0.03\n2,0.2,0.02\n",
+        "out_of_order",
+        "repaired",
+        1,
+        "line 4",
+        MalformedRecordError,
+        [1, 2, 3],
+    ),
+    (
+        "jsonl last line cut",
+        "t.jsonl",
+        '{"step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n{"step": 3, "rew',
+        "bad_line",
+        "dropped",
+        1,
+        "line 3",
+        TruncatedLogError,
+        [1, 2],
+    ),
+    (
+        "jsonl line not an object",
+        "t.jsonl",
+        '{"step": 1, "reward": 0.1}\n[2, 0.2]\n{"step": 3, "reward": 0.3}\n',
+        "bad_line",
+        "dropped",
+        1,
+        "line 2",
+        MalformedRecordError,
+        [1, 3],
+    ),
+    (
+        "jsonl number as text",
+        "t.jsonl",
+        '{"step": 1, "reward": 0.1}\n{"step": 2, "reward": "0.2"}\n',
+        "string_number",
+        "repaired",
+        1,
+        "line 2",
+        MalformedRecordError,
+        [1, 2],
+    ),
+    (
+        "jsonl Infinity",
+        "t.jsonl",
+        '{"step": 1, "reward": 0.1, "kl": 0}\n{"step": 2, "reward": Infinity, "kl": 0}\n',
+        "non_finite",
+        "repaired",
+        1,
+        "line 2",
+        MalformedRecordError,
+        [1, 2],
+    ),
+    (
+        "jsonl NaN only",
+        "t.jsonl",
+        '{"step": 1, "reward": 0.1}\n{"step": 2, "reward": NaN}\n',
+        "no_values",
+        "dropped",
+        1,
+        "line 2",
+        MalformedRecordError,
+        [1],
+    ),
+    (
+        "jsonl duplicate step",
+        "t.jsonl",
+        '{"step": 1, "reward": 0.1}\n{"step": 1, "reward": 0.15}\n{"step": 2, "reward": 0.2}\n',
+        "duplicate_step",
+        "dropped",
+        1,
+        "line 1",
+        MalformedRecordError,
+        [1, 2],
+    ),
 ]
 
 
@@ -153,7 +312,9 @@ MALFORMED = [
     [case[1:] for case in MALFORMED],
     ids=[case[0] for case in MALFORMED],
 )
-def test_malformed_text_tables_are_repaired_or_dropped_and_reported(tmp_path, name, content, kind, action, count, location, strict_error, steps):
+def test_malformed_text_tables_are_repaired_or_dropped_and_reported(
+    tmp_path, name, content, kind, action, count, location, strict_error, steps
+):
     path = write(tmp_path, name, content)
     table = load(path)
     assert table.points["step"].tolist() == steps
@@ -177,7 +338,11 @@ def test_nan_written_as_text_is_simply_missing(tmp_path):
 
 def test_parquet_strings_nan_inf_duplicates_and_order(tmp_path):
     frame = pd.DataFrame(
-        {"step": [1, 2, 3, 3, 2], "reward": ["0.1", "abc", "0.3", "0.35", "0.2"], "kl": [0.1, np.inf, np.nan, 0.1, 0.2]}
+        {
+            "step": [1, 2, 3, 3, 2],
+            "reward": ["0.1", "abc", "0.3", "0.35", "0.2"],
+            "kl": [0.1, np.inf, np.nan, 0.1, 0.2],
+        }
     )
     path = tmp_path / "t.parquet"
     frame.to_parquet(path, index=False)
@@ -217,7 +382,9 @@ def test_empty_tables_are_empty_log_errors_naming_the_file(tmp_path, name, conte
 
 def test_empty_parquet_is_an_empty_log_error(tmp_path):
     path = tmp_path / "t.parquet"
-    pd.DataFrame({"step": pd.Series([], dtype="int64"), "reward": pd.Series([], dtype=float)}).to_parquet(path)
+    pd.DataFrame({"step": pd.Series([], dtype="int64"), "reward": pd.Series([], dtype=float)}).to_parquet(
+        path
+    )
     with pytest.raises(EmptyLogError, match="no rows") as info:
         load(path)
     assert str(path) in str(info.value)
@@ -228,7 +395,12 @@ def test_damaged_parquet_is_a_truncated_log_error(tmp_path, damage):
     good = tmp_path / "good.parquet"
     pd.read_csv(DATA / "multi_run.csv").to_parquet(good)
     data = good.read_bytes()
-    damaged = {"cut in half": data[: len(data) // 2], "last byte gone": data[:-1], "garbage": b"PAR1" + b"\x00" * 64, "empty": b""}[damage]
+    damaged = {
+        "cut in half": data[: len(data) // 2],
+        "last byte gone": data[:-1],
+        "garbage": b"PAR1" + b"\x00" * 64,
+        "empty": b"",
+    }[damage]
     path = write(tmp_path, "bad.parquet", damaged)
     with pytest.raises(TruncatedLogError, match="not a readable Parquet file") as info:
         load(path, columns=MAPPING)
@@ -251,7 +423,9 @@ REAL_ROWS = _real_csv_rows()
 
 def test_all_44_real_csvs_are_listed():
     assert len(REAL_ROWS) == 44
-    assert sorted(row["file"] for row in REAL_ROWS) == sorted(f"csv/{p.name}" for p in (REAL / "csv").glob("*.csv"))
+    assert sorted(row["file"] for row in REAL_ROWS) == sorted(
+        f"csv/{p.name}" for p in (REAL / "csv").glob("*.csv")
+    )
 
 
 @pytest.mark.parametrize("row", REAL_ROWS, ids=[Path(row["file"]).stem for row in REAL_ROWS])
@@ -310,7 +484,9 @@ def test_bug_parquet_with_the_step_as_index(tmp_path):
 
 
 def test_bug_two_log_names_of_one_canonical_metric(tmp_path):
-    path = write(tmp_path, "t.csv", "step,reward,completions/mean_length,response_length/mean\n1,0.1,5,6\n2,0.2,5,6\n")
+    path = write(
+        tmp_path, "t.csv", "step,reward,completions/mean_length,response_length/mean\n1,0.1,5,6\n2,0.2,5,6\n"
+    )
     try:
         table = load(path)
     except BayesGRPOError:

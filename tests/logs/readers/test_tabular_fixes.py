@@ -79,7 +79,9 @@ def test_table_step_column_is_kept_as_step_logged_when_another_is_mapped(tmp_pat
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_every_mapping_entry_must_name_a_column(tmp_path, fmt):
-    content = "step,reward,kl_div\n1,0.1,0.01\n" if fmt == "csv" else '{"step": 1, "reward": 0.1, "kl_div": 0.01}\n'
+    content = (
+        "step,reward,kl_div\n1,0.1,0.01\n" if fmt == "csv" else '{"step": 1, "reward": 0.1, "kl_div": 0.01}\n'
+    )
     path = write(tmp_path, f"t.{fmt}", content)
     with pytest.raises(UnknownMetricError) as info:
         load(path, columns={"kl": "kl_dvi"})
@@ -92,13 +94,25 @@ def test_every_mapping_entry_must_name_a_column(tmp_path, fmt):
 # ---------------------------------------------------------------- records without a run id
 
 NO_RUN_ID = [
-    ("jsonl missing key", "t.jsonl", '{"run_id": "a", "step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n{"run_id": "b", "step": 3, "reward": 0.3}\n', "line 2"),
-    ("jsonl null", "t.jsonl", '{"run_id": "a", "step": 1, "reward": 0.1}\n{"run_id": null, "step": 2, "reward": 0.2}\n{"run_id": "b", "step": 3, "reward": 0.3}\n', "line 2"),
+    (
+        "jsonl missing key",
+        "t.jsonl",
+        '{"run_id": "a", "step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n{"run_id": "b", "step": 3, "reward": 0.3}\n',
+        "line 2",
+    ),
+    (
+        "jsonl null",
+        "t.jsonl",
+        '{"run_id": "a", "step": 1, "reward": 0.1}\n{"run_id": null, "step": 2, "reward": 0.2}\n{"run_id": "b", "step": 3, "reward": 0.3}\n',
+        "line 2",
+    ),
     ("csv blank cell", "t.csv", "run_id,step,reward\na,1,0.1\n ,2,0.2\nb,3,0.3\n", "line 3"),
 ]
 
 
-@pytest.mark.parametrize(("name", "content", "location"), [c[1:] for c in NO_RUN_ID], ids=[c[0] for c in NO_RUN_ID])
+@pytest.mark.parametrize(
+    ("name", "content", "location"), [c[1:] for c in NO_RUN_ID], ids=[c[0] for c in NO_RUN_ID]
+)
 def test_record_without_run_id_is_dropped_and_reported_on_the_first_run(tmp_path, name, content, location):
     path = write(tmp_path, name, content)
     table = load(path)
@@ -116,7 +130,9 @@ def test_record_without_run_id_is_dropped_and_reported_on_the_first_run(tmp_path
 
 def test_parquet_record_without_run_id_and_numeric_run_ids(tmp_path):
     path = tmp_path / "t.parquet"
-    pd.DataFrame({"run_id": [7, None, 7, 8], "step": [1, 2, 3, 1], "reward": [0.1, 0.2, 0.3, 0.4]}).to_parquet(path)
+    pd.DataFrame(
+        {"run_id": [7, None, 7, 8], "step": [1, 2, 3, 1], "reward": [0.1, 0.2, 0.3, 0.4]}
+    ).to_parquet(path)
     table = load(path)
     assert table.run_ids == ["7.0", "8.0"]  # the column is float once it holds a null
     assert issues(table)["no_run_id"] == ("dropped", 1, ("row 2",))
@@ -124,14 +140,20 @@ def test_parquet_record_without_run_id_and_numeric_run_ids(tmp_path):
 
 
 def test_no_record_with_a_run_id_is_an_empty_log_error(tmp_path):
-    path = write(tmp_path, "t.jsonl", '{"run_id": "a", "step": 1, "reward": 0.1}\n'.replace('"a"', "null") * 2)
+    path = write(
+        tmp_path, "t.jsonl", '{"run_id": "a", "step": 1, "reward": 0.1}\n'.replace('"a"', "null") * 2
+    )
     with pytest.raises(EmptyLogError, match="run id") as info:
         load(path)
     assert str(path) in str(info.value)
 
 
 def test_run_ids_of_any_json_type_group_without_error(tmp_path):
-    path = write(tmp_path, "t.jsonl", '{"run_id": [1], "step": 1, "reward": 0.1}\n{"run_id": {"a": 1}, "step": 1, "reward": 0.2}\n')
+    path = write(
+        tmp_path,
+        "t.jsonl",
+        '{"run_id": [1], "step": 1, "reward": 0.1}\n{"run_id": {"a": 1}, "step": 1, "reward": 0.2}\n',
+    )
     table = load(path)
     assert table.run_ids == ["[1]", "{'a': 1}"] and table.report.balanced
 
@@ -160,7 +182,17 @@ def test_parquet_named_index_is_a_column_unnamed_is_not(tmp_path, frame, steps):
 
 @pytest.mark.parametrize(
     "line",
-    ["1,0.1,0.01\n", "1,0.1,0.01", "\n", ",,\n", '"1","0.1","a,b"\n', '1,"x ""quoted""",2\n', "1,0.\"1,2\n", "a\x00b,c\n", " 1 , 2 \n"],
+    [
+        "1,0.1,0.01\n",
+        "1,0.1,0.01",
+        "\n",
+        ",,\n",
+        '"1","0.1","a,b"\n',
+        '1,"x ""quoted""",2\n',
+        '1,0."1,2\n',
+        "a\x00b,c\n",
+        " 1 , 2 \n",
+    ],
 )
 def test_split_csv_line_matches_csv_reader(line):
     import csv
@@ -172,16 +204,62 @@ def test_split_csv_line_matches_csv_reader(line):
 
 STRAY = [
     # (id, content, kind, locations, strict error, records read, steps kept)
-    ("stray quote mid-file", 'step,reward\n1,0.1\n2,"0.2\n3,0.3\n4,0.4\n', "bad_line", ("line 3",), MalformedRecordError, 4, [1, 3, 4]),
-    ("text after a closing quote", 'step,reward\n1,0.1\n2,"0.2"x\n3,0.3\n', "bad_line", ("line 3",), MalformedRecordError, 3, [1, 3]),
-    ("cut inside a quoted last cell", 'step,reward\n1,0.1\n2,0.2\n3,"0.', "truncated", ("line 4",), TruncatedLogError, 3, [1, 2]),
-    ("two bad lines, the last one cut", 'step,reward\n1,0.1\n2\n3,0.3\n4', "bad_line", ("line 3",), MalformedRecordError, 4, [1, 3]),
-    ("blank lines keep numbering", 'step,reward\n\n1,0.1\n\n2,"0.2\n3,0.3\n', "bad_line", ("line 5",), MalformedRecordError, 3, [1, 3]),
+    (
+        "stray quote mid-file",
+        'step,reward\n1,0.1\n2,"0.2\n3,0.3\n4,0.4\n',
+        "bad_line",
+        ("line 3",),
+        MalformedRecordError,
+        4,
+        [1, 3, 4],
+    ),
+    (
+        "text after a closing quote",
+        'step,reward\n1,0.1\n2,"0.2"x\n3,0.3\n',
+        "bad_line",
+        ("line 3",),
+        MalformedRecordError,
+        3,
+        [1, 3],
+    ),
+    (
+        "cut inside a quoted last cell",
+        'step,reward\n1,0.1\n2,0.2\n3,"0.',
+        "truncated",
+        ("line 4",),
+        TruncatedLogError,
+        3,
+        [1, 2],
+    ),
+    (
+        "two bad lines, the last one cut",
+        "step,reward\n1,0.1\n2\n3,0.3\n4",
+        "bad_line",
+        ("line 3",),
+        MalformedRecordError,
+        4,
+        [1, 3],
+    ),
+    (
+        "blank lines keep numbering",
+        'step,reward\n\n1,0.1\n\n2,"0.2\n3,0.3\n',
+        "bad_line",
+        ("line 5",),
+        MalformedRecordError,
+        3,
+        [1, 3],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("content", "kind", "locations", "strict_error", "n_read", "steps"), [c[1:] for c in STRAY], ids=[c[0] for c in STRAY])
-def test_bad_csv_lines_are_dropped_alone_with_their_numbers(tmp_path, content, kind, locations, strict_error, n_read, steps):
+@pytest.mark.parametrize(
+    ("content", "kind", "locations", "strict_error", "n_read", "steps"),
+    [c[1:] for c in STRAY],
+    ids=[c[0] for c in STRAY],
+)
+def test_bad_csv_lines_are_dropped_alone_with_their_numbers(
+    tmp_path, content, kind, locations, strict_error, n_read, steps
+):
     path = write(tmp_path, "t.csv", content)
     table = load(path)
     assert table.points["step"].tolist() == steps
@@ -195,7 +273,11 @@ def test_bad_csv_lines_are_dropped_alone_with_their_numbers(tmp_path, content, k
 def test_bad_and_cut_lines_are_reported_apart(tmp_path):
     path = write(tmp_path, "t.csv", "step,reward\n1,0.1\n2\n3,0.3\n4")
     found = issues(load(path))
-    assert found["bad_line"] == ("dropped", 1, ("line 3",)) and found["truncated"] == ("dropped", 1, ("line 5",))
+    assert found["bad_line"] == ("dropped", 1, ("line 3",)) and found["truncated"] == (
+        "dropped",
+        1,
+        ("line 5",),
+    )
 
 
 def test_csv_header_that_is_not_valid_csv_is_an_error_naming_the_line(tmp_path):
@@ -231,7 +313,11 @@ def test_a_large_csv_keeps_right_line_numbers(tmp_path):
     ("content", "error", "location"),
     [
         ('{"step": 1, "reward": 0.1}\n{"step": 2, "rew', TruncatedLogError, "line 2"),
-        ('{"step": 1, "reward": 0.1}\n{"step": 2, "rew\n{"step": 3, "reward": 0.3}\n', MalformedRecordError, "line 2"),
+        (
+            '{"step": 1, "reward": 0.1}\n{"step": 2, "rew\n{"step": 3, "reward": 0.3}\n',
+            MalformedRecordError,
+            "line 2",
+        ),
         ('{"step": 1, "reward": 0.1}\n{"step": 2, "rew\n', MalformedRecordError, "line 2"),
     ],
     ids=["cut last line", "bad middle line", "bad last line with line end"],
@@ -256,9 +342,14 @@ def test_jsonl_lines_json_refuses_are_bad_lines(tmp_path, line):
 
 
 def test_second_log_name_of_a_canonical_metric_keeps_its_own_name(tmp_path):
-    path = write(tmp_path, "t.csv", "step,reward,response_length/mean,completions/mean_length\n1,0.1,6,5\n2,0.2,6,5\n")
+    path = write(
+        tmp_path, "t.csv", "step,reward,response_length/mean,completions/mean_length\n1,0.1,6,5\n2,0.2,6,5\n"
+    )
     points = load(path).points
-    assert points["completion_length"].tolist() == [5, 5]  # completions/mean_length comes first among the aliases
+    assert points["completion_length"].tolist() == [
+        5,
+        5,
+    ]  # completions/mean_length comes first among the aliases
     assert points["response_length/mean"].tolist() == [6, 6]
 
 

@@ -24,9 +24,14 @@ from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, 
 from bayesgrpo.logs.readers import ReadOptions, Source, detect_format, discover
 from bayesgrpo.logs.readers.tensorboard import crc as tb_crc
 from bayesgrpo.logs.readers.tensorboard import records as tb_records
-from bayesgrpo.logs.readers.tensorboard.reader import REWARD_CANDIDATES, read_event_files, read_tensorboard, tensorboard_aliases
-from bayesgrpo.logs.readers.tensorboard.records import event_file_order, tensor_scalar
 from bayesgrpo.logs.readers.tensorboard.crc import masked_crc32c
+from bayesgrpo.logs.readers.tensorboard.reader import (
+    REWARD_CANDIDATES,
+    read_event_files,
+    read_tensorboard,
+    tensorboard_aliases,
+)
+from bayesgrpo.logs.readers.tensorboard.records import event_file_order, tensor_scalar
 from bayesgrpo.logs.writers.tensorboard import (
     append_events,
     frame_records,
@@ -154,7 +159,9 @@ def test_reader_function_returns_long_records():
     assert raw.long and raw.location_label == "event" and raw.run_id == "r"
     assert list(raw.records.columns) == ["_loc", "step", "metric", "value"]
     assert raw.records_read == len(raw.records) == 6259
-    assert raw.records["_loc"].is_monotonic_increasing and raw.records["_loc"].min() == 2  # event 1: file_version
+    assert (
+        raw.records["_loc"].is_monotonic_increasing and raw.records["_loc"].min() == 2
+    )  # event 1: file_version
     assert raw.reward_candidates == REWARD_CANDIDATES
     assert raw.issues == []
 
@@ -244,7 +251,9 @@ def test_masked_crc32c_matches_tensorboard_both_implementations(monkeypatch):
 
 def _tensor(dtype: int, shape: list[int] | None = None, **fields) -> tensor_pb2.TensorProto:
     dims = [tensor_shape_pb2.TensorShapeProto.Dim(size=s) for s in (shape or [])]
-    return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=dims), **fields)
+    return tensor_pb2.TensorProto(
+        dtype=dtype, tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=dims), **fields
+    )
 
 
 @pytest.mark.parametrize(
@@ -542,7 +551,15 @@ def test_a_file_growing_while_read(tmp_path):
 
 
 def test_event_file_order_uses_the_time_in_the_name():
-    paths = [Path(n) for n in ("events.out.tfevents.100.b.1.0", "events.out.tfevents.99.a.1.0", "x.tfevents.100.a.1.0", "y.tfevents")]
+    paths = [
+        Path(n)
+        for n in (
+            "events.out.tfevents.100.b.1.0",
+            "events.out.tfevents.99.a.1.0",
+            "x.tfevents.100.a.1.0",
+            "y.tfevents",
+        )
+    ]
     assert [p.name for p in event_file_order(paths)] == [
         "y.tfevents",
         "events.out.tfevents.99.a.1.0",
@@ -556,7 +573,9 @@ def test_out_of_order_steps_are_sorted(tmp_path):
     folder, _ = _run_folder(tmp_path, points)
     table = _load(folder)
     assert table.points["step"].tolist() == list(range(1, 13))
-    np.testing.assert_allclose(table.points.set_index("step").loc[points["step"], "reward"], points["critic/score/mean"], rtol=1e-6)
+    np.testing.assert_allclose(
+        table.points.set_index("step").loc[points["step"], "reward"], points["critic/score/mean"], rtol=1e-6
+    )
     assert table.report.balanced and table.report.records_dropped == 0
 
 
@@ -580,8 +599,14 @@ def test_non_scalar_summaries_are_counted_not_read(tmp_path):
     events = [event_pb2.Event(wall_time=1.0, graph_def=b"\x0a\x00")]
     for step in range(1, 6):
         events.append(summary_event(step, [scalar_value("critic/score/mean", 0.1 * step)], 1.0 + step))
-        events.append(summary_event(step, [histogram_value("actor/grad", np.arange(10.0) * step)], 1.0 + step))
-        events.append(summary_event(step, [image_value("samples", png, 1, 1), text_value("completion", "a b c")], 1.0 + step))
+        events.append(
+            summary_event(step, [histogram_value("actor/grad", np.arange(10.0) * step)], 1.0 + step)
+        )
+        events.append(
+            summary_event(
+                step, [image_value("samples", png, 1, 1), text_value("completion", "a b c")], 1.0 + step
+            )
+        )
     write_events(folder, events)
     table = _load(folder)
     assert table.points["step"].tolist() == [1, 2, 3, 4, 5] and table.metrics == ["reward"]
@@ -627,7 +652,16 @@ def test_trl_event_file(tmp_path):
     table = _load(folder)
     got = table.points
     np.testing.assert_allclose(got["reward"], points["train/reward"], rtol=1e-6)
-    for canonical in ("reward_std", "kl", "entropy", "completion_length", "frac_reward_zero_std", "loss", "learning_rate", "epoch"):
+    for canonical in (
+        "reward_std",
+        "kl",
+        "entropy",
+        "completion_length",
+        "frac_reward_zero_std",
+        "loss",
+        "learning_rate",
+        "epoch",
+    ):
         assert canonical in got.columns, canonical
     assert "train/rewards/accuracy_reward/mean" in got.columns and "train/grad_norm" in got.columns
     run = table.runs.iloc[0]
@@ -643,10 +677,23 @@ def test_trl_event_file(tmp_path):
 def test_aliases_follow_the_verl_and_trl_readers():
     from bayesgrpo.logs.readers.verl.lines import metric_aliases
 
-    verl_tags = ["actor/entropy", "actor/kl_loss", "actor/ppo_kl", "response_length/mean", VAL_TAG, "critic/score/mean"]
+    verl_tags = [
+        "actor/entropy",
+        "actor/kl_loss",
+        "actor/ppo_kl",
+        "response_length/mean",
+        VAL_TAG,
+        "critic/score/mean",
+    ]
     assert tensorboard_aliases(verl_tags) == metric_aliases(verl_tags)
     assert tensorboard_aliases(verl_tags)[VAL_TAG] == "val_reward"
-    trl_tags = ["train/kl", "train/completions/mean_length", "train/reward_std", "eval/reward", "train/reward"]
+    trl_tags = [
+        "train/kl",
+        "train/completions/mean_length",
+        "train/reward_std",
+        "eval/reward",
+        "train/reward",
+    ]
     assert tensorboard_aliases(trl_tags) == {
         "train/kl": "kl",
         "train/completions/mean_length": "completion_length",
@@ -657,7 +704,9 @@ def test_aliases_follow_the_verl_and_trl_readers():
 
 
 def test_trl_eval_tags_are_kept_and_reward_can_be_chosen(tmp_path):
-    points = pd.DataFrame({"step": [10, 20, 30], "train/reward": [0.1, 0.2, 0.3], "eval/reward": [0.15, np.nan, 0.35]})
+    points = pd.DataFrame(
+        {"step": [10, 20, 30], "train/reward": [0.1, 0.2, 0.3], "eval/reward": [0.15, np.nan, 0.35]}
+    )
     folder, _ = _run_folder(tmp_path, points)
     table = _load(folder)
     assert table.points["eval/reward"].notna().sum() == 2

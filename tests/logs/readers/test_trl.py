@@ -22,8 +22,8 @@ import pytest
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers import ReadOptions, Source
-from bayesgrpo.logs.readers.trl.metadata import BannerParser
 from bayesgrpo.logs.readers.trl.console import find_dict, parse_dict_line, read_trl_console
+from bayesgrpo.logs.readers.trl.metadata import BannerParser
 from bayesgrpo.logs.readers.trl.state import read_trainer_state
 from bayesgrpo.logs.writers.trl import (
     console_lines,
@@ -277,7 +277,12 @@ def test_grpo_state_reads_steps_metrics_eval_and_metadata():
     assert points.set_index("step").loc[[10, 20], "eval_reward"].tolist() == [0.45, 0.55]
     assert points.set_index("step").loc[[5, 15], "eval_reward"].isna().all()
     run = table.runs.iloc[0]
-    assert (run["total_steps"], run["num_epochs"], run["logging_steps"], run["per_device_batch_size"]) == (20, 1.0, 5, 8)
+    assert (run["total_steps"], run["num_epochs"], run["logging_steps"], run["per_device_batch_size"]) == (
+        20,
+        1.0,
+        5,
+        8,
+    )
     assert run["train_runtime"] == 1234.5 and run["train_loss"] == 0.0105 and run["global_step"] == 20
     assert run["format"] == "trl-state" and run["reward_key"] == "reward"
     assert table.report.balanced and table.report.records_read == 6  # 4 training + 2 eval rows

@@ -25,13 +25,21 @@ from bayesgrpo.errors import (
     UnknownMetricError,
 )
 from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
+from bayesgrpo.logs.readers._records import RawRun, tidy_run
 from bayesgrpo.logs.readers.verl import config as verl_config
 from bayesgrpo.logs.readers.verl import console as verl_console
 from bayesgrpo.logs.readers.verl import lines as verl_lines
-from bayesgrpo.logs.readers._records import RawRun, tidy_run
 from bayesgrpo.logs.readers.verl.config import config_by_indentation, model_name, parse_config_dump
-from bayesgrpo.logs.readers.verl.lines import is_step_line, looks_like_verl_console, metric_aliases, parse_value, parse_values, split_fields, validation_aliases
 from bayesgrpo.logs.readers.verl.console import read_verl_console
+from bayesgrpo.logs.readers.verl.lines import (
+    is_step_line,
+    looks_like_verl_console,
+    metric_aliases,
+    parse_value,
+    parse_values,
+    split_fields,
+    validation_aliases,
+)
 from bayesgrpo.logs.report import ReadIssue
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.logs.writers.verl import (

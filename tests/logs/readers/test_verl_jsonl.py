@@ -22,14 +22,14 @@ import pytest
 
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, MalformedRecordError, ReadWarning, TruncatedLogError
+from bayesgrpo.interfaces.watch import LogFollower, Watcher
 from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
 from bayesgrpo.logs.readers.trl.state import history_store
 from bayesgrpo.logs.readers.verl.jsonl import flatten_metrics, is_verl_jsonl, read_verl_jsonl
 from bayesgrpo.logs.report import ReadIssue
-from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 from bayesgrpo.logs.table import RunsTable
-from bayesgrpo.interfaces.watch import LogFollower, Watcher
 from bayesgrpo.logs.writers.verl import verl_jsonl_line, write_verl_jsonl
+from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
 REWARD = "critic/score/mean"
 VAL = "val-core/openai/gsm8k/reward/mean@1"
@@ -318,8 +318,8 @@ class StubForecaster:
 
 
 def test_watch_follows_a_file_logger_jsonl_as_it_grows(tmp_path, monkeypatch, capsys):
-    from bayesgrpo.interfaces.watch import watcher as watch
     from bayesgrpo.interfaces.cli import main
+    from bayesgrpo.interfaces.watch import watcher as watch
 
     path = tmp_path / "exp.jsonl"
     watcher = Watcher(path, rule=PlateauRule(eps=0.01, prob=0.9), population=StubForecaster(), horizon=40)

@@ -18,7 +18,13 @@ import pandas as pd
 import pytest
 
 import bayesgrpo
-from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError, UnknownMetricError
+from bayesgrpo.errors import (
+    EmptyLogError,
+    LogReadError,
+    MalformedRecordError,
+    TruncatedLogError,
+    UnknownMetricError,
+)
 from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
 from bayesgrpo.logs.readers._records import tidy_run
 from bayesgrpo.logs.readers.wandb import RunColumn, read_wandb_csv, split_column
@@ -99,7 +105,10 @@ def custom_axis_frames() -> dict[str, pd.DataFrame]:
 
 FIXTURES = {
     "grpo_panel.csv": (grpo_panel_frames, {"metric": "train/reward"}),
-    "custom_x_axis.csv": (custom_axis_frames, {"metric": ["_step", "train/reward"], "x_axis": "train/global_step"}),
+    "custom_x_axis.csv": (
+        custom_axis_frames,
+        {"metric": ["_step", "train/reward"], "x_axis": "train/global_step"},
+    ),
 }
 
 
@@ -115,7 +124,10 @@ def test_the_layout_is_what_wandb_writes():
     lines = text.split("\n")
     assert not text.endswith("\n")  # W&B writes no line end after the last line
     assert lines[0].startswith('"Step","qwen2.5-0.5b-grpo - lr 1e-6 - train/reward",')
-    assert '"qwen2.5-0.5b-grpo - lr 1e-6 - train/reward__MIN","qwen2.5-0.5b-grpo - lr 1e-6 - train/reward__MAX"' in lines[0]
+    assert (
+        '"qwen2.5-0.5b-grpo - lr 1e-6 - train/reward__MIN","qwen2.5-0.5b-grpo - lr 1e-6 - train/reward__MAX"'
+        in lines[0]
+    )
     assert lines[1] == '"1","0.13","0.1175","0.155","0.18","0.18","0.18","","",""'
     assert all(cell.startswith('"') and cell.endswith('"') for line in lines for cell in line.split(","))
 
@@ -131,7 +143,9 @@ def test_fixture_panel_reads_into_three_runs():
         assert got["step"].tolist() == frame["step"].tolist()
         np.testing.assert_allclose(got["reward"], frame["train/reward"])
     first = table.run("qwen2.5-0.5b-grpo - lr 1e-6")
-    np.testing.assert_allclose(first["train/reward__min"], frames["qwen2.5-0.5b-grpo - lr 1e-6"]["train/reward__min"])
+    np.testing.assert_allclose(
+        first["train/reward__min"], frames["qwen2.5-0.5b-grpo - lr 1e-6"]["train/reward__min"]
+    )
     assert set(table.runs["reward_key"]) == {"train/reward"}
     assert table.runs["path"].tolist() == [f"{path}#{name}" for name in frames]
     assert table.report.records_dropped == 0 and not table.report.has_changes
@@ -189,12 +203,20 @@ def test_numbers_are_written_as_javascript_writes_them(value, text):
         ("a - b - c - eval/acc__MAX", set(), RunColumn("a - b - c", "eval/acc", "__max")),
         # grouped runs and W&B's own metrics, as exported
         ("algo: UCEA - _step", set(), RunColumn("algo: UCEA", "_step")),
-        ("checkpoint: ckpts/dashing-puddle.ckpt - ray/tune/energy_cost_mean", set(), RunColumn("checkpoint: ckpts/dashing-puddle.ckpt", "ray/tune/energy_cost_mean")),
+        (
+            "checkpoint: ckpts/dashing-puddle.ckpt - ray/tune/energy_cost_mean",
+            set(),
+            RunColumn("checkpoint: ckpts/dashing-puddle.ckpt", "ray/tune/energy_cost_mean"),
+        ),
         # a metric with " - " in its name is found when it is known
         ("run-a - acc - top1", {"acc - top1"}, RunColumn("run-a", "acc - top1")),
         ("run-a - acc - top1", set(), RunColumn("run-a - acc", "top1")),
         # ...and the last " - " followed by a known name wins
-        ("exp - train/reward - train/reward", {"train/reward"}, RunColumn("exp - train/reward", "train/reward")),
+        (
+            "exp - train/reward - train/reward",
+            {"train/reward"},
+            RunColumn("exp - train/reward", "train/reward"),
+        ),
         # not a run's column
         ("Step", set(), None),
         ("train/reward__MIN", set(), None),
@@ -217,7 +239,13 @@ def test_round_trip_several_runs_through_reader_and_load_runs(tmp_path):
     assert [r.source for r in raws] == [f"{path}#grpo - lr 1e-6", f"{path}#llama-1b"]
     # a record is a (line, run) pair where the run has a value: 5 and 3 of the 5 data lines
     assert [r.records_read for r in raws] == [5, 3]
-    assert list(raws[0].records.columns) == ["_loc", "step", "train/reward", "train/reward__min", "train/reward__max"]
+    assert list(raws[0].records.columns) == [
+        "_loc",
+        "step",
+        "train/reward",
+        "train/reward__min",
+        "train/reward__max",
+    ]
     assert raws[1].records["_loc"].tolist() == [3, 5, 7]  # line numbers, header is line 1
     table = load(path)
     assert table.run("llama-1b")["step"].tolist() == [2, 4, 6]
@@ -232,7 +260,11 @@ def test_round_trip_several_metrics_with_bands_and_canonical_names(tmp_path):
     frame = curve(steps, **{"train/kl": 0.001 * steps, "train/completions/mean_length": 200.0 + steps})
     frame["train/reward__min"] = frame["train/reward"] - 0.01
     frame["train/reward__max"] = frame["train/reward"] + 0.02
-    path = write_wandb_csv(tmp_path / "panel.csv", {"run-a": frame, "run-b": frame.iloc[2:]}, ["train/reward", "train/kl", "train/completions/mean_length"])
+    path = write_wandb_csv(
+        tmp_path / "panel.csv",
+        {"run-a": frame, "run-b": frame.iloc[2:]},
+        ["train/reward", "train/kl", "train/completions/mean_length"],
+    )
     table = load(path)
     run = table.run("run-a")
     np.testing.assert_allclose(run["reward"], frame["train/reward"])
@@ -248,7 +280,10 @@ def test_round_trip_several_metrics_with_bands_and_canonical_names(tmp_path):
 def test_single_frame_is_one_run_named_after_the_file(tmp_path):
     frame = pd.DataFrame({"step": [1, 2, 3], "reward": [0.1, 0.2, 0.3], "kl": [0.0, 0.1, 0.2]})
     path = write_wandb_csv(tmp_path / "export.csv", frame)
-    assert path.read_text().split("\n")[0] == '"Step","export - reward","export - reward__MIN","export - reward__MAX","export - kl","export - kl__MIN","export - kl__MAX"'
+    assert (
+        path.read_text().split("\n")[0]
+        == '"Step","export - reward","export - reward__MIN","export - reward__MAX","export - kl","export - kl__MIN","export - kl__MAX"'
+    )
     table = load(path, format="wandb-csv")
     assert table.run_ids == ["export"] and table.run("export")["reward"].tolist() == [0.1, 0.2, 0.3]
 
@@ -290,7 +325,10 @@ def test_bands_are_never_the_reward_and_no_default_is_a_clear_error(tmp_path):
 
 
 def test_a_run_with_no_value_is_reported_not_read(tmp_path):
-    path = write_wandb_csv(tmp_path / "w.csv", {"run-a": curve([1, 2, 3]), "crashed": curve([1, 2, 3]).assign(**{"train/reward": np.nan})})
+    path = write_wandb_csv(
+        tmp_path / "w.csv",
+        {"run-a": curve([1, 2, 3]), "crashed": curve([1, 2, 3]).assign(**{"train/reward": np.nan})},
+    )
     assert '"crashed - train/reward"' in path.read_text()
     table = load(path)
     assert table.run_ids == ["run-a"]
@@ -352,14 +390,22 @@ def test_load_runs_finds_exports_in_a_folder_next_to_plain_tables(tmp_path):
 
 BAD_HEADERS = [
     # the x-axis column was removed: the first column is a run's metric
-    ('"run-a - train/reward","run-a - train/reward__MIN","run-a - train/reward__MAX"\n"0.1","0.1","0.1"', LogReadError, "x-axis"),
+    (
+        '"run-a - train/reward","run-a - train/reward__MIN","run-a - train/reward__MAX"\n"0.1","0.1","0.1"',
+        LogReadError,
+        "x-axis",
+    ),
     ('"run-a - train/reward__MIN","run-a - train/reward__MAX"\n"0.1","0.1"', LogReadError, "x-axis"),
     # not a panel export at all
     ('"Step","reward","kl"\n"1","0.1","0.0"', LogReadError, "format='csv'"),
     ("", EmptyLogError, "empty"),
     ("\n\n", EmptyLogError, "empty"),
     # a header and no data line
-    ('"Step","run-a - train/reward","run-a - train/reward__MIN","run-a - train/reward__MAX"', EmptyLogError, "no run of the panel has a value"),
+    (
+        '"Step","run-a - train/reward","run-a - train/reward__MIN","run-a - train/reward__MAX"',
+        EmptyLogError,
+        "no run of the panel has a value",
+    ),
     # every cell empty
     ('"Step","run-a - train/reward"\n"1",""\n"2",""', EmptyLogError, "no run of the panel has a value"),
 ]
@@ -489,7 +535,11 @@ MALFORMED = [
     ),
     (
         "a line repeated (duplicate step: the later line wins)",
-        lambda p: corrupt_line(p, 3, '"2","0.99","0.99","0.99","0.36","0.36","0.36"\n"2","0.16","0.16","0.16","0.36","0.36","0.36"'),
+        lambda p: corrupt_line(
+            p,
+            3,
+            '"2","0.99","0.99","0.99","0.36","0.36","0.36"\n"2","0.16","0.16","0.16","0.36","0.36","0.36"',
+        ),
         "llama-1b",
         "duplicate_step",
         "dropped",
@@ -499,7 +549,10 @@ MALFORMED = [
     ),
     (
         "lines out of order",
-        lambda p: corrupt_line(p, 2, None) or corrupt_line(p, 6, '"6","","","","0.48","0.48","0.48"\n"1","0.13","0.13","0.13","","",""'),
+        lambda p: (
+            corrupt_line(p, 2, None)
+            or corrupt_line(p, 6, '"6","","","","0.48","0.48","0.48"\n"1","0.13","0.13","0.13","","",""')
+        ),
         "grpo - lr 1e-6",
         "out_of_order",
         "repaired",
@@ -515,7 +568,9 @@ MALFORMED = [
     [case[1:] for case in MALFORMED],
     ids=[case[0] for case in MALFORMED],
 )
-def test_malformed_lines_are_repaired_or_dropped_and_reported(tmp_path, corruption, run_id, kind, action, count, location, strict_error):
+def test_malformed_lines_are_repaired_or_dropped_and_reported(
+    tmp_path, corruption, run_id, kind, action, count, location, strict_error
+):
     path = two_runs(tmp_path)
     corruption(path)
     table = load(path)
@@ -534,7 +589,11 @@ def test_malformed_lines_are_repaired_or_dropped_and_reported(tmp_path, corrupti
 
 def test_duplicate_step_keeps_the_later_line(tmp_path):
     path = two_runs(tmp_path)
-    corrupt_line(path, 3, '"2","0.99","0.99","0.99","0.36","0.36","0.36"\n"2","0.16","0.16","0.16","0.36","0.36","0.36"')
+    corrupt_line(
+        path,
+        3,
+        '"2","0.99","0.99","0.99","0.36","0.36","0.36"\n"2","0.16","0.16","0.16","0.36","0.36","0.36"',
+    )
     table = load(path)
     run = table.run("grpo - lr 1e-6")
     assert run["step"].tolist() == [1, 2, 3, 4, 5] and run.loc[run["step"] == 2, "reward"].item() == 0.16

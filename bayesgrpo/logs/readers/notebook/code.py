@@ -13,8 +13,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
 #: ``GRPOConfig(...)`` keywords -> metadata names.
 CONFIG_METADATA: dict[str, str] = {
     "num_generations": "group_size",

@@ -251,7 +251,8 @@ def _metadata(
     table: ProgressTable, label: str, issues: list[ReadIssue]
 ) -> tuple[dict[str, Any], tuple[int, int] | None]:
     """Per field: the banner and the returned ``TrainOutput`` first, then the progress bar, then
-    the notebook's code."""
+    the notebook's code.
+    """
     progress, count = _progress_metadata(table)
     metadata: dict[str, Any] = {**table.banner, **table.summary}
     for key, value in progress.items():

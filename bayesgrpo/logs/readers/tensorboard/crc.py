@@ -16,9 +16,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
-
 _MASK_DELTA = 0xA282EAD8
 
 # --------------------------------------------------------------------------------------------
@@ -73,7 +70,9 @@ def _crc32c_numpy(buffer: bytes, starts: np.ndarray, lengths: np.ndarray) -> np.
     return out
 
 
-def masked_crc32c(buffer: bytes, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray) -> np.ndarray:
+def masked_crc32c(
+    buffer: bytes, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray
+) -> np.ndarray:
     """TFRecord's masked CRC-32C of the byte ranges ``buffer[start:start + length]``.
 
     Uses ``google_crc32c`` (C) when installed, numpy and tensorboard's pure-Python CRC

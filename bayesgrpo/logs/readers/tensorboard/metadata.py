@@ -9,9 +9,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
-
 # --------------------------------------------------------------------------------------------
 # Metadata stated by TRL / transformers
 

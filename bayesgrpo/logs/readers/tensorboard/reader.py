@@ -61,7 +61,6 @@ def tensorboard_aliases(tags: Iterable[str]) -> dict[str, str]:
     return aliases
 
 
-
 # --------------------------------------------------------------------------------------------
 # The reader
 
@@ -73,7 +72,9 @@ def _take_column(values: array, dtype: type) -> np.ndarray:
     return column
 
 
-def read_event_files(paths: Sequence[Path], strict: bool = False, chunk: int | None = None) -> tuple[EventScan, list[FileResult]]:
+def read_event_files(
+    paths: Sequence[Path], strict: bool = False, chunk: int | None = None
+) -> tuple[EventScan, list[FileResult]]:
     """Scan a run's event files, in the order given, into one ``EventScan``.
 
     ``chunk``: bytes read at a time (default ``CHUNK_BYTES``); a record larger than that is
@@ -117,7 +118,16 @@ def read_tensorboard(source: Source, options: ReadOptions) -> list[RawRun]:
         if result.size == 0:
             if len(paths) == 1:
                 raise EmptyLogError("empty event file (0 bytes): the writer never flushed", result.path)
-            issues.append(ReadIssue(label, "empty_file", "info", 0, (name,), f"{name} is empty (0 bytes); nothing read from it"))
+            issues.append(
+                ReadIssue(
+                    label,
+                    "empty_file",
+                    "info",
+                    0,
+                    (name,),
+                    f"{name} is empty (0 bytes); nothing read from it",
+                )
+            )
         elif result.garbage:
             message = (
                 f"not a TensorBoard event file: none of its {result.size} bytes starts a record with valid "
@@ -126,7 +136,16 @@ def read_tensorboard(source: Source, options: ReadOptions) -> list[RawRun]:
             if len(paths) == 1 or options.strict:
                 raise LogReadError(message, result.path, "byte 0")
             skipped_files += 1
-            issues.append(ReadIssue(label, "not_event_file", "dropped", 1, (f"{name} byte 0",), f"{name}: {message}; file skipped"))
+            issues.append(
+                ReadIssue(
+                    label,
+                    "not_event_file",
+                    "dropped",
+                    1,
+                    (f"{name} byte 0",),
+                    f"{name}: {message}; file skipped",
+                )
+            )
     for problem in scan.problems.values():
         issues.append(
             ReadIssue(
@@ -135,12 +154,18 @@ def read_tensorboard(source: Source, options: ReadOptions) -> list[RawRun]:
                 "dropped",
                 problem.count,
                 tuple(problem.locations),
-                problem.details[0] + (f" (and {problem.count - 1} more like it)" if problem.count > 1 else ""),
+                problem.details[0]
+                + (f" (and {problem.count - 1} more like it)" if problem.count > 1 else ""),
             )
         )
     if scan.non_scalar:
         parts = [
-            f"{kind} {count}" + (f" ({', '.join(repr(t) for t in scan.non_scalar_tags.get(kind, []))})" if scan.non_scalar_tags.get(kind) else "")
+            f"{kind} {count}"
+            + (
+                f" ({', '.join(repr(t) for t in scan.non_scalar_tags.get(kind, []))})"
+                if scan.non_scalar_tags.get(kind)
+                else ""
+            )
             for kind, count in scan.non_scalar.most_common()
         ]
         issues.append(
@@ -168,7 +193,9 @@ def read_tensorboard(source: Source, options: ReadOptions) -> list[RawRun]:
     n_values = len(scan.values)
     if n_values == 0:
         found = ", ".join(f"{kind} {count}" for kind, count in scan.non_scalar.most_common()) or "none"
-        dropped = ", ".join(f"{p.kind} {p.count} ({p.locations[0]})" for p in scan.problems.values()) or "none"
+        dropped = (
+            ", ".join(f"{p.kind} {p.count} ({p.locations[0]})" for p in scan.problems.values()) or "none"
+        )
         raise EmptyLogError(
             f"no scalar summary in {len(paths)} event file(s): {scan.events} event(s) decoded; "
             f"non-scalar data: {found}; records dropped: {dropped}",

@@ -166,7 +166,13 @@ def event_file_order(paths: Iterable[Path]) -> list[Path]:
 
 def _collect(scan: EventScan, events: Iterable[Any]) -> None:
     """Add the scalar values of events to ``scan``, numbering the events; count the rest."""
-    locs, steps, codes, values, tags = scan.locs.append, scan.steps.append, scan.codes.append, scan.values.append, scan.tags
+    locs, steps, codes, values, tags = (
+        scan.locs.append,
+        scan.steps.append,
+        scan.codes.append,
+        scan.values.append,
+        scan.tags,
+    )
     number = scan.events
     for event in events:
         number += 1
@@ -368,7 +374,11 @@ def _scan_open_file(path: Path, handle: BinaryIO, scan: EventScan, strict: bool,
         if window.advance(position, need):
             continue
         if remaining > 0 and corrupt_from is None:
-            what = f"{remaining} of its {need} bytes" if remaining >= _HEADER else f"{remaining} bytes of a 12-byte header"
+            what = (
+                f"{remaining} of its {need} bytes"
+                if remaining >= _HEADER
+                else f"{remaining} bytes of a 12-byte header"
+            )
             detail = (
                 f"{name} ends inside the record at byte {position} ({what}): the file was cut, or is "
                 "still being written; the partial record is dropped"
@@ -403,7 +413,9 @@ def events_frame(data: bytes, cursor: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
 
 
-def read_batch(scan: EventScan, data: bytes, base: int, starts: np.ndarray, lengths: np.ndarray, path: Path, strict: bool) -> int:
+def read_batch(
+    scan: EventScan, data: bytes, base: int, starts: np.ndarray, lengths: np.ndarray, path: Path, strict: bool
+) -> int:
     """Check the data checksums of framed records, decode the sound ones; returns how many decoded."""
     name = path.name
     raw = np.frombuffer(data, dtype=np.uint8)
@@ -438,7 +450,9 @@ def report_corrupt(scan: EventScan, name: str, start: int, resumed: int | None, 
     scan.problem("corrupt").add(f"{name} byte {start}", detail)
 
 
-def parse_events(scan: EventScan, payloads: list[bytes], offsets: list[int], name: str, path: Path, strict: bool) -> Iterator[Any]:
+def parse_events(
+    scan: EventScan, payloads: list[bytes], offsets: list[int], name: str, path: Path, strict: bool
+) -> Iterator[Any]:
     """``Event.FromString`` of each payload; one that does not parse is reported, not yielded."""
     parse = event_pb2.Event.FromString
     for payload, offset in zip(payloads, offsets):

@@ -438,8 +438,6 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
     return issues
 
 
-
-
 def _steps_consistency(
     state: _ConsoleState, metadata: Mapping[str, Any], label: str, logging_steps: int
 ) -> list[ReadIssue]:

@@ -103,7 +103,6 @@ class BannerParser:
             self.feed(line, first_line + offset)
 
 
-
 def state_metadata(top: Mapping[str, Any], source: str) -> tuple[dict[str, Any], list[ReadIssue]]:
     metadata: dict[str, Any] = {}
     odd: list[str] = []
@@ -165,7 +164,6 @@ def summary_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
         if number is not None:
             out[str(key)] = number
     return out
-
 
 
 def banner_metadata(banner: BannerParser) -> dict[str, Any]:

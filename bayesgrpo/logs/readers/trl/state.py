@@ -233,7 +233,6 @@ def _salvaged(
     return salvage.top, salvage.entries, issues, dropped
 
 
-
 @dataclass
 class FiledHistory:
     """``log_history`` entries filed as the trainer-state reader files them.

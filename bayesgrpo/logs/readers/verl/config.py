@@ -213,7 +213,6 @@ def metadata_from_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-
 # --------------------------------------------------------------------------------------------
 # metadata
 

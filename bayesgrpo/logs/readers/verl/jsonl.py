@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 def is_verl_jsonl(records: Sequence[Any]) -> bool:
     """Whether JSON Lines records are verl file-logger records: the first has a ``step`` and a
-    ``data`` object (``{"step": 12, "data": {"critic/score/mean": 0.41, ...}}``)."""
+    ``data`` object (``{"step": 12, "data": {"critic/score/mean": 0.41, ...}}``).
+    """
     if not records:
         return False
     first = records[0]

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     pass
 
 
-
-
 logger = logging.getLogger(__name__)
 
 FORMAT = "verl-console"
@@ -238,7 +236,7 @@ def validation_aliases(names: list[str]) -> tuple[str, ...]:
 
 
 def metric_aliases(names: list[str]) -> dict[str, str]:
-    """verl name -> canonical name, for the names present, preferred name first.
+    """Verl name -> canonical name, for the names present, preferred name first.
 
     One verl name per canonical name, except ``val_reward``: several names of the one main
     validation score (``validation_aliases``) may alias it.
