@@ -102,4 +102,33 @@ def __dir__() -> list[str]:
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = sorted([*_LAZY, "__version__"])
+__all__ = [
+    "BacktestError",
+    "BaselineInputError",
+    "BayesGRPOError",
+    "BayesGRPOWarning",
+    "BudgetRule",
+    "CurveDraws",
+    "EmptyLogError",
+    "LiveForecaster",
+    "LiveUpdateWarning",
+    "LogReadError",
+    "MalformedRecordError",
+    "MetadataError",
+    "ModelConfigError",
+    "NotFittedError",
+    "PlateauRule",
+    "ReadIssue",
+    "ReadReport",
+    "ReadWarning",
+    "RewardModel",
+    "RunsTable",
+    "ScoreInputError",
+    "TargetRule",
+    "TruncatedLogError",
+    "UnknownFormatError",
+    "UnknownMetricError",
+    "__version__",
+    "load_bundled",
+    "load_runs",
+]

@@ -124,7 +124,7 @@ def main() -> None:
         "|---|---|---|---|---|",
     ]
     for sampler, values in summary.items():
-        walls, rates, ratios, rhats = (list(v) for v in zip(*values))
+        walls, rates, ratios, rhats = (list(v) for v in zip(*values, strict=True))
         import statistics
 
         lines.append(

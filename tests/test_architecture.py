@@ -89,3 +89,7 @@ def test_python_dash_m_runs_a_module_by_its_old_path():
 def test_the_public_names_still_import():
     for name in bayesgrpo.__all__:
         assert getattr(bayesgrpo, name) is not None
+
+
+def test_all_lists_exactly_the_lazy_names():
+    assert sorted(bayesgrpo.__all__) == sorted([*bayesgrpo._LAZY, "__version__"])

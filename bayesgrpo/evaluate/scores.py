@@ -71,7 +71,7 @@ def _check(
 
 
 def crps_from_draws(draws: np.ndarray, y: np.ndarray, scale: float = 1.0) -> np.ndarray:
-    """Exact CRPS of the draws' empirical distribution at each point, in units of ``scale``.
+    r"""Exact CRPS of the draws' empirical distribution at each point, in units of ``scale``.
 
     .. math:: \\mathrm{CRPS}(F, y) = E|X - y| - \\tfrac12 E|X - X'|
 

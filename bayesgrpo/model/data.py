@@ -403,7 +403,7 @@ def prepare(
     shape = (len(runs), width)
     t_matrix, y_matrix = np.zeros(shape), np.zeros(shape)
     scale_matrix, mask = np.ones(shape), np.zeros(shape, dtype=bool)
-    for i, (t, y, s) in enumerate(zip(rows_t, rows_y, rows_scale)):
+    for i, (t, y, s) in enumerate(zip(rows_t, rows_y, rows_scale, strict=True)):
         t_matrix[i, : len(t)], y_matrix[i, : len(t)], scale_matrix[i, : len(t)] = t, y, s
         mask[i, : len(t)] = True
 

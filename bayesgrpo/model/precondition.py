@@ -71,7 +71,7 @@ def run_laplace(
     from bayesgrpo.model.laplace import GaussianRunPrior, laplace_fit
 
     names = (*curve_params(curve), "log_sigma")
-    centres, scales = zip(*(_weak_prior(priors, name) for name in names))
+    centres, scales = zip(*(_weak_prior(priors, name) for name in names), strict=True)
     weak = GaussianRunPrior(
         curve, names, np.array(centres), np.diag(np.square(scales)), PRECONDITION_NU, noise_floor
     )

@@ -351,7 +351,7 @@ class RewardModel:
             "n_runs": data.n_runs,
             "n_points": int(data.n_points.sum()),
             "n_cells_fitted": int(data.mask.sum()),
-            "bounds_from_data": [r for r, s in zip(data.run_ids, data.bounds_source) if s == "data"],
+            "bounds_from_data": [r for r, s in zip(data.run_ids, data.bounds_source, strict=True) if s == "data"],
             "covariates_used": [
                 name
                 for name, values in (("log_size", data.log_size), ("log_samples", data.log_samples))

@@ -111,7 +111,7 @@ def _runs_over(r_hat: Any, names: list[str], threshold: float) -> list[str]:
         values = r_hat[name]
         if "run" in values.dims:
             per_run = values.max(dim=[d for d in values.dims if d != "run"]) if values.ndim > 1 else values
-            for run, value in zip(per_run["run"].values, per_run.values):
+            for run, value in zip(per_run["run"].values, per_run.values, strict=True):
                 if value > threshold:
                     worst[str(run)] = max(worst.get(str(run), 0.0), float(value))
     return sorted(worst, key=lambda run: (-worst[run], run))

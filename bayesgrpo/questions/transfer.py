@@ -175,6 +175,6 @@ def predict_new_run(
     grid = np.linspace(1.0, float(horizon), 50) if steps is None else np.asarray(steps, dtype=float)
     values = reward_at(curve_draws, grid)[:, 0, :]
     table = pd.DataFrame({"step": grid, "mean": values.mean(axis=0)})
-    for name, q in zip(quantile_columns(quantiles), np.quantile(values, quantiles, axis=0)):
+    for name, q in zip(quantile_columns(quantiles), np.quantile(values, quantiles, axis=0), strict=True):
         table[name] = q
     return TransferPrediction(table=table, curve_draws=curve_draws, posterior=posterior)

@@ -193,7 +193,7 @@ def test_transfer_scores_rejects_bad_prefixes(scored):
 def test_size_out_populations_never_fit_the_held_out_size(mocked):
     table = _sized_table([0.5, 7.0, 0.5, 7.0, None, 3.0])
     populations = size_out_populations(table, fit_kwargs={"draws": 10}, random_seed=1)
-    sizes = dict(zip(table.run_ids, pd.to_numeric(table.runs["size_b"]).astype(float)))
+    sizes = dict(zip(table.run_ids, pd.to_numeric(table.runs["size_b"]).astype(float), strict=True))
     assert set(populations) == {r for r, s in sizes.items() if s in (0.5, 7.0)}
     assert len({id(m) for m in populations.values()}) == 2
     for run_id, model in populations.items():

@@ -282,7 +282,7 @@ def test_tensorboard_folder_growing_with_torn_records_and_a_resumed_file(tmp_pat
             ops.append(["append_bytes", str(second), base64.b64encode(head).decode()])
         events = [
             summary_event(int(row.step), [scalar_value(tag, float(value))], 1.7e9 + row.step)
-            for tag, value in zip(points.columns[1:], row[1:])
+            for tag, value in zip(points.columns[1:], row[1:], strict=True)
         ]
         record = frame_records([e.SerializeToString() for e in events])
         cut = len(record) // 3  # the last record torn until the next write

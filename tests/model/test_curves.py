@@ -33,7 +33,7 @@ GRIDS: dict[str, dict[str, list[float]]] = {
 
 def grid_rows(family: str) -> list[dict[str, float]]:
     names = list(GRIDS[family])
-    return [dict(zip(names, values)) for values in itertools.product(*GRIDS[family].values())]
+    return [dict(zip(names, values, strict=True)) for values in itertools.product(*GRIDS[family].values())]
 
 
 ALL_ROWS = [(family, shape) for family in GRIDS for shape in grid_rows(family)]
@@ -357,7 +357,7 @@ def test_time_to_fraction_inverts_g(family, shape):
     np.testing.assert_allclose(curve.g(t_q, **shape), q, rtol=1e-9, atol=1e-12)
     if family == "oscillator":
         # First crossing: g stays below q before t_q.
-        for qi, ti in zip(q, t_q):
+        for qi, ti in zip(q, t_q, strict=True):
             assert np.all(curve.g(ti * np.linspace(0.0, 0.999, 200), **shape) < qi)
     else:
         t = scale_of(family, shape) * np.array([0.01, 0.3, 1.0, 2.0])
@@ -431,7 +431,7 @@ def test_pytensor_matches_numpy_with_finite_gradients(family):
     if curve.inverse is not None:
         np.testing.assert_allclose(inverse, time_to_fraction(family, Q_GRID, **shape), rtol=1e-12)
     assert g[:, 0].tolist() == [0.0] * len(rows)
-    for name, grad in zip([*curve.shape_params, "r0", "asymptote"], grads):
+    for name, grad in zip([*curve.shape_params, "r0", "asymptote"], grads, strict=True):
         assert grad.shape == (len(rows), 1)
         assert np.all(np.isfinite(grad)), f"non-finite gradient w.r.t. {name}"
 
@@ -444,7 +444,7 @@ def test_pytensor_gradient_matches_finite_differences(family):
     t = np.array([0.0, 0.05, 0.3, 1.0, 4.0])
     ones = np.ones((len(rows), 1))
     _, _, _, _, *grads = compiled(family)(t, Q_GRID, 0 * ones, ones, *shape.values())
-    for name, grad in zip(curve.shape_params, grads):
+    for name, grad in zip(curve.shape_params, grads[: len(curve.shape_params)], strict=True):
         h = 1e-6 * shape[name]
         up = curve.g(t, **{**shape, name: shape[name] + h}).sum(axis=1, keepdims=True)
         down = curve.g(t, **{**shape, name: shape[name] - h}).sum(axis=1, keepdims=True)

@@ -64,7 +64,7 @@ def test_partial_pooling_beats_no_pooling_on_short_runs():
         random_seed=21,
     )
     truth = sim.truth.set_index("run_id")
-    short = [r for r, f in zip(sim.truth["run_id"], [1.0, 1.0, 0.15] * 6) if f < 1]
+    short = [r for r, f in zip(sim.truth["run_id"], [1.0, 1.0, 0.15] * 6, strict=True) if f < 1]
     steps = np.arange(40, 201, 10)
     errors = {}
     for pooling in ("partial", "none"):
@@ -143,7 +143,7 @@ def test_runs_without_a_stated_range_do_not_distort_the_others():
     assert np.quantile(slope, 0.05) > 0, "the end level's size effect, learnt from the runs on a stated range"
     parameters = model.run_parameters().set_index(["run_id", "parameter"])
     truth = sim.truth.set_index("run_id")
-    stated = [r for r, own in zip(runs["run_id"], own_range) if not own]
+    stated = [r for r, own in zip(runs["run_id"], own_range, strict=True) if not own]
     hits = [
         parameters.loc[(r, name), "q05"] <= truth.loc[r, name] <= parameters.loc[(r, name), "q95"]
         for r in stated

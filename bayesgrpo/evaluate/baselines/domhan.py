@@ -202,7 +202,7 @@ class _Ensemble:
         _, weights = self.split(theta)
         total = weights.sum(axis=1, keepdims=True)
         out = np.zeros((theta.shape[0], x.size))
-        for k, (family, sl) in enumerate(zip(self.families, self.slices)):  # over families, not draws
+        for k, (family, sl) in enumerate(zip(self.families, self.slices, strict=True)):  # over families, not draws
             out += weights[:, k : k + 1] * family.fn(x, theta[:, sl])
         return out / total
 
@@ -217,7 +217,7 @@ class _Ensemble:
         sigma, weights = self.split(theta)
         with np.errstate(all="ignore"):
             ok = (sigma > 0) & (sigma <= 1.0) & np.all(weights >= 0, axis=1) & (weights.sum(axis=1) > 0)
-            for family, sl in zip(self.families, self.slices):
+            for family, sl in zip(self.families, self.slices, strict=True):
                 ok &= _family_prior_ok(family, theta[:, sl], self.x_ends, self.y_lim_range)
             mu = self.mean(theta, self.x)
             z = (self.y[None, :] - mu) / sigma[:, None]
@@ -240,7 +240,7 @@ def forecast_domhan_ensemble(
     init_ball: float = 1e-4,
     reward_bounds: tuple[float, float] | None = None,
 ) -> BaselineForecast:
-    """Domhan et al. (2015)'s Bayesian ensemble of 11 learning-curve families, sampled by MCMC.
+    r"""Domhan et al. (2015)'s Bayesian ensemble of 11 learning-curve families, sampled by MCMC.
 
     The model of "Speeding up automatic hyperparameter optimization of deep neural networks by
     extrapolation of learning curves" (IJCAI 2015), as in the authors' ``pylrpredictor``
@@ -370,7 +370,7 @@ def forecast_domhan_ensemble(
         "fallback": None,
         "families": [f.name for f in fitted],
         "families_dropped": dropped,
-        "weights": {f.name: float(w) for f, w in zip(fitted, weights_all.mean(axis=0))},
+        "weights": {f.name: float(w) for f, w in zip(fitted, weights_all.mean(axis=0), strict=True)},
         "sigma": float(np.median(sigma_all) * span),
         "acceptance": acceptance,
         "n_walkers": walkers,

@@ -50,7 +50,7 @@ def forecast_exp_least_squares(
     asymptote_margin: float = 3.0,
     tau_range: tuple[float, float] = (1e-3, 1e2),
 ) -> BaselineForecast:
-    """Least squares of the exponential saturation law, intervals by residual bootstrap.
+    r"""Least squares of the exponential saturation law, intervals by residual bootstrap.
 
     .. math:: R(t) = A - (A - R_0)\\, e^{-t/\\tau}, \\qquad t = \\text{step} / \\text{horizon}
 

@@ -71,7 +71,7 @@ def forecast_scalerl_sigmoid(
     c_mid_range: tuple[float, float] = (1e-3, 1e2),
     b_range: tuple[float, float] = (0.1, 10.0),
 ) -> BaselineForecast:
-    """Least squares of the ScaleRL sigmoid in compute, intervals by residual bootstrap.
+    r"""Least squares of the ScaleRL sigmoid in compute, intervals by residual bootstrap.
 
     .. math:: R(C) = R_0 + \\frac{A - R_0}{1 + (C_{mid} / C)^B}, \\qquad C = \\text{step} / \\text{horizon}
 

@@ -45,7 +45,7 @@ def size_groups(table: RunsTable, min_runs: int = 2) -> dict[float, list[str]]:
     sizes = pd.to_numeric(table.runs["size_b"], errors="coerce").astype(float)
     run_ids = table.runs["run_id"].astype(str)
     groups: dict[float, list[str]] = {}
-    for size, run_id in zip(sizes, run_ids):
+    for size, run_id in zip(sizes, run_ids, strict=True):
         if np.isfinite(size):
             groups.setdefault(float(size), []).append(run_id)
     return {size: groups[size] for size in sorted(groups) if len(groups[size]) >= int(min_runs)}

@@ -76,7 +76,7 @@ def plot_stop_probability(
             to_rgba(base, alpha=float(np.clip(p, 0.05, 1.0)))
             for p in frame["p_phase"].to_numpy(dtype=float)[chosen]
         ]
-        spans = list(zip(starts[chosen], ends[chosen] - starts[chosen]))
+        spans = list(zip(starts[chosen], ends[chosen] - starts[chosen], strict=True))
         ax.broken_barh(
             spans, (band_low, band_height), facecolors=faces, edgecolor="none", label=name.replace("_", " ")
         )
@@ -112,7 +112,7 @@ def plot_stop_probability(
         Patch(color=PHASE_COLORS.get(label.replace(" ", "_"), "0.5"), label=label)
         if label.replace(" ", "_") in PHASE_COLORS
         else h
-        for h, label in zip(handles, labels)
+        for h, label in zip(handles, labels, strict=True)
     ]
     ax.legend(handles, labels, fontsize=6, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return ax
@@ -198,7 +198,7 @@ def plot_t80(
     chosen = sorted(table["fraction"].unique())
     offsets = np.linspace(-0.2, 0.2, len(chosen)) if len(chosen) > 1 else [0.0]
     beyond_labelled = False
-    for j, (fraction, offset) in enumerate(zip(chosen, offsets)):
+    for j, (fraction, offset) in enumerate(zip(chosen, offsets, strict=True)):
         part = table[table["fraction"] == fraction]
         y = part["run_id"].map(row).to_numpy(dtype=float) + offset
         s = part["run_id"].map(scale).to_numpy(dtype=float)

@@ -1,4 +1,4 @@
-"""Weights & Biases panel exports: the "Download CSV" of a line-plot panel.
+r"""Weights & Biases panel exports: the "Download CSV" of a line-plot panel.
 
 The layout, as W&B writes it (checked against exports committed to public repositories):
 every cell is quoted, cells are separated by commas, lines end with ``\\n`` and the last line
@@ -289,7 +289,7 @@ class _RunRecords:
             return False
         self.locs.append(line)
         self.steps.append(step)
-        for (_, name), cell in zip(self.columns, cells):
+        for (_, name), cell in zip(self.columns, cells, strict=True):
             self.values.setdefault(name, []).append(_cell(cell))
         return True
 

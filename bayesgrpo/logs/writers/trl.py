@@ -1,4 +1,4 @@
-"""Write TRL/transformers logs: ``trainer_state.json`` and the console's dict lines.
+r"""Write TRL/transformers logs: ``trainer_state.json`` and the console's dict lines.
 
 ``trainer_state.json`` is what ``transformers.TrainerState.save_to_json`` writes:
 ``json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\\n"``, with every field of
@@ -289,7 +289,7 @@ def console_lines(
     number_format: NumberFormat = "repr",
     progress: bool = False,
 ) -> Iterator[str]:
-    """The console output of a run, one ``tqdm.write`` at a time (each ends with ``\\n``).
+    r"""The console output of a run, one ``tqdm.write`` at a time (each ends with ``\\n``).
 
     Dicts have no ``step`` (the console shows none). With ``progress``, each line is preceded by
     tqdm's bar redraw and clearing (``\\r<bar>\\r<spaces>\\r``) and the bar is redrawn at the end.
@@ -328,7 +328,7 @@ def write_trl_console(
     progress: bool = False,
     banner: bool = False,
 ) -> Path | None:
-    """Write a run's console output line by line (flushed after each, like a live trainer).
+    r"""Write a run's console output line by line (flushed after each, like a live trainer).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Write verl console logs exactly as verl prints them.
+r"""Write verl console logs exactly as verl prints them.
 
 verl's console logger (``verl/utils/logger/aggregate_logger.py``, ``LocalLogger`` used by
 ``verl/utils/tracking.py`` when ``trainer.logger`` includes ``'console'``) prints one line per
@@ -71,7 +71,7 @@ ANSI_RESET = "\x1b[0m"
 def ray_prefix(
     actor: str | None = "TaskRunner", pid: int = 678203, *, ansi: bool = True, dim: bool = False
 ) -> str:
-    """The prefix Ray puts before each line an actor prints, with its trailing space.
+    r"""The prefix Ray puts before each line an actor prints, with its trailing space.
 
     Parameters
     ----------
@@ -156,9 +156,9 @@ def _rows(
         renamed = [names.get(c, c) for c in columns]
         steps = points["step"].tolist()
         values = points[columns].to_numpy(dtype=object)
-        for step, row in zip(steps, values):
+        for step, row in zip(steps, values, strict=True):
             metrics = {}
-            for name, value in zip(renamed, row):
+            for name, value in zip(renamed, row, strict=True):
                 if value is None or (isinstance(value, float) and math.isnan(value)):
                     continue
                 metrics[name] = value
@@ -465,7 +465,7 @@ def write_large_verl_console(
             curve = 0.9 - 0.7 * np.exp(-steps / max(n_lines / 5, 1))
             values[:, reward_index] = curve + rng.normal(0, 0.03, stop - start)
             lines = []
-            for step, row in zip(steps.tolist(), values.tolist()):
+            for step, row in zip(steps.tolist(), values.tolist(), strict=True):
                 line = template.format(step, *row)
                 if validation_every and step % validation_every == 0:
                     line += validation.format(row[reward_index])

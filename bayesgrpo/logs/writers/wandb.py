@@ -1,4 +1,4 @@
-"""Weights & Biases panel exports, written as W&B writes them ("Download CSV" of a line plot).
+r"""Weights & Biases panel exports, written as W&B writes them ("Download CSV" of a line plot).
 
 What W&B writes (checked against exports committed to public repositories): every cell quoted,
 comma separated, ``\\n`` line ends and none after the last line; the x-axis column first, then

@@ -1,4 +1,4 @@
-"""Curve families of reward against training progress.
+r"""Curve families of reward against training progress.
 
 Every family is written
 

@@ -131,7 +131,7 @@ def curve_inputs(t: ArrayLike, **params: ArrayLike) -> tuple[Any, Any, list[Any]
     if not ops.is_tensor:
         if np.any(np.isnan(t)) or np.any(t < 0):
             raise BayesGRPOError("curve progress t must be >= 0 and not NaN; got a negative or NaN value.")
-        for name, v in zip(params, values):
+        for name, v in zip(params, values, strict=True):
             if not np.all(np.isfinite(v) & (v > 0)):
                 raise BayesGRPOError(f"curve shape parameter {name!r} must be finite and > 0; got {v!r}.")
     return ops, t, values

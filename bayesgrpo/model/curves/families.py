@@ -20,7 +20,7 @@ _LOG_Z_MAX = 50.0
 
 
 def g_exp(t: ArrayLike, tau: ArrayLike) -> ArrayLike:
-    """Exponential saturation.
+    r"""Exponential saturation.
 
     .. math:: g(t) = 1 - e^{-t/\\tau}
 
@@ -44,13 +44,13 @@ def g_exp(t: ArrayLike, tau: ArrayLike) -> ArrayLike:
 
 
 def dg_dt_exp(t: ArrayLike, tau: ArrayLike) -> ArrayLike:
-    """Derivative of :func:`g_exp`: :math:`g'(t) = e^{-t/\\tau} / \\tau`."""
+    r"""Derivative of :func:`g_exp`: :math:`g'(t) = e^{-t/\\tau} / \\tau`."""
     ops, t, (tau,) = curve_inputs(t, tau=tau)
     return ops.exp(-t / tau) / tau
 
 
 def inverse_exp(q: ArrayLike, tau: ArrayLike) -> ArrayLike:
-    """Progress at which :func:`g_exp` reaches ``q``: :math:`t_q = -\\tau \\log(1 - q)`."""
+    r"""Progress at which :func:`g_exp` reaches ``q``: :math:`t_q = -\\tau \\log(1 - q)`."""
     ops, q, (tau,) = inverse_inputs(q, tau=tau)
     return -tau * ops.log1p(-q)
 
@@ -66,7 +66,7 @@ def weibull_log_z(ops: Any, t: Any, tau: Any, k: Any) -> Any:
 
 
 def g_weibull(t: ArrayLike, tau: ArrayLike, k: ArrayLike) -> ArrayLike:
-    """Weibull saturation.
+    r"""Weibull saturation.
 
     .. math:: g(t) = 1 - \\exp\\left(-(t/\\tau)^k\\right)
 
@@ -93,7 +93,7 @@ def g_weibull(t: ArrayLike, tau: ArrayLike, k: ArrayLike) -> ArrayLike:
 
 
 def dg_dt_weibull(t: ArrayLike, tau: ArrayLike, k: ArrayLike) -> ArrayLike:
-    """Derivative of :func:`g_weibull`.
+    r"""Derivative of :func:`g_weibull`.
 
     .. math:: g'(t) = \\frac{k}{t} (t/\\tau)^k \\exp\\left(-(t/\\tau)^k\\right)
 
@@ -106,7 +106,7 @@ def dg_dt_weibull(t: ArrayLike, tau: ArrayLike, k: ArrayLike) -> ArrayLike:
 
 
 def inverse_weibull(q: ArrayLike, tau: ArrayLike, k: ArrayLike) -> ArrayLike:
-    """Progress at which :func:`g_weibull` reaches ``q``: :math:`t_q = \\tau (-\\log(1-q))^{1/k}`."""
+    r"""Progress at which :func:`g_weibull` reaches ``q``: :math:`t_q = \\tau (-\\log(1-q))^{1/k}`."""
     ops, q, (tau, k) = inverse_inputs(q, tau=tau, k=k)
     return tau * ops.exp(ops.log(-ops.log1p(-q)) / k)
 
@@ -122,7 +122,7 @@ def _logistic_z(ops: Any, t: Any, t_mid: Any, B: Any) -> Any:
 
 
 def g_logistic(t: ArrayLike, t_mid: ArrayLike, B: ArrayLike) -> ArrayLike:
-    """Sigmoid in log progress (the ScaleRL curve).
+    r"""Sigmoid in log progress (the ScaleRL curve).
 
     .. math:: g(t) = \\frac{1}{1 + (t_{mid}/t)^B} = \\sigma\\left(B (\\log t - \\log t_{mid})\\right)
 
@@ -148,7 +148,7 @@ def g_logistic(t: ArrayLike, t_mid: ArrayLike, B: ArrayLike) -> ArrayLike:
 
 
 def dg_dt_logistic(t: ArrayLike, t_mid: ArrayLike, B: ArrayLike) -> ArrayLike:
-    """Derivative of :func:`g_logistic`.
+    r"""Derivative of :func:`g_logistic`.
 
     .. math:: g'(t) = \\frac{B}{t}\\, g(t)\\,(1 - g(t))
 
@@ -172,7 +172,7 @@ def inverse_logistic(q: ArrayLike, t_mid: ArrayLike, B: ArrayLike) -> ArrayLike:
 
 
 def g_power(t: ArrayLike, tau: ArrayLike, alpha: ArrayLike) -> ArrayLike:
-    """Power-law approach to the asymptote.
+    r"""Power-law approach to the asymptote.
 
     .. math:: g(t) = 1 - (1 + t/\\tau)^{-\\alpha}
 
@@ -198,12 +198,12 @@ def g_power(t: ArrayLike, tau: ArrayLike, alpha: ArrayLike) -> ArrayLike:
 
 
 def dg_dt_power(t: ArrayLike, tau: ArrayLike, alpha: ArrayLike) -> ArrayLike:
-    """Derivative of :func:`g_power`: :math:`g'(t) = (\\alpha/\\tau)(1 + t/\\tau)^{-\\alpha-1}`."""
+    r"""Derivative of :func:`g_power`: :math:`g'(t) = (\\alpha/\\tau)(1 + t/\\tau)^{-\\alpha-1}`."""
     ops, t, (tau, alpha) = curve_inputs(t, tau=tau, alpha=alpha)
     return alpha / tau * ops.exp(-(alpha + 1.0) * ops.log1p(t / tau))
 
 
 def inverse_power(q: ArrayLike, tau: ArrayLike, alpha: ArrayLike) -> ArrayLike:
-    """Progress at which :func:`g_power` reaches ``q``: :math:`t_q = \\tau((1-q)^{-1/\\alpha} - 1)`."""
+    r"""Progress at which :func:`g_power` reaches ``q``: :math:`t_q = \\tau((1-q)^{-1/\\alpha} - 1)`."""
     ops, q, (tau, alpha) = inverse_inputs(q, tau=tau, alpha=alpha)
     return tau * ops.expm1(-ops.log1p(-q) / alpha)

@@ -22,12 +22,12 @@ _Y_EPS = 1e-3
 
 
 def oscillator_omega(tau: ArrayLike, zeta: ArrayLike) -> ArrayLike:
-    """Natural frequency of the oscillator from its ``(tau, zeta)``: :math:`\\omega = 2\\zeta/\\tau`."""
+    r"""Natural frequency of the oscillator from its ``(tau, zeta)``: :math:`\\omega = 2\\zeta/\\tau`."""
     return 2.0 * zeta / tau
 
 
 def oscillator_tau(omega: ArrayLike, zeta: ArrayLike) -> ArrayLike:
-    """``tau`` of the oscillator from natural frequency and damping: :math:`\\tau = 2\\zeta/\\omega`."""
+    r"""``tau`` of the oscillator from natural frequency and damping: :math:`\\tau = 2\\zeta/\\omega`."""
     return 2.0 * zeta / omega
 
 
@@ -77,7 +77,7 @@ def _oscillator_terms(ops: Any, t: Any, tau: Any, zeta: Any) -> tuple[Any, Any, 
 
 
 def g_oscillator(t: ArrayLike, tau: ArrayLike, zeta: ArrayLike) -> ArrayLike:
-    """Step response of a damped second-order system.
+    r"""Step response of a damped second-order system.
 
     Solves :math:`g'' + 2\\zeta\\omega g' + \\omega^2 g = \\omega^2`, :math:`g(0) = g'(0) = 0`, with
     :math:`\\omega = 2\\zeta/\\tau`:
@@ -115,7 +115,7 @@ def g_oscillator(t: ArrayLike, tau: ArrayLike, zeta: ArrayLike) -> ArrayLike:
 
 
 def dg_dt_oscillator(t: ArrayLike, tau: ArrayLike, zeta: ArrayLike) -> ArrayLike:
-    """Derivative of :func:`g_oscillator` (the impulse response).
+    r"""Derivative of :func:`g_oscillator` (the impulse response).
 
     .. math:: g'(t) = \\frac{\\omega}{\\sqrt{1-\\zeta^2}}\\, e^{-\\zeta\\omega t} \\sin(\\omega_d t)
 

@@ -283,7 +283,7 @@ def _shape_args(family: CurveFamily, shape: Mapping[str, ArrayLike]) -> dict[str
 def reward_curve(
     family: str, t: ArrayLike, r0: ArrayLike, asymptote: ArrayLike, **shape: ArrayLike
 ) -> ArrayLike:
-    """Reward curve :math:`R(t) = R_0 + (A - R_0)\\, g(t; \\theta)`.
+    r"""Reward curve :math:`R(t) = R_0 + (A - R_0)\\, g(t; \\theta)`.
 
     Parameters
     ----------
@@ -358,7 +358,7 @@ def asymptote_from_levels(family: str, r0: ArrayLike, r1: ArrayLike, **shape: Ar
 def reward_curve_dt(
     family: str, t: ArrayLike, r0: ArrayLike, asymptote: ArrayLike, **shape: ArrayLike
 ) -> ArrayLike:
-    """Slope of the reward curve: :math:`R'(t) = (A - R_0)\\, g'(t; \\theta)`.
+    r"""Slope of the reward curve: :math:`R'(t) = (A - R_0)\\, g'(t; \\theta)`.
 
     Same arguments and broadcasting as :func:`reward_curve`.
     """

@@ -117,6 +117,7 @@ def rate_peak_time(curve: str, **shape: np.ndarray) -> np.ndarray:
         zip(
             family.shape_params,
             np.broadcast_arrays(*(np.asarray(shape[name], dtype=float) for name in family.shape_params)),
+            strict=True,
         )
     )
     peak = np.array(_rate_mode(curve, values), dtype=float)

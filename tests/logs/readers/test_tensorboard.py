@@ -149,7 +149,7 @@ def test_real_file_values_match_tensorboards_own_loader():
         if event.HasField("summary") and event.summary.value[0].tag == "critic/score/mean"
     }
     points = bayesgrpo.load_runs(REAL_RUN).points.dropna(subset=["reward"])
-    assert dict(zip(points["step"], points["reward"])) == pytest.approx(expected, rel=0, abs=0)
+    assert dict(zip(points["step"], points["reward"], strict=True)) == pytest.approx(expected, rel=0, abs=0)
 
 
 def test_reader_function_returns_long_records():
@@ -242,7 +242,7 @@ def test_masked_crc32c_matches_tensorboard_both_implementations(monkeypatch):
     lengths = rng.integers(0, 2000, 80)
     lengths[:3] = [0, 1, 8]
     lengths[40:] = 50  # many ranges of one length: the vectorised numpy path
-    expected = [reference_masked_crc32c(data[s : s + n]) for s, n in zip(starts, lengths)]
+    expected = [reference_masked_crc32c(data[s : s + n]) for s, n in zip(starts, lengths, strict=True)]
     assert masked_crc32c(data, starts, lengths).tolist() == expected
     monkeypatch.setattr(tb_crc, "_FAST_CRC", False)  # the numpy fallback
     assert masked_crc32c(data, starts, lengths).tolist() == expected

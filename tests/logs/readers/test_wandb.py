@@ -1,4 +1,4 @@
-"""The W&B panel-export reader (readers/wandb.py) and writer (writers/wandb.py).
+r"""The W&B panel-export reader (readers/wandb.py) and writer (writers/wandb.py).
 
 The files are written the way W&B writes a line-plot panel's "Download CSV" (every cell quoted,
 ``\\n`` line ends, none after the last line, x-axis first, then per run and metric the value,
@@ -383,7 +383,7 @@ def test_load_runs_finds_exports_in_a_folder_next_to_plain_tables(tmp_path):
     pd.DataFrame({"step": [1, 2], "reward": [0.1, 0.2]}).to_csv(tmp_path / "plain.csv", index=False)
     table = load(tmp_path)
     assert sorted(table.run_ids) == ["grpo - lr 1e-6", "llama-1b", "plain"]
-    assert dict(zip(table.runs["run_id"], table.runs["format"]))["llama-1b"] == "wandb-csv"
+    assert dict(zip(table.runs["run_id"], table.runs["format"], strict=True))["llama-1b"] == "wandb-csv"
 
 
 # ---------------------------------------------------------------- malformed input

@@ -95,7 +95,7 @@ def masked_crc32c(
     if _FAST_CRC:
         value = _google_crc32c.value  # type: ignore[union-attr]
         raw = np.fromiter(
-            (value(buffer[s : s + n]) for s, n in zip(starts.tolist(), lengths.tolist())),
+            (value(buffer[s : s + n]) for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)),
             dtype=np.uint32,
             count=len(starts),
         )

@@ -422,7 +422,7 @@ def read_batch(
     data_ok = masked_crc32c(data, starts + _HEADER, lengths) == _u32(raw, starts + _HEADER + lengths)
     payloads: list[bytes] = []
     offsets: list[int] = []
-    for start, length, ok in zip(starts.tolist(), lengths.tolist(), data_ok.tolist()):
+    for start, length, ok in zip(starts.tolist(), lengths.tolist(), data_ok.tolist(), strict=True):
         if ok:
             payloads.append(data[start + _HEADER : start + _HEADER + length])
             offsets.append(base + start)
@@ -455,7 +455,7 @@ def parse_events(
 ) -> Iterator[Any]:
     """``Event.FromString`` of each payload; one that does not parse is reported, not yielded."""
     parse = event_pb2.Event.FromString
-    for payload, offset in zip(payloads, offsets):
+    for payload, offset in zip(payloads, offsets, strict=True):
         try:
             yield parse(payload)
         except DecodeError as exc:

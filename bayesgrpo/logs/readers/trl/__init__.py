@@ -1,4 +1,4 @@
-"""TRL / transformers logs: ``trainer_state.json`` and the console's dict lines.
+r"""TRL / transformers logs: ``trainer_state.json`` and the console's dict lines.
 
 ``trainer_state.json``
     Written by ``transformers.TrainerState.save_to_json`` (``json.dumps(state, indent=2,

@@ -144,7 +144,7 @@ def parse_dict_line(text: str) -> dict[str, Any] | None:
 
 
 def find_dict(segment: str) -> str | None:
-    """The printed dict in one output segment (text between ``\\r``/``\\n``), if any.
+    r"""The printed dict in one output segment (text between ``\\r``/``\\n``), if any.
 
     The dict may follow other text on the segment (a timestamp, a progress bar that was not
     cleared); it runs to the last ``}``, or to the end of the segment if it was cut.
@@ -166,7 +166,7 @@ def _is_trainer_dict(record: Mapping[str, Any]) -> bool:
 
 
 def _iter_lines(path: Path) -> Iterable[tuple[int, str, bool]]:
-    """(line number, text, ends with newline) of a file, read as bytes and split on ``\\n`` only."""
+    r"""(line number, text, ends with newline) of a file, read as bytes and split on ``\\n`` only."""
     try:
         with open(path, "rb") as handle:
             for number, raw in enumerate(handle, start=1):

@@ -1,4 +1,4 @@
-"""verl logs: the console (``step:12 - critic/score/mean:0.41 - ...``) and the file logger's JSONL.
+r"""verl logs: the console (``step:12 - critic/score/mean:0.41 - ...``) and the file logger's JSONL.
 
 What verl prints
 ----------------

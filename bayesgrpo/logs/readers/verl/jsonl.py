@@ -93,7 +93,7 @@ def verl_jsonl_run(lines: JsonLines, source: Source, options: ReadOptions) -> Ra
     store = ColumnStore()
     no_data: list[int] = []
     extra: dict[str, list[int]] = {}
-    for loc, record in zip(lines.locs, lines.records):
+    for loc, record in zip(lines.locs, lines.records, strict=True):
         data = record.get("data")
         if not isinstance(data, Mapping):
             if options.strict:
