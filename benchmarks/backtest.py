@@ -338,9 +338,9 @@ def calibration_section(table, populations, args: argparse.Namespace) -> list[st
             "rule's probability is about the curve's gain; the outcome is read on smoothed logged rewards, "
             "which keep some noise, so a run on its plateau can still show a gain or loss. The predictive "
             "probability is the model's probability of that outcome itself (later points drawn with their "
-            "noise, smoothed the same way): it is the fair test of the model's honesty, the first tells "
-            "how often a stop's promise held on the logged rewards. Checks of one run are not independent; "
-            "raw rows: `backtest_calibration_runs.csv`."
+            "noise, smoothed the same way): it is the fair test of the model's honesty, the first tells how "
+            "often a stop's promise held on the logged rewards. Checks of one run are not independent; raw "
+            "rows: `backtest_calibration_runs.csv`."
         ),
         "",
     ]
@@ -355,8 +355,8 @@ def calibration_section(table, populations, args: argparse.Namespace) -> list[st
             high = part[part[column] >= 0.9]
             lines.append(
                 f"- eps {eps:g}: Brier score {brier:.3f} (always saying the base rate {base:.2f}: "
-                f"{base * (1 - base):.3f}); of the {len(high)} checks with P >= 0.9 "
-                f"(mean {high[column].mean():.3f}), {high['below'].mean():.1%} gained less than eps."
+                f"{base * (1 - base):.3f}); of the {len(high)} checks with P >= 0.9 (mean "
+                f"{high[column].mean():.3f}), {high['below'].mean():.1%} gained less than eps."
             )
         lines += ["", markdown_table(calibration_table(checks, column=column)), ""]
     return lines
@@ -535,9 +535,9 @@ def main(argv: list[str] | None = None) -> None:
     populations, fits = populations_for(table, args) if need_populations else (None, pd.DataFrame())
     fit_seconds = time.perf_counter() - start
     settings = (
-        f"{len(table)} runs; populations: {args.folds}-fold by run (stratified by source), "
-        f"curve {args.curve}, {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default sampler; "
-        f"{args.forecast_draws} predictive draws per forecast."
+        f"{len(table)} runs; populations: {args.folds}-fold by run (stratified by source), curve "
+        f"{args.curve}, {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default "
+        f"sampler; {args.forecast_draws} predictive draws per forecast."
     )
 
     if not args.skip_forecast:
@@ -562,19 +562,21 @@ def main(argv: list[str] | None = None) -> None:
             "# Forecast backtest on the bundled real runs",
             "",
             f"Command: `{command}`  ",
-            f"Machine: {machine}. Population fits {fit_seconds:.0f} s in all; forecasts and scores {seconds:.0f} s.  ",
+            f"Machine: {machine}. Population fits {fit_seconds:.0f} s in all; forecasts and scores "
+            f"{seconds:.0f} s.  ",
             f"Settings: {settings} Domhan ensemble: {args.domhan_steps} emcee steps.",
             "",
             (
-                "Each run is cut at a share of its step span; every method sees only the points up to the cut and "
-                "forecasts every later logged point, as draws of the logged reward (noise included). bayesgrpo "
-                "conditions the prefix on a population fitted without the run (live update, no refit). CRPS, "
-                "interval widths and the final-reward error are in units of the run's full logged reward range "
-                "(max - min of all its points); the final reward is the mean of the run's last 5% of points; LPD "
-                "is per held-out point (Gaussian KDE of the draws), in nats, of the reward over that range. "
-                "Lower is better for CRPS, error and width; higher for LPD; coverage should match 50% / 90%. "
-                "`not_ok`: forecasts that fell back to persistence (baselines) or whose live update had "
-                "Pareto k > 0.7 (bayesgrpo). Raw rows: `backtest_forecast_runs.csv`."
+                "Each run is cut at a share of its step span; every method sees only the points up to the "
+                "cut and forecasts every later logged point, as draws of the logged reward (noise "
+                "included). bayesgrpo conditions the prefix on a population fitted without the run (live "
+                "update, no refit). CRPS, interval widths and the final-reward error are in units of the "
+                "run's full logged reward range (max - min of all its points); the final reward is the mean "
+                "of the run's last 5% of points; LPD is per held-out point (Gaussian KDE of the draws), in "
+                "nats, of the reward over that range. Lower is better for CRPS, error and width; higher for "
+                "LPD; coverage should match 50% / 90%. `not_ok`: forecasts that fell back to persistence "
+                "(baselines) or whose live update had Pareto k > 0.7 (bayesgrpo). Raw rows: "
+                "`backtest_forecast_runs.csv`."
             ),
             "",
             "## Against the quality bars (DESIGN.md section 6)",
@@ -628,45 +630,47 @@ def main(argv: list[str] | None = None) -> None:
             "# Stopping backtest on the bundled real runs",
             "",
             f"Command: `{command}`  ",
-            f"Machine: {machine}. Population fits {fit_seconds:.0f} s in all; stopping backtest {seconds:.0f} s.  ",
+            f"Machine: {machine}. Population fits {fit_seconds:.0f} s in all; stopping backtest "
+            f"{seconds:.0f} s.  ",
             f"Settings: {settings}",
             "",
             (
                 "Every rule runs on every run as it would live. The bayesgrpo rule `PlateauRule(eps, prob, "
-                f"relative=True)` (stop when P(gain to the run's last step < eps) >= prob) is asked every "
-                f"{args.check_every:g} of the run's step span, from a live update of the points logged so far on a "
-                "population that never saw the run; its eps is a share of the reward bounds the live update "
-                "uses (metadata bounds where known; else the run's whole range estimated from the prefix's "
-                "range the way the population's runs relate the two at the same progress, widened by half of "
-                "itself each side, as the population's runs were). Fixed fraction: stop at that share of the run's last logged step. Patience: Keras-style "
-                "on a trailing mean (patience and window as shares of the run's points). Median pruning: "
-                "Optuna's MedianPruner against the other runs of the same source (5 startup runs, 10% warmup), "
-                "a run with fewer peers is never pruned. Steps saved: (last step - stop step) / last step. "
-                "Reward given up: (best smoothed reward of the whole run - smoothed reward at the stop) / the "
-                "run's reward range, floored at 0; smoothed = centred rolling mean over "
-                f"{args.smoothing:.0%} of the run's points. "
-                "Even `full run` (never stop) gives some up on runs that peak and fall, or through noise left "
-                "after smoothing; `vs_end_mean` is the same measured against the run's own end (negative: the "
-                "stop kept more than running on). Raw rows: `backtest_stopping_runs.csv`; figure: "
-                "`stopping_frontier.png`."
+                "relative=True)` (stop when P(gain to the run's last step < eps) >= prob) is asked every "
+                f"{args.check_every:g} of the run's step span, from a live update of the points logged so "
+                "far on a population that never saw the run; its eps is a share of the reward bounds the "
+                "live update uses (metadata bounds where known; else the run's whole range estimated from "
+                "the prefix's range the way the population's runs relate the two at the same progress, "
+                "widened by half of itself each side, as the population's runs were). Fixed fraction: stop "
+                "at that share of the run's last logged step. Patience: Keras-style on a trailing mean "
+                "(patience and window as shares of the run's points). Median pruning: Optuna's MedianPruner "
+                "against the other runs of the same source (5 startup runs, 10% warmup), a run with fewer "
+                "peers is never pruned. Steps saved: (last step - stop step) / last step. Reward given up: "
+                "(best smoothed reward of the whole run - smoothed reward at the stop) / the run's reward "
+                f"range, floored at 0; smoothed = centred rolling mean over {args.smoothing:.0%} of the "
+                "run's points. Even `full run` (never stop) gives some up on runs that peak and fall, or "
+                "through noise left after smoothing; `vs_end_mean` is the same measured against the run's "
+                "own end (negative: the stop kept more than running on). Raw rows: "
+                "`backtest_stopping_runs.csv`; figure: `stopping_frontier.png`."
             ),
             "",
             "## Against the target",
             "",
             f"- >= 40% of steps saved at mean reward given up <= 1% of the range: {target}.",
             (
-                "- fixed-fraction and patience rules dominated by a bayesgrpo rule (at least as many steps saved "
-                f"at no more mean reward given up): {dominance_verdict}."
+                "- fixed-fraction and patience rules dominated by a bayesgrpo rule (at least as many steps "
+                f"saved at no more mean reward given up): {dominance_verdict}."
             ),
             (
-                "- The same stops with the reference smoothed over each run's cross-validated window (wide for a "
-                "noisy flat run, narrow for a clean rise; see the sensitivity table), where running every run to "
-                f"its end gives up {cv_floor:.3f}: the target is {cv_target}; dominated: {cv_dominance}."
+                "- The same stops with the reference smoothed over each run's cross-validated window (wide "
+                "for a noisy flat run, narrow for a clean rise; see the sensitivity table), where running "
+                f"every run to its end gives up {cv_floor:.3f}: the target is {cv_target}; dominated: "
+                f"{cv_dominance}."
             ),
             (
-                "- Measured against the run's own end instead (`vs_end_mean`: what the stop kept compared with "
-                f"running on; no noise floor, negative when the stop kept more): the target is {end_target}; "
-                f"dominated: {end_dominance}."
+                "- Measured against the run's own end instead (`vs_end_mean`: what the stop kept compared "
+                "with running on; no noise floor, negative when the stop kept more): the target is "
+                f"{end_target}; dominated: {end_dominance}."
             ),
             "",
             "## Frontier",
@@ -681,11 +685,12 @@ def main(argv: list[str] | None = None) -> None:
             "",
             (
                 "Mean reward given up by the same stops when the reference is smoothed over 5% (the table "
-                "above), 10% or 20% of each run's points, or over each run's cross-validated window (`cv`: the "
-                "odd window whose mean best predicts each point from its neighbours, left out; wide for a noisy "
-                "flat run, 3% of the points for the clean verl runs). With a wider window less of the noise of "
-                "single logged rewards is left in the best smoothed point, so `full run`'s floor falls; what "
-                "is left is runs that peak and then fall, which no rule that waits for a plateau avoids."
+                "above), 10% or 20% of each run's points, or over each run's cross-validated window (`cv`: "
+                "the odd window whose mean best predicts each point from its neighbours, left out; wide for "
+                "a noisy flat run, 3% of the points for the clean verl runs). With a wider window less of "
+                "the noise of single logged rewards is left in the best smoothed point, so `full run`'s "
+                "floor falls; what is left is runs that peak and then fall, which no rule that waits for a "
+                "plateau avoids."
             ),
             "",
             markdown_table(smoothing_sensitivity(table, stops)),
@@ -695,8 +700,8 @@ def main(argv: list[str] | None = None) -> None:
             (
                 "Runs with a stated reward range ("
                 + ", ".join(f"{n} {k}" for k, n in sorted(kinds.attrs["runs"].items(), reverse=True))
-                + " runs; 5% reference) are long verl runs logged every step; runs without one are short, noisy "
-                "notebook runs, normalised by their own range."
+                + " runs; 5% reference) are long verl runs logged every step; runs without one are short, "
+                "noisy notebook runs, normalised by their own range."
             ),
             "",
             markdown_table(kinds),

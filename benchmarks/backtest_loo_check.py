@@ -20,7 +20,8 @@ Writes ``results/backtest_loo_check.md``.
 Usage::
 
     python benchmarks/backtest_loo_check.py --cache /tmp/transfer_eval_pops/leave_one_run_out
-    python benchmarks/backtest_loo_check.py --cache /tmp/transfer_eval_pops/leave_one_run_out --fit-missing /tmp/loo_rest
+    python benchmarks/backtest_loo_check.py --cache /tmp/transfer_eval_pops/leave_one_run_out --fit-missing
+    /tmp/loo_rest
 """
 
 from __future__ import annotations
@@ -198,15 +199,16 @@ def main(argv: list[str] | None = None) -> None:
             for run_id, model in populations.items()
         ]
     )
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}"
+    python = platform.python_version()
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {python}, {time.strftime('%Y-%m-%d')}"
     lines = [
         "# Strict leave-one-run-out against the backtests' 5-fold populations",
         "",
         f"Command: `{command}`  ",
         (
-            f"Machine: {machine}. Forecasts and stopping replays {seconds:.0f} s (the populations of the runs with a "
-            "stated reward range were fitted by `benchmarks/transfer_eval.py --splits leave_one_run_out`, the others "
-            "by `--fit-missing`; 2 chains x 500 draws + 500 tuning steps "
+            f"Machine: {machine}. Forecasts and stopping replays {seconds:.0f} s (the populations of the "
+            "runs with a stated reward range were fitted by `benchmarks/transfer_eval.py --splits "
+            "leave_one_run_out`, the others by `--fit-missing`; 2 chains x 500 draws + 500 tuning steps "
             f"each; max r_hat over the {len(fits)} fits {fits['max_r_hat'].max():.3f}, "
             f"{int(fits['divergences'].sum())} divergences)."
         ),

@@ -38,7 +38,8 @@ def main() -> None:
         function(array)
     per_call = (time.perf_counter() - start) / 3000 * 1e6
     print(
-        f"{mode}: compile {compile_seconds:.1f} s, {per_call:.0f} us per logp+gradient, {array.size} parameters"
+        f"{mode}: compile {compile_seconds:.1f} s, {per_call:.0f} us per logp+gradient, {array.size} "
+        "parameters"
     )
 
 

@@ -159,14 +159,17 @@ def main() -> None:
         "# Live single-run update: speed and agreement with NUTS",
         "",
         f"Command: `python benchmarks/live_update.py --held-out {args.held_out} --draws {args.draws}`  ",
-        f"Machine: {platform.machine()}, {__import__('os').cpu_count()} cores, Python {platform.python_version()}. "
-        f"Population fit ({population.curve}) on {len(train)} runs: {fit_seconds:.0f} s (not part of the live query).",
+        f"Machine: {platform.machine()}, {__import__('os').cpu_count()} cores, Python "
+        f"{platform.python_version()}. Population fit ({population.curve}) on {len(train)} runs: "
+        f"{fit_seconds:.0f} s (not part of the live query).",
         "",
-        f"Median live query (update + P(gain < {args.eps:g} of the range)): **{frame['live_ms_median'].median():.0f} ms** "
-        f"(slowest run {frame['live_ms_median'].max():.0f} ms; first query {frame['first_ms'].median():.0f} ms median).  ",
-        f"Agreement with NUTS on the same posterior: |P difference| median {frame['abs_p_diff'].median():.3f}, "
-        f"max {frame['abs_p_diff'].max():.3f}; expected-gain difference in posterior sd: median "
-        f"{frame['gain_diff_in_sd'].median():.2f}, max {frame['gain_diff_in_sd'].max():.2f}.",
+        f"Median live query (update + P(gain < {args.eps:g} of the range)): "
+        f"**{frame['live_ms_median'].median():.0f} ms** (slowest run {frame['live_ms_median'].max():.0f} "
+        f"ms; first query {frame['first_ms'].median():.0f} ms median).  ",
+        "Agreement with NUTS on the same posterior: |P difference| median "
+        f"{frame['abs_p_diff'].median():.3f}, max {frame['abs_p_diff'].max():.3f}; expected-gain difference "
+        f"in posterior sd: median {frame['gain_diff_in_sd'].median():.2f}, max "
+        f"{frame['gain_diff_in_sd'].max():.2f}.",
         "",
         markdown_table(frame),
         "",

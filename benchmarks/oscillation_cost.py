@@ -42,7 +42,8 @@ def main() -> None:
     )
     print(f"- first run (compiles the three families): {first:.1f} s")
     print(
-        f"- the other {len(seconds)} runs: median {median:.1f} s (quartiles {q1:.1f}-{q3:.1f} s, mean {statistics.mean(seconds):.1f} s)"
+        f"- the other {len(seconds)} runs: median {median:.1f} s (quartiles {q1:.1f}-{q3:.1f} s, mean "
+        f"{statistics.mean(seconds):.1f} s)"
     )
     print(f"- runs whose oscillator fit is clearly better: {len(flagged)} {flagged}")
 

@@ -75,7 +75,8 @@ def make_verl(path: Path, n_lines: int) -> Path:
         start = time.perf_counter()
         write_large_verl_console(path, n_lines)
         print(
-            f"  wrote {path.name}: {path.stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - start:.0f} s",
+            f"  wrote {path.name}: {path.stat().st_size / 2**20:.0f} MiB in "
+            f"{time.perf_counter() - start:.0f} s",
             flush=True,
         )
     return path
@@ -91,7 +92,8 @@ def make_tensorboard(folder: Path, target_mib: int) -> Path:
         write_large_tensorboard(folder, target_bytes=target_mib * 2**20)
         existing = list(folder.glob("events.out.tfevents.*"))
         print(
-            f"  wrote {existing[0].name}: {existing[0].stat().st_size / 2**20:.0f} MiB in {time.perf_counter() - start:.0f} s",
+            f"  wrote {existing[0].name}: {existing[0].stat().st_size / 2**20:.0f} MiB in "
+            f"{time.perf_counter() - start:.0f} s",
             flush=True,
         )
     return folder

@@ -31,10 +31,12 @@ import json, sys, time, warnings
 warnings.simplefilter("ignore")
 from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
-sampler, curve, draws, tune, chains, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+sampler, curve, draws, tune, chains, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+int(sys.argv[5]), int(sys.argv[6])
 table = load_bundled(warn=False)
 start = time.perf_counter()
-model = RewardModel(curve=curve).fit(table, sampler=sampler, draws=draws, tune=tune, chains=chains, random_seed=seed, progressbar=False)
+model = RewardModel(curve=curve).fit(table, sampler=sampler, draws=draws, tune=tune, chains=chains,
+random_seed=seed, progressbar=False)
 wall = time.perf_counter() - start
 d = model.diagnostics.to_dict()
 d["wall"] = wall
@@ -92,13 +94,15 @@ def main() -> None:
     lines = [
         "# Sampler speed on the bundled real runs",
         "",
-        f"Command: `python benchmarks/sampler_speed.py --samplers {' '.join(args.samplers)} --curve {args.curve} "
-        f"--draws {args.draws} --tune {args.tune} --chains {args.chains} --seeds {' '.join(map(str, args.seeds))}`  ",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
-        "Wall time includes compilation, tuning and sampling. ESS: minimum bulk ESS over parameters. "
-        "Ratio: ESS/s over PyMC's default NUTS fitted with the same seed.",
+        f"Command: `python benchmarks/sampler_speed.py --samplers {' '.join(args.samplers)} --curve "
+        f"{args.curve} --draws {args.draws} --tune {args.tune} --chains {args.chains} --seeds "
+        f"{' '.join(map(str, args.seeds))}`  ",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. Wall "
+        "time includes compilation, tuning and sampling. ESS: minimum bulk ESS over parameters. Ratio: "
+        "ESS/s over PyMC's default NUTS fitted with the same seed.",
         "",
-        "| seed | sampler | wall s | compile s | divergences | max r_hat | min bulk ESS | min tail ESS | ESS/s | ESS/s vs PyMC NUTS |",
+        "| seed | sampler | wall s | compile s | divergences | max r_hat | min bulk ESS | min tail ESS | "
+        "ESS/s | ESS/s vs PyMC NUTS |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary: dict[str, list[tuple[float, float, float]]] = {}
@@ -113,8 +117,9 @@ def main() -> None:
         ratio = ess_per_s / (reference["min_ess_bulk"] / reference["wall"]) if reference else float("nan")
         summary.setdefault(r["sampler"], []).append((r["wall"], ess_per_s, ratio, r["max_r_hat"]))
         lines.append(
-            f"| {r['seed']} | {r['sampler']} | {r['wall']:.0f} | {r['compile_seconds']:.0f} | {r['divergences']} | {r['max_r_hat']:.3f} | "
-            f"{r['min_ess_bulk']:.0f} | {r['min_ess_tail']:.0f} | {ess_per_s:.2f} | {ratio:.1f}x |"
+            f"| {r['seed']} | {r['sampler']} | {r['wall']:.0f} | {r['compile_seconds']:.0f} | "
+            f"{r['divergences']} | {r['max_r_hat']:.3f} | {r['min_ess_bulk']:.0f} | {r['min_ess_tail']:.0f} "
+            f"| {ess_per_s:.2f} | {ratio:.1f}x |"
         )
     lines += [
         "",

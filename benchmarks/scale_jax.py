@@ -66,18 +66,18 @@ def main() -> None:
     wall = time.perf_counter() - start
     d = model.diagnostics
     row = (
-        f"| {args.runs} | {int(model.data.mask.sum())} | {args.sampler} | {device} | {args.chains} x {args.draws} (+{args.tune}) | "
-        f"{wall:.0f} | {d.max_r_hat:.3f} | {d.min_ess_bulk:.0f} | {d.divergences} |"
+        f"| {args.runs} | {int(model.data.mask.sum())} | {args.sampler} | {device} | {args.chains} x "
+        f"{args.draws} (+{args.tune}) | {wall:.0f} | {d.max_r_hat:.3f} | {d.min_ess_bulk:.0f} | "
+        f"{d.divergences} |"
     )
     print(row)
     if not args.output.exists():
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(
-            "# The population model at scale, under JAX\n\n"
-            "Command per row: `python benchmarks/scale_jax.py --runs N --sampler S --draws D --tune D`.\n"
-            f"Host: {platform.machine()}, {os.cpu_count()} cores.\n\n"
-            "| runs | points fitted | sampler | JAX device | chains x draws | wall s | max r_hat | min bulk ESS | divergences |\n"
-            "|---|---|---|---|---|---|---|---|---|\n"
+            "# The population model at scale, under JAX\n\nCommand per row: `python benchmarks/scale_jax.py "
+            f"--runs N --sampler S --draws D --tune D`.\nHost: {platform.machine()}, {os.cpu_count()} "
+            "cores.\n\n| runs | points fitted | sampler | JAX device | chains x draws | wall s | max r_hat "
+            "| min bulk ESS | divergences |\n|---|---|---|---|---|---|---|---|---|\n"
         )
     with args.output.open("a") as handle:
         handle.write(row + "\n")

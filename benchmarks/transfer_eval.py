@@ -138,9 +138,10 @@ def verdict(gains: pd.DataFrame) -> list[str]:
         r = row.iloc[0]
         met = r["crps_mean_gain"] >= TARGET_GAIN
         lines.append(
-            f"- {split}: zero-shot whole-curve CRPS is {100 * r['crps_mean_gain']:.1f}% below the population-mean "
-            f"curve's on the mean ({100 * r['crps_median_gain']:.1f}% on the median; lower on {r['crps_wins']} runs): "
-            f"target (>= {100 * TARGET_GAIN:.0f}% on the mean) **{'met' if met else 'not met'}**."
+            f"- {split}: zero-shot whole-curve CRPS is {100 * r['crps_mean_gain']:.1f}% below the "
+            f"population-mean curve's on the mean ({100 * r['crps_median_gain']:.1f}% on the median; lower "
+            f"on {r['crps_wins']} runs): target (>= {100 * TARGET_GAIN:.0f}% on the mean) "
+            f"**{'met' if met else 'not met'}**."
         )
     return lines
 
@@ -240,46 +241,47 @@ def main(argv: list[str] | None = None) -> None:
         f"Command: `{command}`  ",
         f"Machine: {machine}. {timing}.  ",
         (
-            f"Settings: {len(table)} runs ({with_range} with a stated reward range); populations "
-            f"(curve {DEFAULT_CURVE}) {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default sampler; "
-            f"{args.forecast_draws} predictive draws per forecast; prefixes {prefixes}."
+            f"Settings: {len(table)} runs ({with_range} with a stated reward range); populations (curve "
+            f"{DEFAULT_CURVE}) {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, "
+            f"default sampler; {args.forecast_draws} predictive draws per forecast; prefixes {prefixes}."
         ),
         "",
         "## What is measured",
         "",
         (
-            f"Splits. `kfold_by_run`: {args.folds}-fold cross-validation over runs, stratified by source (each run is "
-            "predicted by the population fitted on the other folds); it stands in for leave-one-run-out, which "
-            "would cost one fit per run. `leave_one_run_out` (when asked for): each run with a stated reward range "
-            "is predicted by a population fitted on every other run, one fit per run. "
-            "`leave_one_size_out`: for each model size with at least "
-            f"{args.min_size_runs} runs (held out: {', '.join(f'{s:g}B' for s in sizes)}), every run of that size is "
-            "predicted by a population fitted on all the other runs (runs of unknown size stay in every "
-            "population and are never held out)."
+            f"Splits. `kfold_by_run`: {args.folds}-fold cross-validation over runs, stratified by source "
+            "(each run is predicted by the population fitted on the other folds); it stands in for "
+            "leave-one-run-out, which would cost one fit per run. `leave_one_run_out` (when asked for): "
+            "each run with a stated reward range is predicted by a population fitted on every other run, "
+            f"one fit per run. `leave_one_size_out`: for each model size with at least {args.min_size_runs} "
+            f"runs (held out: {', '.join(f'{s:g}B' for s in sizes)}), every run of that size is predicted by "
+            "a population fitted on all the other runs (runs of unknown size stay in every population and "
+            "are never held out)."
         ),
         "",
         (
-            "Methods. `zero_shot`: `predict_new_run` from the run's metadata only (family, size, task, batch and "
-            "group size, reward range) and its planned horizon. `zero_shot_initial`: the same plus "
-            "`initial_reward` = the run's first logged reward. `after_<p>`: the population updated live by the "
-            "run's points in the first p of its step span. `population_mean`: `predict_new_run` with every "
-            "covariate removed (the population's average run, same reward range and horizon). `run_alone_<p>`: "
-            "the prefix fitted alone, exponential saturation law by least squares with a residual bootstrap "
-            "(given the metadata reward range when stated; falls back to persistence below 5 points). Zero-shot "
-            "and population-mean predictions need the reward range (`reward_min`/`reward_max`): only the "
-            f"{with_range} runs that state it (all from verl logs) get those rows; the prefix methods run on "
-            "every run."
+            "Methods. `zero_shot`: `predict_new_run` from the run's metadata only (family, size, task, "
+            "batch and group size, reward range) and its planned horizon. `zero_shot_initial`: the same "
+            "plus `initial_reward` = the run's first logged reward. `after_<p>`: the population updated "
+            "live by the run's points in the first p of its step span. `population_mean`: `predict_new_run` "
+            "with every covariate removed (the population's average run, same reward range and horizon). "
+            "`run_alone_<p>`: the prefix fitted alone, exponential saturation law by least squares with a "
+            "residual bootstrap (given the metadata reward range when stated; falls back to persistence "
+            "below 5 points). Zero-shot and population-mean predictions need the reward range "
+            f"(`reward_min`/`reward_max`): only the {with_range} runs that state it (all from verl logs) get "
+            "those rows; the prefix methods run on every run."
         ),
         "",
         (
-            "Scores. Every forecast is draws of the logged reward (curve draws plus one logged point's noise, "
-            "Student-t with the population's nu and the run's sigma, as in the forecast backtest). CRPS (mean "
-            "over the window's points) and the absolute error of the final reward (mean of the run's last 5% of "
-            "points) are in units of the run's logged reward range. Windows: `whole_curve` = every logged point "
-            "but the first (the first is `zero_shot_initial`'s input); `after_<p>` = the points after the "
-            "p prefix, where every method is compared on the same points. Gains: `1 - score / population_mean's` "
-            "over the runs both scored (0.3 = 30% better). `not_ok`: live updates with Pareto k > 0.7 or "
-            "baselines that fell back to persistence. Raw rows: `transfer_eval_runs.csv`."
+            "Scores. Every forecast is draws of the logged reward (curve draws plus one logged point's "
+            "noise, Student-t with the population's nu and the run's sigma, as in the forecast backtest). "
+            "CRPS (mean over the window's points) and the absolute error of the final reward (mean of the "
+            "run's last 5% of points) are in units of the run's logged reward range. Windows: `whole_curve` "
+            "= every logged point but the first (the first is `zero_shot_initial`'s input); `after_<p>` = "
+            "the points after the p prefix, where every method is compared on the same points. Gains: `1 - "
+            "score / population_mean's` over the runs both scored (0.3 = 30% better). `not_ok`: live "
+            "updates with Pareto k > 0.7 or baselines that fell back to persistence. Raw rows: "
+            "`transfer_eval_runs.csv`."
         ),
         "",
         "## Against the target (zero-shot CRPS >= 30% better than the population-mean curve)",

@@ -43,7 +43,8 @@ def timed(f, n=5):
 
 
 print(
-    "| log | first poll ms | unchanged poll ms | poll after growth ms | of which live update ms | steps | state |"
+    "| log | first poll ms | unchanged poll ms | poll after growth ms | of which live update ms | steps | "
+    "state |"
 )
 print("|---|---|---|---|---|---|---|")
 for name, path, horizon, grow in [
@@ -73,5 +74,6 @@ for name, path, horizon, grow in [
         grown.append((time.perf_counter() - t) * 1000)
         updates.append(st[0].seconds * 1000)
     print(
-        f"| {name} | {first:.0f} | {unchanged:.2f} | {statistics.median(grown):.0f} | {statistics.median(updates):.0f} | {st[0].n_steps} | {st[0].state} |"
+        f"| {name} | {first:.0f} | {unchanged:.2f} | {statistics.median(grown):.0f} | "
+        f"{statistics.median(updates):.0f} | {st[0].n_steps} | {st[0].state} |"
     )

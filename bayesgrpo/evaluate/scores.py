@@ -55,7 +55,8 @@ def _check(
         )
     if not np.all(np.isfinite(draws)):
         raise ScoreInputError(
-            f"{int((~np.isfinite(draws)).sum())} draws are not finite; drop the draws (rows) that are before scoring"
+            f"{int((~np.isfinite(draws)).sum())} draws are not finite; drop the draws (rows) that are before "
+            "scoring"
         )
     scale = float(scale)
     if not (np.isfinite(scale) and scale > 0):

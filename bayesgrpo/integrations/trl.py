@@ -52,8 +52,8 @@ try:
     from transformers.trainer_callback import DefaultFlowCallback
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
-        "bayesgrpo.integrations.trl needs transformers (and, for GRPO, trl): install the extra with "
-        "`pip install 'bayesgrpo[trl]'` (CPU-only torch first: `pip install torch --index-url "
+        "bayesgrpo.integrations.trl needs transformers (and, for GRPO, trl): install the extra with `pip "
+        "install 'bayesgrpo[trl]'` (CPU-only torch first: `pip install torch --index-url "
         "https://download.pytorch.org/whl/cpu`)"
     ) from exc
 
@@ -101,8 +101,8 @@ def resolve_prior(prior: str | Path | RewardModel | None) -> RewardModel:
     if isinstance(prior, RewardModel):
         return prior
     raise BayesGRPOError(
-        f"prior must be None (the bundled population), a path to a saved RewardModel or a RewardModel; "
-        f"got {type(prior).__name__}"
+        "prior must be None (the bundled population), a path to a saved RewardModel or a RewardModel; got "
+        f"{type(prior).__name__}"
     )
 
 
@@ -334,7 +334,8 @@ class BayesStopCallback(TrainerCallback):
         )
         if horizon is None:
             raise BayesGRPOError(
-                "no horizon: state.max_steps is not set; pass BayesStopCallback(horizon=<the step the run ends at>)"
+                "no horizon: state.max_steps is not set; pass BayesStopCallback(horizon=<the step the run "
+                "ends at>)"
             )
         from bayesgrpo.model.laplace import single_threaded_blas
 
@@ -381,8 +382,8 @@ class BayesStopCallback(TrainerCallback):
             return
         self._told_about_order = True
         logger.warning(
-            "bayesgrpo: the forecast metrics are in trainer_state.json and the printed logs but not in "
-            "the report_to integrations (%s), which ran before this callback; add it with "
+            "bayesgrpo: the forecast metrics are in trainer_state.json and the printed logs but not in the "
+            "report_to integrations (%s), which ran before this callback; add it with "
             "callback.attach(trainer) instead of callbacks=[...] to have them there",
             args.report_to,
         )

@@ -45,7 +45,10 @@ def _format_number(value: Any, digits: int = 3) -> str:
 
 def _run_lines(summary: Any) -> list[str]:
     """One fixed-width line per run."""
-    header = f"{'run_id':<48} {'family':<8} {'size_b':>6} {'points':>6} {'steps':>11} {'reward range':>19}  metrics"
+    header = (
+        f"{'run_id':<48} {'family':<8} {'size_b':>6} {'points':>6} {'steps':>11} {'reward range':>19}  "
+        "metrics"
+    )
     lines = [header]
     for row in summary.itertuples(index=False):
         run_id = row.run_id if len(row.run_id) <= 48 else row.run_id[:45] + "..."
@@ -85,8 +88,8 @@ def _report_lines(table: Any, verbose: bool) -> list[str]:
     issues = [i for i in table.report.issues if verbose or i.action != "info"]
     report = table.report
     lines = [
-        f"read {report.records_read} records from {len(report.sources)} source(s): "
-        f"kept {report.records_kept}, dropped {report.records_dropped}"
+        f"read {report.records_read} records from {len(report.sources)} source(s): kept "
+        f"{report.records_kept}, dropped {report.records_dropped}"
         + ("" if report.balanced else "  (ACCOUNTING MISMATCH: please report this bug)")
     ]
     if not issues:
@@ -188,12 +191,13 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         horizon = {row.run_id: float(row.last_step) for row in summary.itertuples()}
     if not args.json:
         print(
-            f"{len(summary)} runs, {int(summary['n_points'].sum())} reward points, "
-            f"families: {', '.join(sorted(table.runs['family'].dropna().unique()))}"
+            f"{len(summary)} runs, {int(summary['n_points'].sum())} reward points, families: "
+            f"{', '.join(sorted(table.runs['family'].dropna().unique()))}"
         )
         what = "all logged points" if args.cut is None else f"the first {args.cut:.0%} of each run"
         print(
-            f"fitting a {args.curve} reward-curve model with partial pooling on {what} ({args.sampler}, {args.chains} chains x {args.draws} draws)...",
+            f"fitting a {args.curve} reward-curve model with partial pooling on {what} ({args.sampler}, "
+            f"{args.chains} chains x {args.draws} draws)...",
             flush=True,
         )
     model = RewardModel(curve=args.curve).fit(
@@ -253,7 +257,8 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     for row in final.itertuples(index=False):
         run_id = row.run_id if len(row.run_id) <= 44 else row.run_id[:41] + "..."
         interval = f"{row.q50:8.3g} [{row.q05:.3g}, {row.q95:.3g}]"
-        line = f"{run_id:<44} {row.family[:8]:<8} {_format_number(row.size_b):>6} {row.horizon_step:>7} {interval:>30}"
+        size = _format_number(row.size_b)
+        line = f"{run_id:<44} {row.family[:8]:<8} {size:>6} {row.horizon_step:>7} {interval:>30}"
         if cut:
             mark = " " if row.covered_90 else "!"
             stop = f"{row.stop_at_cut} (P={row.p_gain_below_eps:.2f})"
@@ -264,12 +269,14 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     if cut:
         print()
         print(
-            f"actual = mean of each run's last 10% of logged rewards; '!' = outside the 90% interval. "
-            f"{int(final['covered_90'].sum())} of {len(final)} runs ({final['covered_90'].mean():.0%}) ended inside their interval."
+            "actual = mean of each run's last 10% of logged rewards; '!' = outside the 90% interval. "
+            f"{int(final['covered_90'].sum())} of {len(final)} runs ({final['covered_90'].mean():.0%}) ended "
+            "inside their interval."
         )
         print(
-            f"stop at cut? = PlateauRule: stop when P(gain over the rest of the run < {args.eps:g} of the reward range) >= {args.stop_prob:g}; "
-            f"{int((final['stop_at_cut'] == 'stop').sum())} of {len(final)} runs would stop at the cut."
+            f"stop at cut? = PlateauRule: stop when P(gain over the rest of the run < {args.eps:g} of the "
+            f"reward range) >= {args.stop_prob:g}; {int((final['stop_at_cut'] == 'stop').sum())} of "
+            f"{len(final)} runs would stop at the cut."
         )
     print()
     print(
@@ -448,7 +455,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """``bayesgrpo report LOGS... -o report.html``: a self-contained HTML report (``bayesgrpo.interfaces.html_report``)."""
+    """``bayesgrpo report LOGS... -o report.html``: a self-contained HTML report.
+
+    The page is written by :mod:`bayesgrpo.interfaces.html_report`.
+    """
     from bayesgrpo.interfaces.html_report import run_cli
 
     path = run_cli(args)
@@ -521,7 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
             "--eps",
             type=float,
             default=0.01,
-            help="plateau (and P(plateau)): gain that counts as nothing, share of the reward range (default 0.01)",
+            help="plateau (and P(plateau)): gain that counts as nothing, share of the reward range (default "
+            "0.01)",
         )
         p.add_argument("--absolute", action="store_true", help="plateau: --eps in reward units instead")
         p.add_argument(
@@ -545,7 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("paths", nargs="+", help="log files or folders (read recursively)")
     runs.add_argument(
         "--format",
-        help="force a format (tensorboard, verl-console, verl-jsonl, trl-state, trl-console, notebook, wandb-csv, csv, jsonl, parquet)",
+        help="force a format (tensorboard, verl-console, verl-jsonl, trl-state, trl-console, notebook, "
+        "wandb-csv, csv, jsonl, parquet)",
     )
     runs.add_argument("--reward", help="metric to use as the reward (default: each format's train reward)")
     runs.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
@@ -562,7 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
-        help="the main job: fit the bundled real runs on their first half, forecast where each ends, check it, say when to stop",
+        help="the main job: fit the bundled real runs on their first half, forecast where each ends, check "
+        "it, say when to stop",
     )
     output_flags(demo)
     model_flags(demo, cut=0.5, output="bayesgrpo-demo")
@@ -587,7 +600,8 @@ def build_parser() -> argparse.ArgumentParser:
     rule_flags(stop)
     stop.add_argument(
         "--population",
-        help="a fitted model (model.nc from `bayesgrpo forecast`); default the population shipped with bayesgrpo",
+        help="a fitted model (model.nc from `bayesgrpo forecast`); default the population shipped with "
+        "bayesgrpo",
     )
     stop.add_argument(
         "--fit",
@@ -608,7 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     diag = sub.add_parser(
         "diagnose",
-        help="failure modes in each run's signals: collapse, stall, degeneracy, entropy collapse, reward hacking, oscillation",
+        help="failure modes in each run's signals: collapse, stall, degeneracy, entropy collapse, reward "
+        "hacking, oscillation",
     )
     diag.add_argument("paths", nargs="*", help="log files or folders (default: the bundled runs)")
     diag.add_argument("--bundled", action="store_true", help="diagnose the bundled real runs")
@@ -626,7 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser(
         "report",
-        help="a self-contained HTML report: forecasts, stop decisions, phases, pooling, transfer, diagnostics",
+        help="a self-contained HTML report: forecasts, stop decisions, phases, pooling, transfer, "
+        "diagnostics",
     )
     report.add_argument("paths", nargs="+", help="log files or folders")
     report.add_argument(
@@ -677,7 +693,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     watch = sub.add_parser(
         "watch",
-        help="follow growing logs (verl/TRL console, trainer_state.json, TensorBoard): live forecast and stop advice per run",
+        help="follow growing logs (verl/TRL console, trainer_state.json, TensorBoard): live forecast and "
+        "stop advice per run",
     )
     watch.add_argument(
         "paths", nargs="+", help="log files or folders; they may still be empty or not exist yet"

@@ -43,7 +43,8 @@ METADATA_DTYPES: dict[str, str] = {
     "algorithm": "string",
     "group_size": "Float64",
     "batch_size": "Float64",  # prompts per optimizer step (verl's train_batch_size)
-    "samples_per_step": "Float64",  # completions per optimizer step (TRL's total batch; batch_size x group_size)
+    # completions per optimizer step (TRL's total batch; batch_size x group_size)
+    "samples_per_step": "Float64",
     "learning_rate": "float64",
     "total_steps": "Float64",
     "steps_per_epoch": "Float64",
@@ -134,8 +135,8 @@ class RunsTable:
     def __repr__(self) -> str:
         n_points = int(np.isfinite(self.points["reward"].to_numpy(dtype=float)).sum())
         return (
-            f"RunsTable({len(self.runs)} runs, {n_points} reward points, "
-            f"{len(self.metrics)} metrics, {len(self.report.issues)} report issues)"
+            f"RunsTable({len(self.runs)} runs, {n_points} reward points, {len(self.metrics)} metrics, "
+            f"{len(self.report.issues)} report issues)"
         )
 
     def run(self, run_id: str) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """The PyMC graph of the hierarchical reward-curve model (a pure function of data and config).
 
 For each run ``r`` and curve parameter ``p`` (``r0``, ``r1`` — the levels at ``t = 0`` and
-``t = 1``, see ``curves.reward_curve_by_levels`` — on the logit of the normalised reward; ``tau`` and shape parameters on the log of normalised progress)::
+``t = 1``, see ``curves.reward_curve_by_levels`` — on the logit of the normalised reward;
+``tau`` and shape parameters on the log of normalised progress)::
 
     theta[r, p] = p_mu + family[f(r), p] + task[k(r), p]
                   + p_size_slope * log_size[r]

@@ -301,7 +301,8 @@ def _step_to_progress(table: RunsTable, progress: str) -> np.ndarray:
     missing = runs.loc[samples.isna(), "run_id"].tolist()
     if missing:
         raise BayesGRPOError(
-            f"progress={progress!r} needs samples_per_step metadata (or batch_size and group_size); missing for runs {missing[:8]}"
+            f"progress={progress!r} needs samples_per_step metadata (or batch_size and group_size); missing "
+            f"for runs {missing[:8]}"
         )
     if progress == "samples":
         return samples.to_numpy()
@@ -315,7 +316,8 @@ def _step_to_progress(table: RunsTable, progress: str) -> np.ndarray:
     missing = runs.loc[size.isna() | length.isna(), "run_id"].tolist()
     if missing:
         raise BayesGRPOError(
-            f"progress='compute' needs size_b metadata and a completion_length metric; missing for runs {missing[:8]}"
+            "progress='compute' needs size_b metadata and a completion_length metric; missing for runs "
+            f"{missing[:8]}"
         )
     return (6.0 * size.to_numpy() * 1e9 * samples.to_numpy() * length.to_numpy()) / 1e18  # exaFLOP per step
 

@@ -38,8 +38,8 @@ def data_dir() -> Path:
         if (folder / "runs.csv").is_file():
             return folder
     raise BayesGRPOError(
-        f"bundled data not found (looked in {[str(c) for c in candidates]}); install bayesgrpo from "
-        f"its repository (pip install -e .) or set {DATA_ENV} to the folder holding runs.csv"
+        f"bundled data not found (looked in {[str(c) for c in candidates]}); install bayesgrpo from its "
+        f"repository (pip install -e .) or set {DATA_ENV} to the folder holding runs.csv"
     )
 
 
@@ -113,15 +113,15 @@ def bundled_population(path: str | Path | None = None) -> RewardModel:
     file = Path(path) if path is not None else POPULATION_FILE
     if not file.is_file():
         raise BayesGRPOError(
-            f"no fitted population at {file}; build it with `python -m bayesgrpo.model.datasets --population` "
-            "(about a minute) or pass a model of your own (RewardModel.save)"
+            f"no fitted population at {file}; build it with `python -m bayesgrpo.model.datasets "
+            "--population` (about a minute) or pass a model of your own (RewardModel.save)"
         )
     try:
         return _load_population(str(file), file.stat().st_mtime_ns)
     except ModelConfigError as exc:
         raise BayesGRPOError(
-            f"the shipped population at {file} does not fit this bayesgrpo ({exc}); rebuild it with "
-            "`python -m bayesgrpo.model.datasets --population`"
+            f"the shipped population at {file} does not fit this bayesgrpo ({exc}); rebuild it with `python "
+            "-m bayesgrpo.model.datasets --population`"
         ) from exc
 
 

@@ -342,7 +342,8 @@ def _condition_run(
     finite = np.isfinite(t) & np.isfinite(y) & np.isfinite(noise_scale)
     if not finite.all():
         raise BayesGRPOError(
-            f"{int((~finite).sum())} of {len(t)} points are not finite; read logs with load_runs, which reports them"
+            f"{int((~finite).sum())} of {len(t)} points are not finite; read logs with load_runs, which "
+            "reports them"
         )
     rng = np.random.default_rng(random_seed)
     if len(t) == 0:
@@ -372,8 +373,8 @@ def _condition_run(
     ess = float(1.0 / np.sum(weights**2))
     if pareto_k > PARETO_K_LIMIT:
         warnings.warn(
-            f"live update: importance weights unreliable (Pareto k {pareto_k:.2f} > {PARETO_K_LIMIT}, "
-            f"ESS {ess:.0f} of {n_draws}); the run's data disagree with what the population expects of it "
+            f"live update: importance weights unreliable (Pareto k {pareto_k:.2f} > {PARETO_K_LIMIT}, ESS "
+            f"{ess:.0f} of {n_draws}); the run's data disagree with what the population expects of it "
             "(refit the population with this run for a trustworthy answer)",
             LiveUpdateWarning,
             stacklevel=3,

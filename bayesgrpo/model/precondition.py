@@ -24,7 +24,8 @@ MIN_RUNS_EMPIRICAL = 8
 #: Smallest between-run spread of the second pass, on the unconstrained scales.
 MIN_EMPIRICAL_SD = 0.3
 #: A run is "informed" when its data shrink the sd of both its levels (start, level at the
-#: horizon) to at most this share of the prior's: only those are whitened. A run its data barely pin down (observed for 15% of its
+#: horizon) to at most this share of the prior's: only those are whitened. A run its data barely pin down
+#: (observed for 15% of its
 #: horizon, say) is held by the population, where non-centring suits it; whitened by its own
 #: wide Laplace fit it gave divergences and r_hat 1.1 in the recovery tests.
 MAX_SHRINK_RATIO = 0.7

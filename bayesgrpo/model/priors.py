@@ -3,7 +3,8 @@
 A run's curve is written by its levels (``curves.reward_curve_by_levels``): ``r0``, the reward
 at ``t = 0``, and ``r1``, the reward at ``t = 1`` (the run's horizon for ``progress="step"``),
 plus the family's shape parameters; the asymptote is derived. Every run parameter lives on an
-unconstrained scale: ``r0`` and ``r1`` on the logit of the normalised reward (``y`` in [0, 1], see ``model.data``), ``tau`` and the shape parameters on
+unconstrained scale: ``r0`` and ``r1`` on the logit of the normalised reward (``y`` in [0, 1], see
+``model.data``), ``tau`` and the shape parameters on
 the log of normalised progress (``t`` = 1 at the run's horizon for ``progress="step"``), the
 noise on the log of its scale in normalised reward units. For each curve parameter ``p``:
 

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the graph changes in a way that makes old posteriors meaningless.
-MODEL_FORMAT = 5  # 4: runs normalised by their own range get their own levels (model.build.bounds_from_data); 5: and their own noise level
+# 4: runs normalised by their own range get their own levels (model.build.bounds_from_data);
+# 5: and their own noise level
+MODEL_FORMAT = 5
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
@@ -150,7 +152,8 @@ class RewardModel:
 
     def __repr__(self) -> str:
         state = f"fitted on {self.data.n_runs} runs" if self.data is not None else "not fitted"
-        return f"RewardModel(curve={self.curve!r}, pooling={self.pooling!r}, progress={self.progress!r}; {state})"
+        settings = f"curve={self.curve!r}, pooling={self.pooling!r}, progress={self.progress!r}"
+        return f"RewardModel({settings}; {state})"
 
     # fitting -----------------------------------------------------------------------------
     def build(self, runs: RunsTable, horizon: float | Mapping[str, float] | None = None):
@@ -351,7 +354,9 @@ class RewardModel:
             "n_runs": data.n_runs,
             "n_points": int(data.n_points.sum()),
             "n_cells_fitted": int(data.mask.sum()),
-            "bounds_from_data": [r for r, s in zip(data.run_ids, data.bounds_source, strict=True) if s == "data"],
+            "bounds_from_data": [
+                r for r, s in zip(data.run_ids, data.bounds_source, strict=True) if s == "data"
+            ],
             "covariates_used": [
                 name
                 for name, values in (("log_size", data.log_size), ("log_samples", data.log_samples))
@@ -422,7 +427,8 @@ class RewardModel:
         config = json.loads(attrs["bayesgrpo_config"])
         if config.get("model_format") != MODEL_FORMAT:
             raise ModelConfigError(
-                f"{path} holds a model of format {config.get('model_format')}, this bayesgrpo reads format {MODEL_FORMAT}"
+                f"{path} holds a model of format {config.get('model_format')}, this bayesgrpo reads format "
+                f"{MODEL_FORMAT}"
             )
         model = cls(
             curve=config["curve"],

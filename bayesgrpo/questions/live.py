@@ -106,8 +106,8 @@ class LiveForecaster:
             )
         if self.population.pooling != "partial":
             raise BayesGRPOError(
-                f"a live update needs a population fitted with pooling='partial' (got {self.population.pooling!r}): "
-                "only partial pooling says how a new run relates to the others"
+                "a live update needs a population fitted with pooling='partial' (got "
+                f"{self.population.pooling!r}): only partial pooling says how a new run relates to the others"
             )
 
     def prior_for(self, metadata: Mapping[str, Any]) -> GaussianRunPrior:

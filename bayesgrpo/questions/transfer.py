@@ -122,8 +122,8 @@ def predict_new_run(
         bounds = stated_reward_range(metadata)
         if bounds is None:
             raise BayesGRPOError(
-                "a prediction before the run's first step needs its reward range: give reward_min and reward_max in the "
-                "metadata (e.g. 0 and 1 for an accuracy reward), or pass first_points"
+                "a prediction before the run's first step needs its reward range: give reward_min and "
+                "reward_max in the metadata (e.g. 0 and 1 for an accuracy reward), or pass first_points"
             )
         low, high = bounds
         prior = live.prior_for(metadata)

@@ -86,7 +86,9 @@ def test_planned_horizon(total_steps, expected):
 def test_fold_assignment_mixes_sources_and_balances_folds():
     sources = ["verl"] * 11 + ["unsloth"] * 7 + ["toolformer"] * 4 + ["other"] * 3
     run_ids = [f"r{i:02d}" for i in range(len(sources))]
-    table = _table({r: ([1, 2], [0.0, 1.0]) for r in run_ids}, source=dict(zip(run_ids, sources, strict=True)))
+    table = _table(
+        {r: ([1, 2], [0.0, 1.0]) for r in run_ids}, source=dict(zip(run_ids, sources, strict=True))
+    )
     folds = fold_assignment(table, 5, random_seed=3)
     assert set(folds) == set(run_ids)
     sizes = np.bincount(list(folds.values()), minlength=5)

@@ -53,7 +53,8 @@ def test_import_bayesgrpo_never_imports_transformers_trl_or_torch():
     result = _run(
         """
         import sys
-        import bayesgrpo, bayesgrpo.integrations, bayesgrpo.questions.live, bayesgrpo.questions.stopping, bayesgrpo.logs.readers
+        import bayesgrpo, bayesgrpo.integrations, bayesgrpo.questions.live
+        import bayesgrpo.questions.stopping, bayesgrpo.logs.readers
         bayesgrpo.LiveForecaster, bayesgrpo.PlateauRule, bayesgrpo.load_runs
         heavy = sorted(m for m in ("transformers", "trl", "torch", "accelerate") if m in sys.modules)
         print("HEAVY", heavy)

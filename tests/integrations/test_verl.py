@@ -32,7 +32,12 @@ def verl_metrics() -> list[tuple[int, dict[str, float]]]:
         match = _STEP.match(_ANSI.sub("", line).strip())
         if match:
             names, values, _ = parse_fields(match.group(2))
-            out.append((int(match.group(1)), {n: v for n, v in zip(names, values, strict=True) if isinstance(v, float)}))
+            out.append(
+                (
+                    int(match.group(1)),
+                    {n: v for n, v in zip(names, values, strict=True) if isinstance(v, float)},
+                )
+            )
     return out
 
 

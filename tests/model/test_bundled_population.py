@@ -1,4 +1,4 @@
-"""The population shipped with the package: current, fitted on every bundled run, well mixed where it matters."""
+"""The population shipped with the package: current, fitted on every run, well mixed where it matters."""
 
 from __future__ import annotations
 

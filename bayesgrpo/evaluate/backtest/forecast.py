@@ -217,7 +217,8 @@ def forecast_backtest(
     bad_options = sorted(set(options) - set(BASELINE_FORECASTERS))
     if bad_options:
         raise BacktestError(
-            f"baseline_options for unknown baselines {bad_options}; baselines are {list(BASELINE_FORECASTERS)}"
+            f"baseline_options for unknown baselines {bad_options}; baselines are "
+            f"{list(BASELINE_FORECASTERS)}"
         )
     live: dict[str, LiveForecaster] = {}
     if BAYES_METHOD in methods:

@@ -202,7 +202,8 @@ class _Ensemble:
         _, weights = self.split(theta)
         total = weights.sum(axis=1, keepdims=True)
         out = np.zeros((theta.shape[0], x.size))
-        for k, (family, sl) in enumerate(zip(self.families, self.slices, strict=True)):  # over families, not draws
+        # a loop over families, not draws
+        for k, (family, sl) in enumerate(zip(self.families, self.slices, strict=True)):
             out += weights[:, k : k + 1] * family.fn(x, theta[:, sl])
         return out / total
 

@@ -1,4 +1,7 @@
-"""Least squares of the exponential saturation law of arXiv 2507.18014, ``R(t) = A - (A - R0) exp(-t/tau)``."""
+"""Least squares of the exponential saturation law of arXiv 2507.18014.
+
+The law is ``R(t) = A - (A - R0) exp(-t/tau)``; intervals by residual bootstrap.
+"""
 
 from __future__ import annotations
 

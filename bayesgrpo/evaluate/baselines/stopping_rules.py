@@ -132,7 +132,8 @@ def stop_patience(
     window = check_positive_int("smoothing_window", smoothing_window)
     smoothed = _smooth(rewards, window, smoothing)
     best, wait = -np.inf, 0
-    for step, value in zip(steps, smoothed, strict=True):  # sequential by nature: the state depends on the past
+    # sequential by nature: the state depends on the past
+    for step, value in zip(steps, smoothed, strict=True):
         if value - min_delta > best:
             best, wait = value, 0
         else:

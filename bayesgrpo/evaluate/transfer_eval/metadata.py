@@ -1,4 +1,4 @@
-"""What a held-out run's prediction is told: its metadata for zero-shot, none of it for the population mean."""
+"""What a held-out run's prediction is told: its metadata for zero-shot, none for the population mean."""
 
 from __future__ import annotations
 

@@ -178,8 +178,8 @@ def write_report(
     if history_points > 0:
         per_run.append(
             '<p class="note">Right: what the rule would have said had it run during training. Each cut '
-            "of the run is conditioned on the population live; the band beneath is the most probable "
-            "phase, its opacity that phase's probability."
+            "of the run is conditioned on the population live; the band beneath is the most probable phase, "
+            "its opacity that phase's probability."
             + (
                 " The population was fitted on these runs, so early cuts borrow from each run's own later "
                 "points."
@@ -215,9 +215,9 @@ def write_report(
         )
         parts = [
             (
-                f'<h2>Pooling</h2><p class="note">Shrinkage and size scaling of the partially pooled model, over {which}.'
-                " Levels in normalised reward (0 = a run's lower reward bound, 1 = its upper one), rates in "
-                "normalised progress (1 = a run's horizon).</p>"
+                f'<h2>Pooling</h2><p class="note">Shrinkage and size scaling of the partially pooled model, '
+                f"over {which}. Levels in normalised reward (0 = a run's lower reward bound, 1 = its upper "
+                "one), rates in normalised progress (1 = a run's horizon).</p>"
             )
         ]
         n_pop = model.data.n_runs

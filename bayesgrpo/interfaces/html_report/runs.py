@@ -80,7 +80,8 @@ def planned_horizons(table: RunsTable, horizon: float | Mapping[str, float] | No
         last = float(finite["step"].max())
         if value < last:
             raise BayesGRPOError(
-                f"run {run_id!r} is already at step {last:g}, past its horizon {value:g}; pass a later horizon"
+                f"run {run_id!r} is already at step {last:g}, past its horizon {value:g}; pass a later "
+                "horizon"
             )
         out[run_id] = value
     return out

@@ -170,11 +170,13 @@ def transfer_section(
                     "num",
                 ),
                 html_cell(
-                    f"{fmt_number(t80['median'], 4)} [{fmt_number(t80['lower'], 4)}, {fmt_number(t80['upper'], 4)}]",
+                    f"{fmt_number(t80['median'], 4)} [{fmt_number(t80['lower'], 4)}, "
+                    f"{fmt_number(t80['upper'], 4)}]",
                     "num",
                 ),
                 html_cell(
-                    f"{fmt_number(metadata['reward_min'])} .. {fmt_number(metadata['reward_max'])} ({esc(where)})"
+                    f"{fmt_number(metadata['reward_min'])} .. {fmt_number(metadata['reward_max'])} "
+                    f"({esc(where)})"
                 ),
             ]
         )
@@ -197,9 +199,10 @@ def transfer_section(
         rows,
     )
     note = (
-        '<p class="note">Zero-shot: each curve is the population\'s prediction for a run of that family, task '
-        "and size before its first step (<code>bayesgrpo.questions.transfer.predict_new_run</code>); grey curves are logged "
-        "runs of the same family (and task and reward range, where some match), for context.</p>"
+        '<p class="note">Zero-shot: each curve is the population\'s prediction for a run of that family, '
+        "task and size before its first step (<code>bayesgrpo.questions.transfer.predict_new_run</code>); "
+        "grey curves are logged runs of the same family (and task and reward range, where some match), for "
+        "context.</p>"
     )
     return table_html + note + image
 
@@ -225,7 +228,8 @@ def header_section(table: RunsTable, mode: str) -> str:
     if changes:
         items = "".join(f"<li>{esc(issue)}</li>" for issue in changes)
         lines.append(
-            f"<details open><summary>{len(changes)} repair(s) and drop(s) by the readers</summary><ul>{items}</ul></details>"
+            f"<details open><summary>{len(changes)} repair(s) and drop(s) by the "
+            f"readers</summary><ul>{items}</ul></details>"
         )
     else:
         lines.append('<p class="note">The readers repaired and dropped nothing.</p>')
@@ -234,7 +238,8 @@ def header_section(table: RunsTable, mode: str) -> str:
         lines.append(f"<details><summary>{len(notes)} reader note(s)</summary><ul>{items}</ul></details>")
     if report.sources:
         sources = "".join(
-            f"<li>{esc(a.source)} ({esc(a.format)}): runs {esc(', '.join(a.run_ids))}; read {a.records_read}, kept {a.records_kept}</li>"
+            f"<li>{esc(a.source)} ({esc(a.format)}): runs {esc(', '.join(a.run_ids))}; read "
+            f"{a.records_read}, kept {a.records_kept}</li>"
             for a in report.sources
         )
         lines.append(f"<details><summary>sources</summary><ul>{sources}</ul></details>")
@@ -257,7 +262,8 @@ def summary_table(rows: Sequence[ReportRun], rule: StoppingRule) -> str:
                 html_cell(f"{fmt_number(r.step, 6)} / {fmt_number(r.horizon_step, 6)}", "num"),
                 html_cell(fmt_number(r.reward_now), "num"),
                 html_cell(
-                    f"{fmt_number(r.final_median)} [{fmt_number(r.final_lower)}, {fmt_number(r.final_upper)}]",
+                    f"{fmt_number(r.final_median)} [{fmt_number(r.final_lower)}, "
+                    f"{fmt_number(r.final_upper)}]",
                     "num",
                 ),
                 html_cell(esc(r.decision), r.decision if r.decision in ("stop", "continue") else None),
@@ -322,9 +328,9 @@ def fit_mode_text(model: RewardModel) -> str:
         return "Pooled model fitted on these runs."
     warn = "".join(f'<br><span class="warn">{esc(w)}</span>' for w in d.warnings)
     return (
-        f"Pooled {esc(model.curve)} model (partial pooling) fitted on these runs: {esc(d.sampler)}, {d.chains} chains x "
-        f"{d.draws} draws, {d.seconds:.0f} s, {d.divergences} divergences, max r_hat {d.max_r_hat:.3f}, "
-        f"min bulk ESS {d.min_ess_bulk:.0f}.{warn}"
+        f"Pooled {esc(model.curve)} model (partial pooling) fitted on these runs: {esc(d.sampler)}, "
+        f"{d.chains} chains x {d.draws} draws, {d.seconds:.0f} s, {d.divergences} divergences, max r_hat "
+        f"{d.max_r_hat:.3f}, min bulk ESS {d.min_ess_bulk:.0f}.{warn}"
     )
 
 
@@ -333,6 +339,6 @@ def live_mode_text(population: RewardModel) -> str:
     n = data.n_runs if data is not None else 0
     families = ", ".join(data.families) if data is not None else ""
     return (
-        f"Each run conditioned live on a fitted population ({esc(population.curve)} model, {n} runs; families "
-        f"{esc(families)}) with <code>bayesgrpo.questions.live.LiveForecaster</code>: no refit."
+        f"Each run conditioned live on a fitted population ({esc(population.curve)} model, {n} runs; "
+        f"families {esc(families)}) with <code>bayesgrpo.questions.live.LiveForecaster</code>: no refit."
     )

@@ -73,7 +73,9 @@ def plot_forecast(
     quantiles = sorted({q for mass in intervals for q in (0.5 - mass / 2, 0.5 + mass / 2)} | {0.5})
     forecast = model.forecast(steps=steps, runs=[run_id], quantiles=quantiles, include_noise=include_noise)
     table = forecast.table
-    for mass, alpha in zip(sorted(intervals, reverse=True), np.linspace(0.15, 0.35, len(intervals)), strict=True):
+    for mass, alpha in zip(
+        sorted(intervals, reverse=True), np.linspace(0.15, 0.35, len(intervals)), strict=True
+    ):
         low = np.quantile(forecast.draws.sel(run=run_id).to_numpy(), 0.5 - mass / 2, axis=0)
         high = np.quantile(forecast.draws.sel(run=run_id).to_numpy(), 0.5 + mass / 2, axis=0)
         ax.fill_between(
@@ -325,7 +327,9 @@ def plot_fan(
         )
     steps = np.linspace(0.0, end, n_steps)
     values = reward_at(one, steps)[:, 0, :]
-    for mass, alpha in zip(sorted(intervals, reverse=True), np.linspace(0.15, 0.35, len(intervals)), strict=True):
+    for mass, alpha in zip(
+        sorted(intervals, reverse=True), np.linspace(0.15, 0.35, len(intervals)), strict=True
+    ):
         low, high = np.quantile(values, [0.5 - mass / 2, 0.5 + mass / 2], axis=0)
         ax.fill_between(steps, low, high, color=color, alpha=alpha, linewidth=0, label=f"{mass:.0%} interval")
     ax.plot(steps, values.mean(axis=0), color=color, linewidth=1.5, label="forecast mean")

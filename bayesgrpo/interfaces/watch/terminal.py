@@ -110,7 +110,8 @@ def run(
             statuses = watcher.poll()
             count += 1
             seconds = time.perf_counter() - start
-            title = f"bayesgrpo watch - {time.strftime('%H:%M:%S')} - poll {count} ({seconds * 1000:.0f} ms) - {rule}"
+            clock = time.strftime("%H:%M:%S")
+            title = f"bayesgrpo watch - {clock} - poll {count} ({seconds * 1000:.0f} ms) - {rule}"
             if as_json:
                 stream.write(poll_json(statuses, poll=count, seconds=seconds) + "\n")
                 stream.flush()

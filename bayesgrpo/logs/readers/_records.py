@@ -144,7 +144,8 @@ def _clean_steps(frame: pd.DataFrame, issues: _Issues) -> pd.DataFrame:
             "dropped",
             int((~ok).sum()),
             issues.where(bad[LOC]),
-            f"step is missing, negative, not a whole number or too large (>= 2**63) (found {examples}); record dropped",
+            f"step is missing, negative, not a whole number or too large (>= 2**63) (found {examples}); "
+            "record dropped",
         )
         frame = frame.loc[ok]
         step = step[ok]
@@ -284,8 +285,8 @@ def _long_to_wide(raw: RawRun, frame: pd.DataFrame, issues: _Issues) -> tuple[pd
             "dropped",
             int(superseded.sum()),
             issues.where(locs[superseded]),
-            f"{dup_steps.size} step(s) logged more than once for the same metric (resumed run?), "
-            f"first steps {dup_steps[:5].tolist()}; kept the latest value",
+            f"{dup_steps.size} step(s) logged more than once for the same metric (resumed run?), first "
+            f"steps {dup_steps[:5].tolist()}; kept the latest value",
         )
     del key
     last.sort()  # back to file order for the order check
@@ -343,8 +344,8 @@ def _merge_duplicate_steps(
             "dropped",
             len(superseded),
             issues.where(lost[LOC]),
-            f"{len(steps)} step(s) logged again later (resumed or restarted run), first steps "
-            f"{steps[:5]}; the earlier records were replaced by the later ones",
+            f"{len(steps)} step(s) logged again later (resumed or restarted run), first steps {steps[:5]}; "
+            "the earlier records were replaced by the later ones",
         )
     partial = sorted(conflicts - set(superseded))
     partly_replaced = [i for i in partial if i in contributing and _has_later_duplicate(dup, i)]
@@ -406,7 +407,8 @@ def _merge_alias_gaps(frame: pd.DataFrame, raw: RawRun, rename: dict[str, str], 
                 "info",
                 int(differ.sum()),
                 issues.where(frame.loc[differ, STEP], "step"),
-                f"{source_of[canonical]!r} and {name!r} (both {canonical!r}) differ; kept {source_of[canonical]!r}",
+                f"{source_of[canonical]!r} and {name!r} (both {canonical!r}) differ; kept "
+                f"{source_of[canonical]!r}",
             )
 
 
@@ -425,8 +427,8 @@ def _choose_reward(raw: RawRun, columns: list[str], reward: str | None) -> str:
     raise UnknownMetricError(
         raw.reward_candidates[0] if raw.reward_candidates else "reward",
         columns,
-        f"{raw.source} (none of the default reward metrics {list(raw.reward_candidates)} is "
-        "logged; pass reward='<metric>')",
+        f"{raw.source} (none of the default reward metrics {list(raw.reward_candidates)} is logged; pass "
+        "reward='<metric>')",
     )
 
 
@@ -548,8 +550,8 @@ def tidy_run(raw: RawRun, reward: str | None = None, strict: bool = False) -> Ti
             "info",
             no_reward,
             issues.where(frame.loc[frame["reward"].isna(), STEP], "step"),
-            f"row(s) with other metrics but no {reward_key!r} kept (validation-only steps, say); "
-            "they are not reward points",
+            f"row(s) with other metrics but no {reward_key!r} kept (validation-only steps, say); they are "
+            "not reward points",
         )
     if frame["reward"].notna().sum() == 0:
         raise EmptyLogError(f"metric {reward_key!r} has no finite value", raw.source)

@@ -88,8 +88,8 @@ def read_json_lines(path: Path, strict: bool) -> JsonLines:
                 if strict:
                     if cut:
                         raise TruncatedLogError(
-                            "the last line is not a JSON object and has no line end: the file ends mid-record "
-                            "(cut while being written?); pass strict=False to drop it and report",
+                            "the last line is not a JSON object and has no line end: the file ends "
+                            "mid-record (cut while being written?); pass strict=False to drop it and report",
                             path,
                             f"line {number}",
                         )

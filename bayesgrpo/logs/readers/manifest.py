@@ -123,7 +123,8 @@ def read_manifest(path: Path) -> pd.DataFrame:
         raise MetadataError(f"{path}: manifest lacks column(s) {missing}")
     if frame["run_id"].duplicated().any():
         raise MetadataError(
-            f"{path}: run id(s) listed twice: {sorted(set(frame.loc[frame['run_id'].duplicated(), 'run_id']))}"
+            f"{path}: run id(s) listed twice: "
+            f"{sorted(set(frame.loc[frame['run_id'].duplicated(), 'run_id']))}"
         )
     rows = []
     for record in frame.to_dict("records"):

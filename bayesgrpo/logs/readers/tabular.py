@@ -135,7 +135,7 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
                 "dropped",
                 len(broken),
                 tuple(f"line {n}" for n, _ in broken[:MAX_LOCATIONS]),
-                f"line(s) that are not valid CSV or have another number of cells than the header's "
+                "line(s) that are not valid CSV or have another number of cells than the header's "
                 f"{n_columns} (first: line {broken[0][0]} {broken[0][1]}); dropped",
             )
         )
@@ -147,8 +147,8 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
                 "dropped",
                 1,
                 (f"line {cut_line}",),
-                f"the last line has no line end and {truncated[0][1]}: the file ends mid-line "
-                "(cut while being written?); dropped",
+                f"the last line has no line end and {truncated[0][1]}: the file ends mid-line (cut while "
+                "being written?); dropped",
             )
         )
     if cut_line is not None and last_kept:
@@ -159,8 +159,8 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
                 "info",
                 1,
                 (f"line {cut_line}",),
-                "the last line has no line end: if the file was cut while being written, its last "
-                "value may be cut too (0.03 read as 0.0); kept as read",
+                "the last line has no line end: if the file was cut while being written, its last value "
+                "may be cut too (0.03 read as 0.0); kept as read",
             )
         )
     columns = unique_names(header)
@@ -256,7 +256,8 @@ def _split_off_missing_run_ids(
     where = tuple(f"{label} {loc}" for loc in frame.loc[missing, LOC].head(MAX_LOCATIONS))
     if strict:
         raise MalformedRecordError(
-            f"record has no run id (column {run_column!r}); pass strict=False to drop and report such records",
+            f"record has no run id (column {run_column!r}); pass strict=False to drop and report such "
+            "records",
             path,
             where[0],
         )
@@ -299,8 +300,8 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
     step_column = _pick(frame, columns.pop("step", None), STEP_NAMES, "step", path)
     if step_column is None:
         raise LogReadError(
-            f"no step column (looked for {list(STEP_NAMES)}); pass columns={{'step': '<name>'}}. "
-            f"Columns: {[c for c in frame.columns if c != LOC][:20]}",
+            f"no step column (looked for {list(STEP_NAMES)}); pass columns={{'step': '<name>'}}. Columns: "
+            f"{[c for c in frame.columns if c != LOC][:20]}",
             path,
         )
     run_column = _pick(

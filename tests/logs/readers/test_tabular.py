@@ -464,7 +464,8 @@ def test_bug_record_without_run_id_is_lost_silently(tmp_path):
     path = write(
         tmp_path,
         "t.jsonl",
-        '{"run_id": "a", "step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n{"run_id": "a", "step": 3, "reward": 0.3}\n',
+        '{"run_id": "a", "step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n{"run_id": "a", "step": 3, '
+        '"reward": 0.3}\n',
     )
     table = load(path)
     assert table.report.records_read == 3 and table.report.records_dropped == 1

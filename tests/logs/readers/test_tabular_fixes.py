@@ -97,13 +97,15 @@ NO_RUN_ID = [
     (
         "jsonl missing key",
         "t.jsonl",
-        '{"run_id": "a", "step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n{"run_id": "b", "step": 3, "reward": 0.3}\n',
+        '{"run_id": "a", "step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n{"run_id": "b", "step": 3, '
+        '"reward": 0.3}\n',
         "line 2",
     ),
     (
         "jsonl null",
         "t.jsonl",
-        '{"run_id": "a", "step": 1, "reward": 0.1}\n{"run_id": null, "step": 2, "reward": 0.2}\n{"run_id": "b", "step": 3, "reward": 0.3}\n',
+        '{"run_id": "a", "step": 1, "reward": 0.1}\n{"run_id": null, "step": 2, "reward": 0.2}\n{"run_id": '
+        '"b", "step": 3, "reward": 0.3}\n',
         "line 2",
     ),
     ("csv blank cell", "t.csv", "run_id,step,reward\na,1,0.1\n ,2,0.2\nb,3,0.3\n", "line 3"),

@@ -645,7 +645,10 @@ def test_trl_event_file(tmp_path):
             "train/epoch": np.linspace(0.05, 0.6, n),
         }
     )
-    args = '{"output_dir": "out", "learning_rate": 5e-06, "num_train_epochs": 1.0, "max_steps": 60, "logging_steps": 5, "num_generations": 8, "per_device_train_batch_size": 8}'
+    args = (
+        '{"output_dir": "out", "learning_rate": 5e-06, "num_train_epochs": 1.0, "max_steps": 60, '
+        '"logging_steps": 5, "num_generations": 8, "per_device_train_batch_size": 8}'
+    )
     config = '{"_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "model_type": "qwen2"}'
     folder = tmp_path / "runs" / "Nov21_02-00-00_host"
     write_tensorboard(folder, points, text={"args": args, "model_config": config})

@@ -364,7 +364,8 @@ GOLDEN_NEW_CONFIG = {
             "use_kl_loss": True,
         },
         "model": {
-            "path": "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B-Instruct/snapshots/7ae557604adf67be50417f59c2c2f167def9a775",
+            "path": "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B-Instruct/snapshots/"
+            "7ae557604adf67be50417f59c2c2f167def9a775",
             "use_remove_padding": True,
         },
         "rollout": {"n": 5, "name": "vllm", "temperature": 1.0, "val_kwargs": {"n": 1, "temperature": 0}},
@@ -385,7 +386,8 @@ GOLDEN_NEW_CONFIG = {
 }
 GOLDEN_NEW_COMMAND = (
     "++ python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_batch_size=8 "
-    "actor_rollout_ref.rollout.n=5 actor_rollout_ref.actor.optim.lr=1e-6 trainer.total_epochs=2 'trainer.logger=[console]'"
+    "actor_rollout_ref.rollout.n=5 actor_rollout_ref.actor.optim.lr=1e-6 trainer.total_epochs=2 "
+    "'trainer.logger=[console]'"
 )
 
 
@@ -769,7 +771,8 @@ def test_garbage_and_ansi_lines_are_not_records(tmp_path):
         "2025-06-18 16:49:37,692\tWARNING services.py:411 -- Found multiple active Ray instances",
         "\x1b[31mTraceback (most recent call last): \ufffd\ufffd nonsense step: - :",
         step_line(1, train_metrics(1, 0.1)),
-        "\x1b[36m(WorkerDict pid=679237)\x1b[0m kwargs: {'n': 5, 'logprobs': 0}\x1b[32m [repeated 7x across cluster]\x1b[0m",
+        "\x1b[36m(WorkerDict pid=679237)\x1b[0m kwargs: {'n': 5, 'logprobs': 0}\x1b[32m [repeated 7x across "
+        "cluster]\x1b[0m",
         "(main_task pid=54569) Let's solve this equation step by step:",
         step_line(2, train_metrics(2, 0.2)),
         "\x1b[1m\x1b[32m127.0.0.1:8265 \x1b[39m\x1b[22m",

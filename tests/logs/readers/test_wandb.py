@@ -282,7 +282,8 @@ def test_single_frame_is_one_run_named_after_the_file(tmp_path):
     path = write_wandb_csv(tmp_path / "export.csv", frame)
     assert (
         path.read_text().split("\n")[0]
-        == '"Step","export - reward","export - reward__MIN","export - reward__MAX","export - kl","export - kl__MIN","export - kl__MAX"'
+        == '"Step","export - reward","export - reward__MIN","export - reward__MAX","export - kl","export - '
+        'kl__MIN","export - kl__MAX"'
     )
     table = load(path, format="wandb-csv")
     assert table.run_ids == ["export"] and table.run("export")["reward"].tolist() == [0.1, 0.2, 0.3]

@@ -186,8 +186,8 @@ def read_tensorboard(source: Source, options: ReadOptions) -> list[RawRun]:
                 "info",
                 1,
                 (where,),
-                f"the writer restarted at step {step} (SessionLog START, a resumed run): TensorBoard would hide "
-                f"earlier values at steps >= {step}; here steps logged again keep their latest value",
+                f"the writer restarted at step {step} (SessionLog START, a resumed run): TensorBoard would "
+                f"hide earlier values at steps >= {step}; here steps logged again keep their latest value",
             )
         )
     n_values = len(scan.values)
@@ -197,8 +197,8 @@ def read_tensorboard(source: Source, options: ReadOptions) -> list[RawRun]:
             ", ".join(f"{p.kind} {p.count} ({p.locations[0]})" for p in scan.problems.values()) or "none"
         )
         raise EmptyLogError(
-            f"no scalar summary in {len(paths)} event file(s): {scan.events} event(s) decoded; "
-            f"non-scalar data: {found}; records dropped: {dropped}",
+            f"no scalar summary in {len(paths)} event file(s): {scan.events} event(s) decoded; non-scalar "
+            f"data: {found}; records dropped: {dropped}",
             label,
         )
     tags = list(scan.tags)

@@ -1,4 +1,4 @@
-"""Run metadata from TRL logs: the trainer's start banner, ``trainer_state.json``'s top level, the summary row.
+"""Run metadata from TRL logs: the start banner, ``trainer_state.json``'s top level, the summary row.
 
 :class:`BannerParser` reads transformers' ``***** Running training *****`` block and Unsloth's
 banner (console and notebooks); :func:`state_metadata` reads the top-level keys of a
