@@ -52,6 +52,7 @@ logger = logging.getLogger("backtest")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line of the backtest benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--folds", type=int, default=5, help="K of the K-fold population fits (number of runs: LOO)"
@@ -363,6 +364,7 @@ def calibration_section(table, populations, args: argparse.Namespace) -> list[st
 
 
 def stopping_rules() -> dict:
+    """The stopping rules the backtest compares, by label."""
     from bayesgrpo.evaluate.backtest import FixedFraction, MedianPruning, Patience
     from bayesgrpo.questions.stopping import PlateauRule
 
@@ -405,6 +407,7 @@ def dominance(front: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_frontier(front: pd.DataFrame, path: Path, title: str) -> None:
+    """Draw the stopping frontier (steps saved against reward given up) to ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -508,6 +511,7 @@ def plot_frontier(front: pd.DataFrame, path: Path, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the forecast and stopping backtests and write their results."""
     args = parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(name)s: %(message)s"

@@ -139,6 +139,7 @@ def stopping_comparison(loo: pd.DataFrame, kfold: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Check the backtests under strict leave-one-run-out populations and write the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--cache", type=Path, required=True, help="transfer_eval cache folder of leave_one_run_out"

@@ -23,6 +23,7 @@ from bayesgrpo.model.reward_model import RewardModel
 
 
 def main() -> None:
+    """Time one log-density and gradient evaluation on the backend named on the command line."""
     mode = sys.argv[1] if len(sys.argv) > 1 else "FAST_RUN"
     warnings.simplefilter("ignore")
     model = RewardModel().build(load_bundled(warn=False))

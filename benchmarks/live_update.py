@@ -60,6 +60,7 @@ def nuts_refit(prior, t, y, scale, draws: int, seed: int) -> np.ndarray:
 
 
 def main() -> None:
+    """Time live updates on every bundled run and compare them with a NUTS refit."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--held-out", type=int, default=10)
     parser.add_argument("--draws", type=int, default=500, help="population fit draws (and tune) per chain")

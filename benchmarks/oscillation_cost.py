@@ -20,6 +20,7 @@ from bayesgrpo.questions import diagnostics
 
 
 def main() -> None:
+    """Time the oscillation detector on the bundled runs."""
     warnings.simplefilter("ignore")
     table = load_bundled(warn=False)
     seconds, flagged, first = [], [], None

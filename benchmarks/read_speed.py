@@ -69,6 +69,7 @@ def measure(target: str, fmt: str = "") -> dict[str, float]:
 
 
 def make_verl(path: Path, n_lines: int) -> Path:
+    """Write a verl console log of ``n_lines`` step lines to ``path``."""
     from bayesgrpo.logs.writers.verl import write_large_verl_console
 
     if not path.exists():
@@ -83,6 +84,7 @@ def make_verl(path: Path, n_lines: int) -> Path:
 
 
 def make_tensorboard(folder: Path, target_mib: int) -> Path:
+    """Write a TensorBoard run of about ``target_mib`` MiB to ``folder``."""
     from bayesgrpo.logs.writers.tensorboard import write_large_tensorboard
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -100,6 +102,7 @@ def make_tensorboard(folder: Path, target_mib: int) -> Path:
 
 
 def main() -> None:
+    """Time the readers on large generated logs and write the results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small synthetic files (smoke run)")
     args = parser.parse_args()

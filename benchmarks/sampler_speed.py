@@ -47,6 +47,7 @@ print(json.dumps(d, default=float))
 
 
 def run(sampler: str, args: argparse.Namespace, seed: int) -> dict:
+    """Fit the bundled runs with one sampler and seed in a subprocess; its timings and diagnostics."""
     completed = subprocess.run(
         [
             sys.executable,
@@ -70,6 +71,7 @@ def run(sampler: str, args: argparse.Namespace, seed: int) -> dict:
 
 
 def main() -> None:
+    """Compare the samplers' ESS per second on the bundled runs and write the results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samplers", nargs="+", default=["nutpie", "pymc", "numpyro", "advi", "pathfinder"])
     parser.add_argument("--curve", default=DEFAULT_CURVE)

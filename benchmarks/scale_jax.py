@@ -25,6 +25,7 @@ RESULTS = HERE / "results"
 
 
 def main() -> None:
+    """Fit a simulated population of the size asked for and report time and diagnostics."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--steps", type=int, default=200, help="planned steps per simulated run")

@@ -54,6 +54,7 @@ logger = logging.getLogger("transfer_eval")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line of the transfer benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folds", type=int, default=5, help="K of the K-fold split (number of runs: LOO)")
     parser.add_argument(
@@ -147,6 +148,7 @@ def verdict(gains: pd.DataFrame) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Fit the held-out populations, score transfer and write the results."""
     args = parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(name)s: %(message)s"

@@ -34,6 +34,7 @@ write_trainer_state(tmp / "trainer_state.json", csv.iloc[:900], max_steps=1000)
 
 
 def timed(f, n=5):
+    """Median seconds of ``n`` calls of ``f``."""
     out = []
     for _ in range(n):
         t = time.perf_counter()

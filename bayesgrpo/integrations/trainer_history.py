@@ -199,6 +199,7 @@ def trainer_metadata(args: Any) -> dict[str, Any]:
 
 
 def positive_or_none(value: Any) -> float | None:
+    """``value`` as a float when it is a positive finite number, else None."""
     if isinstance(value, bool):
         return None
     try:

@@ -253,11 +253,13 @@ class BayesStopCallback(TrainerCallback):
     # -- events ----------------------------------------------------------------------------
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Forget the forecasts of a previous ``train()`` call."""
         self._train_logs = 0
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
+        """Forecast the run from the trainer's log history every ``every`` logs; log, advise or stop."""
         from bayesgrpo.logs.readers.trl.metadata import is_eval, is_summary
 
         if logs is None or is_eval(logs) or is_summary(logs):

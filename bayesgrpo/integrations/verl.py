@@ -188,6 +188,7 @@ class BayesStopHook:
 
     @property
     def live(self) -> LiveForecaster:
+        """The live forecaster, made on first use from ``prior``."""
         if self._live is None:
             from bayesgrpo.questions.live import live_forecaster
 

@@ -114,14 +114,17 @@ class ReadReport:
 
     @property
     def records_read(self) -> int:
+        """Records read from every source."""
         return sum(a.records_read for a in self.sources)
 
     @property
     def records_kept(self) -> int:
+        """Records kept from every source."""
         return sum(a.records_kept for a in self.sources)
 
     @property
     def records_dropped(self) -> int:
+        """Records dropped from every source."""
         return sum(a.records_dropped for a in self.sources)
 
     @property

@@ -56,10 +56,12 @@ class Standardizer:
     scale: float
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
+        """Standardise ``values`` with the stored mean and scale."""
         return (np.asarray(values, dtype=float) - self.centre) / self.scale
 
     @classmethod
     def fit(cls, values: np.ndarray) -> Standardizer:
+        """The standardiser of ``values`` (their mean and standard deviation, 1 when constant)."""
         finite = np.asarray(values, dtype=float)
         finite = finite[np.isfinite(finite)]
         if finite.size == 0:
@@ -128,6 +130,7 @@ class ModelData:
 
     @property
     def n_runs(self) -> int:
+        """Number of runs."""
         return len(self.run_ids)
 
     def to_reward(self, y: np.ndarray, run_axis: int = -2) -> np.ndarray:

@@ -46,6 +46,7 @@ def per_run(value: Any, n_runs: int, name: str) -> np.ndarray:
 
 
 def frozen_array(array: np.ndarray) -> np.ndarray:
+    """A read-only float copy of ``array``."""
     array = np.array(array, dtype=float)
     array.setflags(write=False)
     return array
@@ -237,10 +238,12 @@ class CurveDraws:
 
     @property
     def n_draws(self) -> int:
+        """Number of posterior draws ``S``."""
         return int(self.params["r0"].shape[0])
 
     @property
     def n_runs(self) -> int:
+        """Number of runs ``R``."""
         return int(self.params["r0"].shape[1])
 
     @property

@@ -95,6 +95,7 @@ class GaussianRunPrior:
 
     @property
     def dim(self) -> int:
+        """Number of parameters of the run."""
         return len(self.names)
 
     @cached_property

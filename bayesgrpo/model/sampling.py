@@ -44,9 +44,11 @@ class FitDiagnostics:
 
     @property
     def ess_per_second(self) -> float:
+        """Minimum bulk effective sample size per second of sampling."""
         return self.min_ess_bulk / max(self.seconds, 1e-9)
 
     def to_dict(self) -> dict[str, Any]:
+        """The diagnostics as a JSON-serialisable dict."""
         return asdict(self)
 
 

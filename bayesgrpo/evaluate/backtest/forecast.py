@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 def forecaster_for(
     population: RewardModel | LiveForecaster, n_draws: int, seed: int | None
 ) -> LiveForecaster:
+    """The live forecaster of a population (a fitted RewardModel is wrapped, a forecaster kept)."""
     from bayesgrpo.questions.live import LiveForecaster
 
     if isinstance(population, LiveForecaster):

@@ -114,10 +114,12 @@ def prepare_prefix(steps: np.ndarray, rewards: np.ndarray, target_steps: np.ndar
 
 
 def base_info(prefix: Prefix) -> dict[str, Any]:
+    """The record every forecast's ``info`` starts from: horizon, points used and points dropped."""
     return {"horizon": prefix.horizon, "n_points": int(prefix.steps.size), "n_dropped": prefix.n_dropped}
 
 
 def check_positive_int(name: str, value: int, minimum: int = 1) -> int:
+    """``value`` as an int, checked to be at least ``minimum``."""
     if int(value) < minimum:
         raise BaselineInputError(f"{name} must be at least {minimum}, got {value}")
     return int(value)

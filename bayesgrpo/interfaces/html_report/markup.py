@@ -48,6 +48,7 @@ def esc(value: Any) -> str:
 
 
 def fmt_number(value: Any, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits, or a dash when it is missing."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -66,6 +67,7 @@ def fmt_text(value: Any) -> str | None:
 
 
 def img_tag(png: bytes, alt: str) -> str:
+    """An inline ``<img>`` of a PNG (base64 ``data:`` URI)."""
     return f'<img src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}" alt="{esc(alt)}">'
 
 
@@ -77,4 +79,5 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def html_cell(html_text: str, cls: str | None = None) -> str:
+    """One ``<td>`` cell, with a class when given."""
     return f'<td class="{cls}">{html_text}</td>' if cls else f"<td>{html_text}</td>"

@@ -88,6 +88,7 @@ def planned_horizons(table: RunsTable, horizon: float | Mapping[str, float] | No
 
 
 def recent_reward(table: RunsTable) -> dict[str, float]:
+    """Each run's reward now: the mean of its last :data:`RECENT_POINTS` logged rewards."""
     out = {}
     for run_id, frame in table.points.groupby("run_id", sort=False):
         reward = frame.sort_values("step")["reward"].to_numpy(dtype=float)

@@ -131,6 +131,7 @@ def transfer_section(
     dpi: int,
     random_seed: int | None,
 ) -> str:
+    """The transfer section: zero-shot predictions for new runs of each family, with logged runs as context."""
     from bayesgrpo.interfaces import plotting
     from bayesgrpo.questions.stopping import steps_to_fraction
     from bayesgrpo.questions.transfer import predict_new_run
@@ -208,6 +209,7 @@ def transfer_section(
 
 
 def header_section(table: RunsTable, mode: str) -> str:
+    """The page header: what was read, from where, and how the forecasts were made."""
     report = table.report
     formats = sorted({a.format for a in report.sources})
     lines = [
@@ -247,6 +249,7 @@ def header_section(table: RunsTable, mode: str) -> str:
 
 
 def summary_table(rows: Sequence[ReportRun], rule: StoppingRule) -> str:
+    """The summary table: one row a run, linked to its section."""
     body = []
     for r in rows:
         k_flag = (
@@ -293,6 +296,7 @@ def run_anchor(run_id: str) -> str:
 
 
 def diagnostics_section(table: RunsTable, fitted: Any) -> str:
+    """The diagnostics section: every finding of every run, worst first."""
     from bayesgrpo.questions.diagnostics import diagnose
 
     findings = diagnose(table, fitted)
@@ -323,6 +327,7 @@ def diagnostics_section(table: RunsTable, fitted: Any) -> str:
 
 
 def fit_mode_text(model: RewardModel) -> str:
+    """How the forecasts were made when the model was fitted on these runs."""
     d = model.diagnostics
     if d is None:
         return "Pooled model fitted on these runs."
@@ -335,6 +340,7 @@ def fit_mode_text(model: RewardModel) -> str:
 
 
 def live_mode_text(population: RewardModel) -> str:
+    """How the forecasts were made when each run was conditioned live on a population."""
     data = population.data
     n = data.n_runs if data is not None else 0
     families = ", ".join(data.families) if data is not None else ""

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 
 def pyplot() -> Any:
+    """``matplotlib.pyplot``, imported on first use (Agg unless a display or a notebook is there)."""
     import matplotlib
 
     if (
@@ -83,6 +84,7 @@ def short_label(text: str, width: int = 40) -> str:
 
 
 def known_value(value: Any) -> bool:
+    """Whether a metadata value is known (not None, NaN, empty or the unknown label)."""
     import pandas as pd
 
     return (
@@ -106,6 +108,7 @@ def family_colors(families: Sequence[Any]) -> dict[str, Any]:
 
 
 def family_of(value: Any) -> str:
+    """A run's family as a label (the unknown label when the metadata leave it unknown)."""
     return str(value) if known_value(value) else UNKNOWN_LABEL
 
 

@@ -64,6 +64,7 @@ class FileStamp:
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def same_file(self, other: FileStamp | None) -> bool:
+        """Whether ``other`` stamps the same file (device and inode) as this one."""
         return other is not None and (self.device, self.inode) == (other.device, other.inode)
 
 
@@ -200,6 +201,7 @@ class LogFollower:
 
     @property
     def label(self) -> str:
+        """The source's label as the read report shows it."""
         return self.source.label
 
     @property
@@ -311,6 +313,7 @@ class LogFollower:
 
 
 def short_error(exc: BaseException) -> str:
+    """An exception as one short line for the status table."""
     text = str(exc)
     return text if len(text) <= 160 else text[:157] + "..."
 

@@ -100,6 +100,7 @@ class RunStatus:
 
 
 def finite_or_none(value: Any) -> float | None:
+    """``value`` as a float when finite, else None (JSON has no NaN)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -170,6 +171,7 @@ class Watcher:
 
     @property
     def followers(self) -> list[LogFollower]:
+        """The followers of every target, in the order the targets were given."""
         return [f for target in self._targets for f in target.followers.values()]
 
     @property

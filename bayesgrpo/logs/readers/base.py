@@ -53,6 +53,7 @@ class Source:
 
     @property
     def label(self) -> str:
+        """The file read, or the folder of a TensorBoard run's event files."""
         if len(self.paths) == 1:
             return str(self.paths[0])
 

@@ -109,6 +109,7 @@ NUMPY_OPS = _NumpyOps()
 
 
 def is_tensor(x: Any) -> bool:
+    """Whether ``x`` is a PyTensor variable."""
     if "pytensor" not in sys.modules:  # no tensor can exist before pytensor is imported
         return False
     from pytensor.graph.basic import Variable

@@ -66,9 +66,11 @@ class Trend:
     n: int
 
     def rising(self, alpha: float = TREND_ALPHA) -> bool:
+        """Whether the series rises significantly (one-sided Mann-Kendall at ``alpha``)."""
         return self.tau > 0 and self.p_increase < alpha
 
     def falling(self, alpha: float = TREND_ALPHA) -> bool:
+        """Whether the series falls significantly (one-sided Mann-Kendall at ``alpha``)."""
         return self.tau < 0 and self.p_decrease < alpha
 
 
@@ -117,18 +119,22 @@ def trend(steps: Any, values: Any) -> Trend:
 
 
 def edge_count(n: int) -> int:
+    """Points in a start or end level: :data:`EDGE_FRACTION` of ``n``, at least :data:`EDGE_MIN_POINTS`."""
     return min(n, max(EDGE_MIN_POINTS, math.ceil(EDGE_FRACTION * n)))
 
 
 def start_level(y: np.ndarray) -> float:
+    """The series' start level: the median of its first :func:`edge_count` points."""
     return float(np.median(y[: edge_count(len(y))]))
 
 
 def end_level(y: np.ndarray) -> float:
+    """The series' end level: the median of its last :func:`edge_count` points."""
     return float(np.median(y[-edge_count(len(y)) :]))
 
 
 def smoothed(y: np.ndarray) -> np.ndarray:
+    """A rolling median over ``len(y) // SMOOTH_DIVISOR`` points (at least 3)."""
     window = max(3, len(y) // SMOOTH_DIVISOR)
     return pd.Series(y).rolling(window, center=True, min_periods=1).median().to_numpy()
 
@@ -142,11 +148,13 @@ def noise_level(y: np.ndarray) -> float:
 
 
 def last_half(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The second half of a series, by step."""
     start = len(x) // 2
     return x[start:], y[start:]
 
 
 def trend_evidence(prefix: str, tr: Trend) -> dict[str, float]:
+    """A trend's statistics as evidence entries named with ``prefix``."""
     return {
         f"{prefix}_slope": tr.slope,
         f"{prefix}_change": tr.change,

@@ -54,6 +54,7 @@ def checked_steps(cd: CurveDraws, step_now: Any, horizon_step: Any) -> tuple[np.
 
 
 def check_prob(value: float, name: str) -> float:
+    """``value`` as a float, checked to lie strictly between 0 and 1."""
     value = float(value)
     if not 0.0 < value < 1.0:
         raise BayesGRPOError(f"{name} must lie strictly between 0 and 1; got {value:g}.")
@@ -61,6 +62,7 @@ def check_prob(value: float, name: str) -> float:
 
 
 def check_eps(eps: float) -> float:
+    """``eps`` as a float, checked to be finite and at least 0."""
     eps = float(eps)
     if not (math.isfinite(eps) and eps >= 0):
         raise BayesGRPOError(f"eps must be a finite number >= 0 (a gain in reward units); got {eps:g}.")
@@ -68,6 +70,7 @@ def check_eps(eps: float) -> float:
 
 
 def check_fractions(fractions: Sequence[float]) -> np.ndarray:
+    """Fractions of the gain as an array, each checked to lie strictly between 0 and 1."""
     q = np.atleast_1d(np.asarray(fractions, dtype=float))
     if q.ndim != 1 or q.size == 0 or not np.all((q > 0) & (q < 1)):
         raise BayesGRPOError(f"fractions of the gain must lie strictly between 0 and 1; got {list(q)}.")
@@ -101,6 +104,7 @@ def remaining_gain(cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> n
 
 
 def eps_per_run(cd: CurveDraws, eps: float, relative: bool) -> np.ndarray:
+    """``eps`` per run in reward units: relative to each run's reward range when ``relative``."""
     eps = check_eps(eps)
     return eps * cd.reward_scale if relative else np.full(cd.n_runs, eps)
 

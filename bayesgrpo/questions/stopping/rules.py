@@ -74,6 +74,7 @@ class Decision:
 
     @property
     def stop(self) -> bool:
+        """Whether the decision is to stop."""
         return self.decision == "stop"
 
 

@@ -130,6 +130,7 @@ class ProgressTable:
 
     @property
     def is_step_table(self) -> bool:
+        """Whether the table's first column is the step (a training progress table)."""
         return bool(self.header) and self.header[0] in STEP_HEADERS
 
 
@@ -166,6 +167,7 @@ def _parse_table(html: str, cell: int, banner: BannerParser) -> ProgressTable | 
 
 
 def load_notebook(path: Path) -> dict[str, Any]:
+    """The notebook as JSON; a file that is not one raises a :class:`LogReadError` saying where."""
     text = read_text_file(path)
     if not text.strip():
         raise EmptyLogError("empty notebook file", path)

@@ -46,4 +46,5 @@ def _json_object(text: str | None) -> dict[str, Any] | None:
 
 
 def is_number(value: Any) -> bool:
+    """Whether a JSON value is a number (bools excluded)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)

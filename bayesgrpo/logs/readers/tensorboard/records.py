@@ -134,11 +134,13 @@ class EventScan:
     problems: dict[str, _Problem] = field(default_factory=dict)
 
     def problem(self, kind: str) -> _Problem:
+        """The tally of one kind of problem, made on first use."""
         if kind not in self.problems:
             self.problems[kind] = _Problem(kind)
         return self.problems[kind]
 
     def count_non_scalar(self, kind: str, tag: str | None) -> None:
+        """Count an event whose value is not a scalar (histograms, images, text), by kind and tag."""
         self.non_scalar[kind] += 1
         if tag is not None:
             shown = self.non_scalar_tags.setdefault(kind, [])
@@ -147,6 +149,7 @@ class EventScan:
 
     @property
     def dropped(self) -> int:
+        """Records dropped over the whole scan."""
         return sum(p.count for p in self.problems.values())
 
 
@@ -437,6 +440,7 @@ def read_batch(
 
 
 def report_corrupt(scan: EventScan, name: str, start: int, resumed: int | None, size: int = 0) -> None:
+    """Report the bytes skipped after a corrupt record, and where reading resumed."""
     if resumed is not None:
         detail = (
             f"bytes {start} to {resumed} of {name} ({resumed - start} bytes) hold no valid record "

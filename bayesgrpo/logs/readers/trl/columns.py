@@ -101,6 +101,7 @@ def is_number(value: Any) -> bool:
 
 
 def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number (bools excluded), else None."""
     if not is_number(value):
         return None
     try:

@@ -104,6 +104,7 @@ class BannerParser:
 
 
 def state_metadata(top: Mapping[str, Any], source: str) -> tuple[dict[str, Any], list[ReadIssue]]:
+    """Run metadata from the top level of a ``trainer_state.json``, with the values that were odd."""
     metadata: dict[str, Any] = {}
     odd: list[str] = []
     for key, name in STATE_METADATA.items():
@@ -167,4 +168,5 @@ def summary_metadata(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def banner_metadata(banner: BannerParser) -> dict[str, Any]:
+    """The metadata the start banner stated."""
     return dict(banner.fields)

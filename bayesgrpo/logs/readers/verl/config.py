@@ -327,6 +327,7 @@ class MetadataScanner:
         return out
 
     def issues(self, source: str) -> list[ReadIssue]:
+        """The reader-level problems the scanner met, as report entries."""
         out: list[ReadIssue] = []
         if self.summaries.count:
             out.append(

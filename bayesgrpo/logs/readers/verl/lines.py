@@ -262,6 +262,7 @@ class Tally:
         self.examples: list[str] = []
 
     def add(self, line: int, count: int = 1, example: str | None = None) -> None:
+        """Count ``count`` problems at ``line``, keeping the first locations and examples."""
         self.count += count
         if len(self.lines) < MAX_LOCATIONS:
             self.lines.append(line)
@@ -269,4 +270,5 @@ class Tally:
             self.examples.append(example[:80])
 
     def locations(self) -> tuple[str, ...]:
+        """The first locations, as the read report words them."""
         return tuple(f"line {n}" for n in self.lines)
