@@ -7,6 +7,7 @@ found, where (file, line, step), and what to do about it.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 
@@ -66,8 +67,6 @@ class UnknownMetricError(BayesGRPOError, KeyError):
     """
 
     def __init__(self, name: str, available: list[str], where: str | None = None):
-        import difflib
-
         self.name = name
         self.available = sorted(available)
         close = difflib.get_close_matches(name, self.available, n=3, cutoff=0.5)

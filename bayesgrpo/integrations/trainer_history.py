@@ -16,13 +16,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
+from bayesgrpo.errors import EmptyLogError, UnknownMetricError
+from bayesgrpo.logs.readers import ReadOptions, Source, merge_metadata
+from bayesgrpo.logs.readers._records import tidy_run
+from bayesgrpo.logs.readers.trl.columns import STATE_EXTRA, STATE_METADATA, TRL_REWARD_CANDIDATES, trl_run
+from bayesgrpo.logs.readers.trl.metadata import state_metadata
 from bayesgrpo.logs.readers.trl.state import history_store
+from bayesgrpo.logs.report import ReadReport
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.questions.stopping import prob_gain_below, reward_at
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.questions.live import LiveUpdate
     from bayesgrpo.questions.stopping import Decision
 
@@ -87,14 +95,6 @@ def log_history_table(
     UnknownMetricError
         ``reward_key`` names no logged metric, or no default reward metric is logged.
     """
-    from bayesgrpo.errors import EmptyLogError, UnknownMetricError
-    from bayesgrpo.logs.readers import ReadOptions, Source
-    from bayesgrpo.logs.readers._records import tidy_run
-    from bayesgrpo.logs.readers.trl.columns import TRL_REWARD_CANDIDATES, trl_run
-    from bayesgrpo.logs.readers.trl.metadata import state_metadata
-    from bayesgrpo.logs.report import ReadReport
-    from bayesgrpo.logs.table import RunsTable
-
     stated, issues = state_metadata(dict(state_values or {}), HISTORY_SOURCE)
     filed = history_store(log_history, keep, exclude_prefix=PREFIX)
     store, dropped = filed.store, len(filed.not_objects)
@@ -152,10 +152,6 @@ def _cached_runs_frame(
 
 
 def _build_runs_frame(stated: dict[str, Any], given: dict[str, Any]) -> tuple[pd.DataFrame, list[Any]]:
-    import pandas as pd
-
-    from bayesgrpo.logs.readers import merge_metadata
-    from bayesgrpo.logs.table import coerce_metadata
 
     run_id = stated["run_id"]
     merged, notes = merge_metadata(pd.DataFrame([stated]), {run_id: given} if given else None)
@@ -166,8 +162,6 @@ def forecast_keys(reward_key: str | None = None) -> frozenset[str]:
     """The logged metrics a live update reads: the reward (``reward_key`` or the TRL defaults)
     and the completion length (the ``compute`` progress axis).
     """
-    from bayesgrpo.logs.readers.trl.columns import TRL_REWARD_CANDIDATES
-
     rewards = (reward_key,) if reward_key else TRL_REWARD_CANDIDATES
     return frozenset((*rewards, "completions/mean_length", "completion_length"))
 
@@ -211,8 +205,6 @@ def positive_or_none(value: Any) -> float | None:
 
 def state_values(state: Any) -> dict[str, Any]:
     """The top-level ``TrainerState`` values the TRL reader turns into metadata."""
-    from bayesgrpo.logs.readers.trl.columns import STATE_EXTRA, STATE_METADATA
-
     values = {key: getattr(state, key, None) for key in (*STATE_METADATA, *STATE_EXTRA)}
     if positive_or_none(values.get("max_steps")) is None:
         values["max_steps"] = None  # 0 before training starts: unknown, not a horizon of 0
@@ -253,8 +245,6 @@ def forecast_metrics(
         ``bayesgrpo/forecast_final_low``, ``bayesgrpo/forecast_final_high``, ``bayesgrpo/stop``,
         as Python floats.
     """
-    from bayesgrpo.questions.stopping import prob_gain_below, reward_at
-
     draws = update.curve_draws
     p_plateau = prob_gain_below(draws, update.step, update.horizon_step, eps=eps, relative=relative)[0]
     final = reward_at(draws, [update.horizon_step])[:, 0, 0]

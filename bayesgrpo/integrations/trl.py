@@ -57,6 +57,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "https://download.pytorch.org/whl/cpu`)"
     ) from exc
 
+import pandas as pd
+
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.integrations.trainer_history import (
     FORECAST_INTERVAL,
@@ -70,14 +72,18 @@ from bayesgrpo.integrations.trainer_history import (
     state_values,
     trainer_metadata,
 )
+from bayesgrpo.logs.readers.trl.metadata import is_eval, is_summary
 from bayesgrpo.logs.readers.trl.state import history_store
+from bayesgrpo.model.datasets import bundled_population
+from bayesgrpo.model.laplace import single_threaded_blas
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import PlateauRule
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
+    from bayesgrpo.questions.live import LiveUpdate
     from bayesgrpo.questions.stopping import Decision, StoppingRule
 
 logger = logging.getLogger(__name__)
@@ -90,11 +96,7 @@ logger = logging.getLogger(__name__)
 
 def resolve_prior(prior: str | Path | RewardModel | None) -> RewardModel:
     """The population a live update starts from: the bundled one, a saved file, or a model."""
-    from bayesgrpo.model.reward_model import RewardModel
-
     if prior is None:
-        from bayesgrpo.model.datasets import bundled_population
-
         return bundled_population()
     if isinstance(prior, (str, Path)):
         return RewardModel.load(prior)
@@ -199,8 +201,6 @@ class BayesStopCallback(TrainerCallback):
                 f"prior file {prior} does not exist; pass a file written by RewardModel.save, or None"
             )
         if prior is not None and not isinstance(prior, (str, Path)):
-            from bayesgrpo.model.reward_model import RewardModel
-
             if not isinstance(prior, RewardModel):
                 raise BayesGRPOError(
                     f"prior must be None, a path or a RewardModel; got {type(prior).__name__}"
@@ -260,8 +260,6 @@ class BayesStopCallback(TrainerCallback):
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
         """Forecast the run from the trainer's log history every ``every`` logs; log, advise or stop."""
-        from bayesgrpo.logs.readers.trl.metadata import is_eval, is_summary
-
         if logs is None or is_eval(logs) or is_summary(logs):
             return control
         self._train_logs += 1
@@ -339,7 +337,6 @@ class BayesStopCallback(TrainerCallback):
                 "no horizon: state.max_steps is not set; pass BayesStopCallback(horizon=<the step the run "
                 "ends at>)"
             )
-        from bayesgrpo.model.laplace import single_threaded_blas
 
         with single_threaded_blas():
             update = forecaster.update(table, horizon=horizon)
@@ -368,7 +365,6 @@ class BayesStopCallback(TrainerCallback):
         if self._forecaster is None:
             if self._load_error is not None:
                 raise BayesGRPOError(f"the prior could not be loaded: {self._load_error}")
-            from bayesgrpo.questions.live import LiveForecaster
 
             try:
                 self._forecaster = LiveForecaster(
@@ -394,8 +390,6 @@ class BayesStopCallback(TrainerCallback):
 
     def history_frame(self) -> pd.DataFrame:
         """The updates as a table: step, horizon, points, the logged metrics, decision, reason."""
-        import pandas as pd
-
         rows = [
             {
                 "step": record.step,

@@ -42,9 +42,12 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.logs.readers.verl.config import metadata_from_config
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.questions.live import live_forecaster
+from bayesgrpo.questions.stopping import PlateauRule
 
 if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
     from bayesgrpo.questions.stopping import Decision, StoppingRule
 
@@ -138,8 +141,6 @@ class BayesStopHook:
         random_seed: int | None = 1,
     ) -> None:
         if rule is None:
-            from bayesgrpo.questions.stopping import PlateauRule
-
             rule = PlateauRule(eps=0.01, prob=0.9, relative=True)
         if int(min_points) < 1 or int(every) < 1:
             raise BayesGRPOError(f"min_points and every must be at least 1; got {min_points} and {every}")
@@ -173,8 +174,6 @@ class BayesStopHook:
         is ``trainer.experiment_name``. Keyword arguments go to the constructor (``metadata``
         given there wins).
         """
-        from bayesgrpo.logs.readers.verl.config import metadata_from_config
-
         plain = _plain(config)
         stated = metadata_from_config(plain)
         trainer = plain.get("trainer", {}) if isinstance(plain.get("trainer"), dict) else {}
@@ -190,8 +189,6 @@ class BayesStopHook:
     def live(self) -> LiveForecaster:
         """The live forecaster, made on first use from ``prior``."""
         if self._live is None:
-            from bayesgrpo.questions.live import live_forecaster
-
             self._live = live_forecaster(self.prior, self.random_seed)
         return self._live
 
@@ -206,8 +203,6 @@ class BayesStopHook:
 
     def table(self) -> RunsTable:
         """The rewards received so far as a one-run table (what the population is conditioned on)."""
-        from bayesgrpo.logs.table import RunsTable, coerce_metadata
-
         steps = sorted(self.points)
         points = pd.DataFrame(
             {

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.errors import BayesGRPOError, MetadataError, UnknownMetricError
 from bayesgrpo.logs.report import ReadReport
 
 #: Columns every points table has, in this order.
@@ -69,8 +70,6 @@ def coerce_metadata(frame: pd.DataFrame) -> pd.DataFrame:
     MetadataError
         When a value of a typed column cannot be converted (``size_b="big"``).
     """
-    from bayesgrpo.errors import MetadataError
-
     out = frame.copy()
     for name, dtype in METADATA_DTYPES.items():
         if name not in out.columns:
@@ -142,8 +141,6 @@ class RunsTable:
     def run(self, run_id: str) -> pd.DataFrame:
         """The points of one run, with the metric columns it has values in."""
         if run_id not in set(self.run_ids):
-            from bayesgrpo.errors import BayesGRPOError
-
             raise BayesGRPOError(f"no run {run_id!r}; runs are {self.run_ids}")
         frame = self.points[self.points["run_id"] == run_id]
         return frame.dropna(axis=1, how="all").reset_index(drop=True)
@@ -159,14 +156,10 @@ class RunsTable:
         if run_ids is not None:
             unknown = set(run_ids) - set(self.run_ids)
             if unknown:
-                from bayesgrpo.errors import BayesGRPOError
-
                 raise BayesGRPOError(f"unknown run ids {sorted(unknown)}")
             keep &= self.runs["run_id"].isin(run_ids)
         for name, value in metadata.items():
             if name not in self.runs.columns:
-                from bayesgrpo.errors import UnknownMetricError
-
                 raise UnknownMetricError(name, list(self.runs.columns), "the run metadata")
             keep &= self.runs[name] == value
         runs = self.runs[keep.fillna(False).astype(bool)].reset_index(drop=True)

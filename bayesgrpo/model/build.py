@@ -39,8 +39,10 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc_extras.prior import Prior
 
+from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.data import UNKNOWN, ModelData
+from bayesgrpo.model.precondition import run_laplace
 from bayesgrpo.model.priors import LEVEL_PARAMS, curve_params
 
 POOLINGS: tuple[str, ...] = ("partial", "none", "complete")
@@ -321,8 +323,6 @@ def _whitened_block(
     dict
         Parameter name (``r0``, ..., ``log_sigma``) -> (run index, values).
     """
-    from bayesgrpo.model.precondition import run_laplace
-
     candidates = np.flatnonzero(centered["levels"])
     if candidates.size == 0:
         return {}
@@ -361,8 +361,6 @@ def parametrisation(
     whitened = np.zeros(data.n_runs, dtype=bool)
     candidates = np.flatnonzero(centered["levels"])
     if whiten and candidates.size:
-        from bayesgrpo.model.precondition import run_laplace
-
         whitened[candidates[run_laplace(data, curve, priors, candidates, noise_floor=noise_floor)[2]]] = True
     labels = {}
     for i, run_id in enumerate(data.run_ids):
@@ -413,8 +411,6 @@ def create_reward_model(
         ``nu``, and the Potential ``loglike``.
     """
     if pooling not in POOLINGS:
-        from bayesgrpo.errors import BayesGRPOError
-
         raise BayesGRPOError(f"pooling={pooling!r}; choose one of {POOLINGS}")
     family_spec = get_curve(curve)
     params = curve_params(curve)

@@ -12,13 +12,11 @@ import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.table import RunsTable
-
-if TYPE_CHECKING:
-    from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.model.reward_model import ModelConfigError, RewardModel
 
 #: Environment variable that points at another copy of the bundled data folder.
 DATA_ENV = "BAYESGRPO_DATA"
@@ -65,8 +63,6 @@ def load_bundled(reward: str | None = None, warn: bool = True) -> RunsTable:
     >>> table = load_bundled()  # doctest: +SKIP
     >>> table.summary()[["run_id", "family", "size_b", "n_points"]]  # doctest: +SKIP
     """
-    from bayesgrpo.logs.readers import load_runs
-
     return load_runs(data_dir(), reward=reward, warn=warn)
 
 
@@ -80,8 +76,6 @@ POPULATION_FIT = {"draws": 500, "tune": 1000, "chains": 2, "random_seed": 202611
 
 @functools.cache
 def _load_population(path: str, mtime_ns: int) -> RewardModel:
-    from bayesgrpo.model.reward_model import RewardModel
-
     return RewardModel.load(path)
 
 
@@ -108,8 +102,6 @@ def bundled_population(path: str | Path | None = None) -> RewardModel:
         When the file is missing, or was written by a version of bayesgrpo whose model format
         differs (``python -m bayesgrpo.model.datasets --population`` rebuilds it).
     """
-    from bayesgrpo.model.reward_model import ModelConfigError
-
     file = Path(path) if path is not None else POPULATION_FILE
     if not file.is_file():
         raise BayesGRPOError(
@@ -130,8 +122,6 @@ def fit_bundled_population(path: str | Path = POPULATION_FILE, *, progressbar: b
 
     Uses :data:`POPULATION_FIT` (a fixed seed), so the shipped file is reproducible.
     """
-    from bayesgrpo.model.reward_model import RewardModel
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     model = RewardModel(pooling="partial").fit(

@@ -21,6 +21,7 @@ import numpy as np
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.curves import CURVES, asymptote_from_levels, get_curve
+from bayesgrpo.model.data import UPDATES_BEFORE_STEP as updates_before_step
 
 if TYPE_CHECKING:
     from bayesgrpo.model.data import ModelData
@@ -194,8 +195,6 @@ class CurveDraws:
             Levels in reward units, ``step_scale = progress_scale / step_to_progress``,
             ``reward_scale = upper - lower``, the data's horizons and run ids.
         """
-        from bayesgrpo.model.data import UPDATES_BEFORE_STEP as updates_before_step
-
         curve = infer_curve(draws) if curve is None else curve
         family = get_curve(curve)
         lower = np.asarray(data.lower, dtype=float)

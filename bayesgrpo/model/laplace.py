@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+import arviz as az
 import numpy as np
 from scipy import optimize, special, stats
 from threadpoolctl import ThreadpoolController
@@ -355,7 +356,6 @@ def _condition_run(
 
     mode, cov = laplace_fit(prior, t, y, noise_scale)
     location = mode
-    import arviz as az
 
     for _ in range(ADAPT_ROUNDS):
         theta, log_w = _importance_draws(prior, t, y, noise_scale, location, cov, n_draws, rng)

@@ -15,6 +15,7 @@ import numpy as np
 from pymc_extras.prior import Prior
 
 from bayesgrpo.model.data import ModelData
+from bayesgrpo.model.laplace import GaussianRunPrior, laplace_fit
 from bayesgrpo.model.priors import curve_params
 
 #: Student-t degrees of freedom of the preconditioning fits (robust to the odd spike).
@@ -69,8 +70,6 @@ def run_laplace(
     informed : ndarray of bool, shape (len(index),)
         Whether the run's data pin its levels down (``MAX_SHRINK_RATIO``).
     """
-    from bayesgrpo.model.laplace import GaussianRunPrior, laplace_fit
-
     names = (*curve_params(curve), "log_sigma")
     centres, scales = zip(*(_weak_prior(priors, name) for name in names), strict=True)
     weak = GaussianRunPrior(

@@ -30,6 +30,7 @@ never mutated. A name that matches nothing raises, listing the valid names.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -124,8 +125,6 @@ def merge_priors(curve: str, given: Mapping[str, Any] | None) -> dict[str, Prior
         return priors
     unknown = sorted(set(given) - set(priors))
     if unknown:
-        import difflib
-
         hints = {name: difflib.get_close_matches(name, list(priors), n=1) for name in unknown}
         hint_text = "; ".join(f"{name!r} -> did you mean {h[0]!r}?" for name, h in hints.items() if h)
         raise BayesGRPOError(

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import arviz as az
 import numpy as np
@@ -22,15 +22,13 @@ import xarray as xr
 from bayesgrpo._version import __version__
 from bayesgrpo.errors import BayesGRPOError, ModelConfigError, NotFittedError
 from bayesgrpo.logs.table import RunsTable
-from bayesgrpo.model.build import covariate_used
+from bayesgrpo.model.build import covariate_used, create_reward_model, parametrisation
 from bayesgrpo.model.curves import CURVES, DEFAULT_CURVE, get_curve
 from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
+from bayesgrpo.model.draws import CurveDraws
 from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
 from bayesgrpo.model.priors import merge_priors, priors_from_dict, priors_to_dict
 from bayesgrpo.model.sampling import DEFAULT_SAMPLER, FitDiagnostics, sample_model
-
-if TYPE_CHECKING:
-    from bayesgrpo.model.draws import CurveDraws
 
 logger = logging.getLogger(__name__)
 
@@ -158,8 +156,6 @@ class RewardModel:
     # fitting -----------------------------------------------------------------------------
     def build(self, runs: RunsTable, horizon: float | Mapping[str, float] | None = None):
         """Prepare the data and build (not sample) the PyMC model; returns the ``pymc.Model``."""
-        from bayesgrpo.model.build import create_reward_model
-
         self.data = prepare(
             runs,
             progress=self.progress,
@@ -311,8 +307,6 @@ class RewardModel:
         bayesgrpo.questions.stopping.CurveDraws
             Levels in reward units, steps mapped to the model's progress, each run's horizon.
         """
-        from bayesgrpo.model.draws import CurveDraws
-
         idata, data = self._require_fit()
         return CurveDraws.from_model_data(run_draws(idata.posterior, self.curve), data, self.curve)
 
@@ -372,7 +366,6 @@ class RewardModel:
         """How many runs are sampled whitened, centred or non-centred (``model.build.parametrisation``)."""
         if self.pooling != "partial":
             return {self.pooling: data.n_runs}
-        from bayesgrpo.model.build import parametrisation
 
         labels = parametrisation(
             data, self.curve, self.priors, self.centered_min_snr, self.noise_floor, self.whiten

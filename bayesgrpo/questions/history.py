@@ -24,11 +24,13 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model.laplace import LiveUpdateWarning
+from bayesgrpo.questions.live import LiveForecaster
+from bayesgrpo.questions.stopping import PlateauRule, phase
 
 if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.live import LiveForecaster
     from bayesgrpo.questions.stopping import StoppingRule
 
 logger = logging.getLogger(__name__)
@@ -61,8 +63,6 @@ HISTORY_COLUMNS: tuple[str, ...] = (
 
 def default_rule() -> StoppingRule:
     """The rule of the CLI's ``stop`` command: ``P(gain < 1% of the reward range) >= 0.9``."""
-    from bayesgrpo.questions.stopping import PlateauRule
-
     return PlateauRule(eps=0.01, prob=0.9, relative=True)
 
 
@@ -152,11 +152,6 @@ def stop_history(
         More or less than one run, a run without a finite reward, a step before its first point,
         or a horizon before its last cut.
     """
-    from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.laplace import LiveUpdateWarning
-    from bayesgrpo.questions.live import LiveForecaster
-    from bayesgrpo.questions.stopping import phase
-
     if len(run_table.runs) != 1:
         raise BayesGRPOError(
             f"stop_history takes one run; got {len(run_table.runs)} (select one with table.select([run_id]))"

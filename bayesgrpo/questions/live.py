@@ -26,8 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.build import OTHER_LEVEL, effect_levels
+from bayesgrpo.model.data import UNKNOWN, prepare
+from bayesgrpo.model.datasets import bundled_population
 from bayesgrpo.model.laplace import (
     PARETO_K_LIMIT,
     GaussianRunPrior,
@@ -38,13 +42,14 @@ from bayesgrpo.model.laplace import (
     laplace_fit,
     single_threaded_blas,
 )
+from bayesgrpo.model.predict import new_run_draws
 from bayesgrpo.model.priors import curve_params
+from bayesgrpo.model.reward_model import NotFittedError, RewardModel
+from bayesgrpo.questions.stopping import CurveDraws
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.data import ModelData
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.stopping import CurveDraws
 
 
 __all__ = [
@@ -99,8 +104,6 @@ class LiveForecaster:
 
     def __post_init__(self) -> None:
         if self.population.idata is None or self.population.data is None:
-            from bayesgrpo.model.reward_model import NotFittedError
-
             raise NotFittedError(
                 "LiveForecaster needs a fitted population model (RewardModel.fit or RewardModel.load)"
             )
@@ -119,9 +122,6 @@ class LiveForecaster:
         range (:meth:`update`), and it gets the population's levels of such runs
         (``model.build.bounds_from_data``).
         """
-        from bayesgrpo.model.build import effect_levels
-        from bayesgrpo.model.predict import new_run_draws
-
         data = self.population.data
         assert data is not None and self.population.idata is not None
         family = _text(metadata.get("family"))
@@ -177,9 +177,6 @@ class LiveForecaster:
         -------
         LiveUpdate
         """
-        from bayesgrpo.model.data import prepare
-        from bayesgrpo.questions.stopping import CurveDraws
-
         if len(run.runs) != 1:
             raise BayesGRPOError(f"update takes one run; got {len(run.runs)} (select one with table.select)")
         population = self.population
@@ -330,8 +327,6 @@ class LiveUpdate:
 
 def _text(value: Any) -> str | None:
     """A metadata value as text, None when missing (None, NaN, pd.NA, empty)."""
-    import pandas as pd
-
     if value is None or (not isinstance(value, str) and bool(pd.isna(value))):
         return None
     text = str(value)
@@ -362,9 +357,6 @@ def _level(
     """The effect level of a run's family/task: its own, ``(other)`` for a fitted rare level,
     the value itself (a new level) when never fitted, None when unknown.
     """
-    from bayesgrpo.model.build import OTHER_LEVEL
-    from bayesgrpo.model.data import UNKNOWN
-
     if value is None or value == UNKNOWN:
         return None
     if value in effect_names:
@@ -385,11 +377,7 @@ def live_forecaster(population: Any = None, random_seed: int | None = 1) -> Live
         used as it is.
     random_seed : int, optional
     """
-    from bayesgrpo.model.reward_model import RewardModel
-
     if population is None:
-        from bayesgrpo.model.datasets import bundled_population
-
         population = bundled_population()
     elif isinstance(population, (str, Path)):
         population = RewardModel.load(population)

@@ -28,7 +28,11 @@ import pandas as pd
 from scipy import special
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.build import bounds_from_data, effect_grouping, run_location
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve
+from bayesgrpo.model.precondition import run_laplace
+from bayesgrpo.model.priors import LEVEL_PARAMS, curve_params
+from bayesgrpo.model.reward_model import NotFittedError
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -40,8 +44,6 @@ __all__ = ["Scaling", "laplace_modes", "param_label", "scaling_table", "shrinkag
 
 def shrinkage_params(curve: str) -> tuple[str, ...]:
     """Parameters :func:`shrinkage_table` and :func:`scaling_table` accept for a curve family."""
-    from bayesgrpo.model.priors import curve_params
-
     return (*curve_params(curve), "asymptote")
 
 
@@ -55,8 +57,6 @@ def param_label(param: str) -> str:
 
 def _check(model: RewardModel, param: str) -> None:
     if model.idata is None or model.data is None:
-        from bayesgrpo.model.reward_model import NotFittedError
-
         raise NotFittedError("a fitted model is needed (RewardModel.fit or RewardModel.load)")
     valid = shrinkage_params(model.curve)
     if param not in valid:
@@ -77,8 +77,6 @@ def _natural(curve: str, param: str, theta: Mapping[str, np.ndarray]) -> np.ndar
 
 def _needed(curve: str, param: str) -> tuple[str, ...]:
     """The unconstrained run parameters a parameter is computed from."""
-    from bayesgrpo.model.priors import curve_params
-
     return curve_params(curve) if param == "asymptote" else (param,)
 
 
@@ -96,9 +94,6 @@ def _run_values(model: RewardModel, names: tuple[str, ...]) -> dict[str, np.ndar
 
 def _group_effect(model: RewardModel, name: str, dim: str) -> np.ndarray:
     """Each run's fitted group effect (family or task) of a parameter, (S, R); 0 where none."""
-    from bayesgrpo.model.build import effect_grouping
-    from bayesgrpo.model.priors import LEVEL_PARAMS
-
     assert model.idata is not None and model.data is not None
     data, posterior = model.data, model.idata.posterior
     n_samples = posterior.sizes["chain"] * posterior.sizes["draw"]
@@ -116,8 +111,6 @@ def _locations(
     """Each run's population location on the unconstrained scale, (S, R), as ``model.build``:
     mean + family and task effects + size slope x size + the start's pull.
     """
-    from bayesgrpo.model.build import bounds_from_data, run_location
-
     assert model.idata is not None and model.data is not None
     posterior, data = model.idata.posterior, model.data
     size = np.where(np.isfinite(data.log_size), data.log_size, 0.0)
@@ -157,12 +150,7 @@ def laplace_modes(model: RewardModel) -> dict[str, np.ndarray]:
         shape parameters and ``log_sigma``. Reuse them across :func:`shrinkage_table` calls
         (one fit per run, about 0.05 s each).
     """
-    from bayesgrpo.model.precondition import run_laplace
-    from bayesgrpo.model.priors import curve_params
-
     if model.data is None:
-        from bayesgrpo.model.reward_model import NotFittedError
-
         raise NotFittedError("a fitted model is needed (RewardModel.fit or RewardModel.load)")
     order = (*curve_params(model.curve), "log_sigma")
     # one run per call: fewer than MIN_RUNS_EMPIRICAL runs keeps run_laplace to the weak prior
@@ -310,8 +298,6 @@ def scaling_table(
     -------
     Scaling
     """
-    from bayesgrpo.model.build import bounds_from_data
-
     _check(model, param)
     assert model.data is not None and model.idata is not None
     data, posterior = model.data, model.idata.posterior

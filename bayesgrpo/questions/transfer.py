@@ -23,12 +23,16 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.data import UPDATES_BEFORE_STEP
+from bayesgrpo.model.laplace import condition_run, condition_start
+from bayesgrpo.model.predict import quantile_columns
+from bayesgrpo.questions.live import LiveForecaster, metadata_number, stated_reward_range
+from bayesgrpo.questions.stopping import CurveDraws, reward_at
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.laplace import RunPosterior
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.stopping import CurveDraws
 
 
 @dataclass(frozen=True)
@@ -102,12 +106,6 @@ def predict_new_run(
         Without ``first_points`` and a reward range; for ``initial_reward`` or
         ``initial_reward_sd`` that are given but not numbers, or a non-positive error.
     """
-    from bayesgrpo.model.data import UPDATES_BEFORE_STEP
-    from bayesgrpo.model.laplace import condition_run, condition_start
-    from bayesgrpo.model.predict import quantile_columns
-    from bayesgrpo.questions.live import LiveForecaster, metadata_number, stated_reward_range
-    from bayesgrpo.questions.stopping import CurveDraws, reward_at
-
     if population.progress != "step":
         raise BayesGRPOError(
             f"transfer predicts on progress='step' populations; this one uses {population.progress!r}"

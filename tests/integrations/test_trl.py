@@ -452,14 +452,10 @@ def test_no_horizon_is_a_clear_failure(trl_module):
 
 
 def test_the_prior_is_loaded_lazily_once_by_its_kind(trl_module, monkeypatch, tmp_path):
-    import bayesgrpo.model.datasets
-    import bayesgrpo.questions.live
     from bayesgrpo.model.reward_model import RewardModel
 
     loads: list[Any] = []
-    monkeypatch.setattr(
-        bayesgrpo.model.datasets, "bundled_population", lambda: loads.append("bundled") or "POP"
-    )
+    monkeypatch.setattr(trl_module, "bundled_population", lambda: loads.append("bundled") or "POP")
     monkeypatch.setattr(RewardModel, "load", classmethod(lambda cls, path: loads.append(Path(path)) or "POP"))
 
     class Forecaster(ScriptedForecaster):
@@ -467,7 +463,7 @@ def test_the_prior_is_loaded_lazily_once_by_its_kind(trl_module, monkeypatch, tm
             assert population == "POP" and random_seed == 0
             super().__init__(tau=0.9)
 
-    monkeypatch.setattr(bayesgrpo.questions.live, "LiveForecaster", Forecaster)
+    monkeypatch.setattr(trl_module, "LiveForecaster", Forecaster)
     saved = tmp_path / "pop.nc"
     saved.write_text("")
     for prior, expected in ((None, "bundled"), (saved, saved), (str(saved), saved)):
@@ -481,15 +477,13 @@ def test_the_prior_is_loaded_lazily_once_by_its_kind(trl_module, monkeypatch, tm
 
 
 def test_a_prior_that_fails_to_load_is_not_retried(trl_module, monkeypatch):
-    import bayesgrpo.model.datasets
-
     calls = []
 
     def missing() -> Any:
         calls.append(1)
         raise BayesGRPOError("no fitted population")
 
-    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", missing)
+    monkeypatch.setattr(trl_module, "bundled_population", missing)
     cb = trl_module.BayesStopCallback(every=1, min_points=1)
     state, args = FakeState(), GRPOConfig()
     for step in (1, 2, 3):

@@ -18,6 +18,7 @@ from bayesgrpo.evaluate.backtest.cuts import BacktestError, planned_horizon, run
 from bayesgrpo.evaluate.backtest.forecast import live_forecasters, logged_reward_draws
 from bayesgrpo.evaluate.backtest.smoothing import rolling_mean, smoothing_window
 from bayesgrpo.evaluate.backtest.stopping import check_indices, update_at_check
+from bayesgrpo.questions.stopping import prob_gain_below
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +64,6 @@ def stop_probability_calibration(
         drawn with their noise and smoothed like the reference, so that noise the reference keeps
         is not counted against the model. ``progress`` is the check's share of the run's step span.
     """
-    from bayesgrpo.questions.stopping import prob_gain_below
-
     if not 0.0 < check_every_fraction < 1.0:
         raise BacktestError(f"check_every_fraction must lie in (0, 1); got {check_every_fraction}")
     live = live_forecasters(populations, table.run_ids, n_draws, random_seed)

@@ -9,16 +9,13 @@ are visited in.
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import BacktestError, BayesGRPOError
-
-if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
-
+from bayesgrpo.logs.table import RunsTable
 
 #: Name of the Bayesian model among the methods of :func:`forecast_backtest`.
 BAYES_METHOD = "bayesgrpo"
@@ -120,8 +117,6 @@ def planned_horizon(run: RunsTable) -> float:
 
 def prefix_table(run: RunsTable, observed: pd.DataFrame) -> RunsTable:
     """The run's table holding only its observed points (metadata unchanged)."""
-    from bayesgrpo.logs.table import RunsTable
-
     run_id = str(run.runs["run_id"].iloc[0])
     points = run.points[(run.points["run_id"] == run_id) & run.points["step"].isin(observed["step"])]
     return RunsTable(points=points.reset_index(drop=True), runs=run.runs, report=run.report)

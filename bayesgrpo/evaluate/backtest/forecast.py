@@ -17,7 +17,6 @@ from bayesgrpo.evaluate import scores
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.live import LiveForecaster
 
 
 from bayesgrpo.evaluate.backtest.cuts import (
@@ -34,6 +33,10 @@ from bayesgrpo.evaluate.backtest.cuts import (
     run_points,
     run_seed,
 )
+from bayesgrpo.evaluate.baselines import BASELINE_FORECASTERS
+from bayesgrpo.model.laplace import LiveUpdateWarning
+from bayesgrpo.questions.live import LiveForecaster
+from bayesgrpo.questions.stopping import reward_at
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +49,6 @@ def forecaster_for(
     population: RewardModel | LiveForecaster, n_draws: int, seed: int | None
 ) -> LiveForecaster:
     """The live forecaster of a population (a fitted RewardModel is wrapped, a forecaster kept)."""
-    from bayesgrpo.questions.live import LiveForecaster
-
     if isinstance(population, LiveForecaster):
         return population
     return LiveForecaster(population, n_draws=int(n_draws), random_seed=seed)
@@ -57,8 +58,6 @@ def _bayes_forecast(
     live: LiveForecaster, run: RunsTable, cut: float, target_steps: np.ndarray, seed: int | None
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Draws (S, N) of the observed reward at ``target_steps`` and the update's diagnostics."""
-    from bayesgrpo.model.laplace import LiveUpdateWarning
-
     run_id = str(run.runs["run_id"].iloc[0])
     points = run_points(run, run_id)
     observed = points[points["step"] <= cut]
@@ -76,8 +75,6 @@ def logged_reward_draws(update: Any, steps: np.ndarray, seed: int | None) -> np.
     """Draws (S, N) of the logged reward at ``steps`` after a live update: the curve plus one
     logged point's noise, sigma (normalised units, noise floor included) x Student-t(nu).
     """
-    from bayesgrpo.questions.stopping import reward_at
-
     cd, posterior = update.curve_draws, update.posterior
     mean = reward_at(cd, np.asarray(steps, dtype=float))[:, 0, :]
     sigma = posterior.natural()["sigma"] * float(cd.reward_scale[0])
@@ -208,8 +205,6 @@ def forecast_backtest(
         leaves fewer than :data:`MIN_OBSERVED` observed points, no held-out point, or a run
         with a constant reward is skipped (logged).
     """
-    from bayesgrpo.evaluate.baselines import BASELINE_FORECASTERS
-
     methods = list(methods)
     unknown = [m for m in methods if m != BAYES_METHOD and m not in BASELINE_FORECASTERS]
     if unknown:

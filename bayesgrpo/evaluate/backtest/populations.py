@@ -11,10 +11,10 @@ import numpy as np
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.reward_model import RewardModel
 
 
 from bayesgrpo.evaluate.backtest.cuts import BacktestError
+from bayesgrpo.model.reward_model import RewardModel
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +133,6 @@ def held_out_populations(
     dict
         ``run_id -> fitted RewardModel`` for the runs of every group (a group shares one object).
     """
-    from bayesgrpo.model.reward_model import RewardModel
-
     populations: dict[str, RewardModel] = {}
     for i, (name, held) in enumerate(groups.items()):
         held_set = set(held)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from bayesgrpo.questions.live import LiveForecaster
 
 
+from bayesgrpo.evaluate import baselines
 from bayesgrpo.evaluate.backtest.cuts import (
     SMOOTHING_FRACTION,
     UPDATE_ERRORS,
@@ -34,6 +35,7 @@ from bayesgrpo.evaluate.backtest.cuts import (
 )
 from bayesgrpo.evaluate.backtest.forecast import live_forecasters
 from bayesgrpo.evaluate.backtest.smoothing import reward_given_up, smoothed_reward
+from bayesgrpo.model.laplace import LiveUpdateWarning
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +140,6 @@ def _peer_runs(table: RunsTable, run_id: str, peers: str) -> list[tuple[np.ndarr
 def _baseline_stop(
     rule: Any, table: RunsTable, run_id: str, steps: np.ndarray, rewards: np.ndarray
 ) -> float | None:
-    from bayesgrpo.evaluate import baselines
-
     n = len(steps)
     if isinstance(rule, FixedFraction):
         stop = baselines.stop_fixed_fraction(steps, float(steps[-1]), rule.fraction)
@@ -170,8 +170,6 @@ def update_at_check(
     is no answer: a single point (it says nothing about a slope) or an update that failed
     (logged).
     """
-    from bayesgrpo.model.laplace import LiveUpdateWarning
-
     if i + 1 < 2:
         return None
     try:

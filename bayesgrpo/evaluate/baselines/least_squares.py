@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.optimize import least_squares
 
 from bayesgrpo.evaluate.baselines.base import BaselineInputError, Prefix
 
@@ -108,8 +109,6 @@ def fit_least_squares(
     upper: np.ndarray,
 ) -> tuple[np.ndarray, float]:
     """Best least-squares fit over several starts (scipy's dogbox trust region, in a box)."""
-    from scipy.optimize import least_squares
-
     r0_row = np.array([r0])
 
     def residual(theta: np.ndarray) -> np.ndarray:

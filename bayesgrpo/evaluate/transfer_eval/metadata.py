@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from bayesgrpo.questions.live import stated_reward_range
+
 if TYPE_CHECKING:
     pass
 
@@ -32,8 +34,6 @@ def known_reward_bounds(metadata: Mapping[str, Any]) -> tuple[float, float] | No
     -------
     (float, float) or None
     """
-    from bayesgrpo.questions.live import stated_reward_range
-
     return stated_reward_range(metadata)
 
 

@@ -30,12 +30,16 @@ if TYPE_CHECKING:
     from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.questions.transfer import TransferPrediction
 
+from bayesgrpo.evaluate.baselines import forecast_exp_least_squares
 from bayesgrpo.evaluate.transfer_eval.metadata import (
     known_reward_bounds,
     population_mean_metadata,
     prefix_label,
     zero_shot_metadata,
 )
+from bayesgrpo.model.laplace import PARETO_K_LIMIT, LiveUpdateWarning
+from bayesgrpo.questions.stopping import reward_at
+from bayesgrpo.questions.transfer import predict_new_run
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +96,6 @@ def observed_reward_draws(
     -------
     ndarray, shape (S, N)
     """
-    from bayesgrpo.questions.stopping import reward_at
-
     cd, posterior = prediction.curve_draws, prediction.posterior
     mean = reward_at(cd, np.asarray(target_steps, dtype=float))[:, 0, :]
     sigma = posterior.natural()["sigma"] * float(cd.reward_scale[0])
@@ -160,9 +162,6 @@ def _predict(
     first_points: RunsTable | None = None,
 ) -> tuple[np.ndarray, str]:
     """Draws of the logged reward at ``target`` and a status; NaN draws when the prediction fails."""
-    from bayesgrpo.model.laplace import PARETO_K_LIMIT, LiveUpdateWarning
-    from bayesgrpo.questions.transfer import predict_new_run
-
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LiveUpdateWarning)
@@ -218,8 +217,6 @@ def transfer_scores(
         constant reward are skipped, and prefix windows leaving fewer than
         :data:`backtest.MIN_OBSERVED` observed points.
     """
-    from bayesgrpo.evaluate.baselines import forecast_exp_least_squares
-
     prefixes = [float(p) for p in prefixes]
     for p in prefixes:
         if not 0.0 < p < 1.0:

@@ -17,10 +17,11 @@ from bayesgrpo.errors import BayesGRPOError
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.questions.stopping import StoppingRule
 
 
+from bayesgrpo._version import __version__
+from bayesgrpo.interfaces import plotting
 from bayesgrpo.interfaces.html_report.markup import CSS, esc, img_tag
 from bayesgrpo.interfaces.html_report.runs import planned_horizons, run_rows, split_by_run
 from bayesgrpo.interfaces.html_report.sections import (
@@ -34,6 +35,13 @@ from bayesgrpo.interfaces.html_report.sections import (
     transfer_section,
     transfer_specs,
 )
+from bayesgrpo.logs.readers import load_runs
+from bayesgrpo.model.laplace import LiveUpdateWarning
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.questions.history import default_rule, stop_history
+from bayesgrpo.questions.live import LiveForecaster
+from bayesgrpo.questions.shrinkage import laplace_modes
+from bayesgrpo.questions.stopping import PlateauRule, steps_to_fraction
 
 logger = logging.getLogger(__name__)
 
@@ -101,11 +109,6 @@ def write_report(
     BayesGRPOError
         No runs, a run past its horizon, or a population that cannot be conditioned on.
     """
-    from bayesgrpo.interfaces import plotting
-    from bayesgrpo.questions.history import default_rule, stop_history
-    from bayesgrpo.questions.shrinkage import laplace_modes
-    from bayesgrpo.questions.stopping import steps_to_fraction
-
     if len(table.run_ids) == 0:
         raise BayesGRPOError("the table holds no runs: nothing to report")
     rule = default_rule() if rule is None else rule
@@ -113,11 +116,8 @@ def write_report(
     finite = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))]
     last_step = finite.groupby("run_id")["step"].max()
     pareto: dict[str, float] = {}
-    from bayesgrpo.questions.live import LiveForecaster
 
     if population is not None:
-        from bayesgrpo.model.laplace import LiveUpdateWarning
-
         live = LiveForecaster(population, random_seed=random_seed)
         draws = {}
         steps = {}
@@ -134,8 +134,6 @@ def write_report(
         mode = live_mode_text(population)
         fitted_on_table = None
     else:
-        from bayesgrpo.model.reward_model import RewardModel
-
         settings = {**DEFAULT_FIT, **dict(fit_kwargs or {})}
         logger.info("fitting the pooled model on %d runs (%s)", len(table.run_ids), settings)
         model = RewardModel().fit(table, horizon=horizons, **settings)
@@ -240,8 +238,6 @@ def write_report(
     if diagnose:
         sections.append("<h2>Diagnostics</h2>" + diagnostics_section(table, fitted_on_table))
 
-    from bayesgrpo._version import __version__
-
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -262,14 +258,9 @@ def run_cli(args: argparse.Namespace) -> Path:
     """``bayesgrpo report LOGS... -o report.html``: read the logs, write the report; returns
     the file written.
     """
-    from bayesgrpo.logs.readers import load_runs
-    from bayesgrpo.questions.stopping import PlateauRule
-
     table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
     population = None
     if args.population:
-        from bayesgrpo.model.reward_model import RewardModel
-
         population = RewardModel.load(args.population)
     transfer = None
     if args.transfer_size:

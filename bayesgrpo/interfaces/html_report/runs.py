@@ -12,10 +12,12 @@ from bayesgrpo.errors import BayesGRPOError
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.questions.stopping import CurveDraws, StoppingRule
+    from bayesgrpo.questions.stopping import StoppingRule
 
 
 from bayesgrpo.interfaces.html_report.markup import fmt_text
+from bayesgrpo.questions.history import run_horizon
+from bayesgrpo.questions.stopping import CurveDraws, phase, reward_at
 
 #: Logged rewards averaged into a run's "reward now".
 RECENT_POINTS = 5
@@ -69,8 +71,6 @@ def planned_horizons(table: RunsTable, horizon: float | Mapping[str, float] | No
     """Each run's horizon: ``horizon`` (one for all, or per run), else its ``total_steps``, else
     its last logged step; never before its last logged step.
     """
-    from bayesgrpo.questions.history import run_horizon
-
     out = {}
     for run_id in table.run_ids:
         one = table.select([run_id])
@@ -105,8 +105,6 @@ def run_rows(
     pareto: Mapping[str, float],
 ) -> list[ReportRun]:
     """One :class:`ReportRun` per run from its curve draws (one run each)."""
-    from bayesgrpo.questions.stopping import phase, reward_at
-
     recent = recent_reward(table)
     meta = table.runs.set_index("run_id")
     counts = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))].groupby("run_id").size()
@@ -144,8 +142,6 @@ def run_rows(
 
 def split_by_run(cd: CurveDraws) -> dict[str, CurveDraws]:
     """Curve draws of several runs as one ``CurveDraws`` per run."""
-    from bayesgrpo.questions.stopping import CurveDraws
-
     out = {}
     for i, run_id in enumerate(cd.run_ids):
         out[run_id] = CurveDraws(

@@ -14,8 +14,12 @@ if TYPE_CHECKING:
     from bayesgrpo.questions.stopping import StoppingRule
 
 
+from bayesgrpo.interfaces import plotting
 from bayesgrpo.interfaces.html_report.markup import esc, fmt_number, fmt_text, html_cell, html_table, img_tag
 from bayesgrpo.interfaces.html_report.runs import RECENT_POINTS, ReportRun
+from bayesgrpo.questions.diagnostics import diagnose
+from bayesgrpo.questions.stopping import steps_to_fraction
+from bayesgrpo.questions.transfer import predict_new_run
 
 #: Fractions of the total gain shown by the t80 figure.
 T80_FRACTIONS: tuple[float, ...] = (0.8,)
@@ -131,11 +135,7 @@ def transfer_section(
     dpi: int,
     random_seed: int | None,
 ) -> str:
-    """The transfer section: zero-shot predictions for new runs of each family, with logged runs as context."""
-    from bayesgrpo.interfaces import plotting
-    from bayesgrpo.questions.stopping import steps_to_fraction
-    from bayesgrpo.questions.transfer import predict_new_run
-
+    """The transfer section: zero-shot predictions for new runs of each family, logged runs as context."""
     predictions = {}
     rows = []
     bounds_used: list[tuple[float, float]] = []
@@ -297,8 +297,6 @@ def run_anchor(run_id: str) -> str:
 
 def diagnostics_section(table: RunsTable, fitted: Any) -> str:
     """The diagnostics section: every finding of every run, worst first."""
-    from bayesgrpo.questions.diagnostics import diagnose
-
     findings = diagnose(table, fitted)
     if findings.empty:
         return f"<p>No findings in {len(table.run_ids)} runs.</p>"

@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.reward_model import RewardModel
 
+from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import ListedColormap, LogNorm
+
+from bayesgrpo.errors import BayesGRPOError, UnknownMetricError
 from bayesgrpo.interfaces.plotting.style import (
     UNKNOWN_LABEL,
     family_colors,
@@ -22,6 +27,8 @@ from bayesgrpo.interfaces.plotting.style import (
     pyplot,
     short_label,
 )
+from bayesgrpo.model.reward_model import NotFittedError
+from bayesgrpo.questions.stopping import CurveDraws, reward_at
 
 
 def plot_forecast(
@@ -64,8 +71,6 @@ def plot_forecast(
         _, ax = plt.subplots(figsize=(5, 3.2))
     data = model.data
     if data is None:
-        from bayesgrpo.model.reward_model import NotFittedError
-
         raise NotFittedError("plot_forecast needs a fitted model")
     index = list(data.run_ids).index(run_id)
     if steps is None:
@@ -165,8 +170,6 @@ def plot_runs(
     -------
     matplotlib Axes
     """
-    from bayesgrpo.errors import BayesGRPOError, UnknownMetricError
-
     if color_by not in ("family", "size_b"):
         raise BayesGRPOError(f"color_by={color_by!r}; choose 'family' or 'size_b'")
     if metric not in table.points.columns:
@@ -179,16 +182,12 @@ def plot_runs(
     if color_by == "family":
         colors = family_colors(list(meta["family"]))
     else:
-        from matplotlib import colormaps
-        from matplotlib.colors import LogNorm
-
         sizes = np.asarray(meta["size_b"], dtype=float)
         known = sizes[np.isfinite(sizes) & (sizes > 0)]
         low, high = (known.min(), known.max()) if known.size else (1.0, 10.0)
         if high <= low:
             low, high = low / 2.0, high * 2.0
         norm = LogNorm(vmin=low, vmax=high)
-        from matplotlib.colors import ListedColormap
 
         # viridis without its palest yellows, which vanish on white
         cmap = ListedColormap(colormaps["viridis"](np.linspace(0.0, 0.85, 256)))
@@ -228,8 +227,6 @@ def plot_runs(
         labelled.add(key)
         ax.plot(frame["step"], y, style, color=color, linewidth=linewidth, alpha=alpha, label=label)
     if color_by == "size_b":
-        from matplotlib.cm import ScalarMappable
-
         mappable = ScalarMappable(norm=norm, cmap=cmap)
         ax.figure.colorbar(mappable, ax=ax, label="model size (B parameters)")
     handles, labels = ax.get_legend_handles_labels()
@@ -258,8 +255,6 @@ def plot_runs(
 
 def _one_run(cd: Any, index: int) -> Any:
     """The curve draws of one run of a ``CurveDraws``."""
-    from bayesgrpo.questions.stopping import CurveDraws
-
     horizon = None if cd.horizon_step is None else np.asarray(cd.horizon_step)[[index]]
     return CurveDraws(
         curve=cd.curve,
@@ -308,9 +303,6 @@ def plot_fan(
     -------
     matplotlib Axes
     """
-    from bayesgrpo.errors import BayesGRPOError
-    from bayesgrpo.questions.stopping import reward_at
-
     run_ids = list(curve_draws.run_ids)
     run_id = run_ids[0] if run_id is None else str(run_id)
     if run_id not in run_ids:

@@ -12,6 +12,13 @@ if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.reward_model import RewardModel
 
+import textwrap
+from collections.abc import Mapping
+
+from matplotlib.lines import Line2D
+from matplotlib.ticker import NullFormatter
+
+from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.plotting.style import (
     family_colors,
     family_of,
@@ -20,6 +27,7 @@ from bayesgrpo.interfaces.plotting.style import (
     robust_limits,
     short_label,
 )
+from bayesgrpo.questions.shrinkage import param_label, scaling_table, shrinkage_table
 
 
 def plot_transfer(
@@ -45,9 +53,6 @@ def plot_transfer(
     matplotlib Axes
         Per prediction a band (the widest quantiles of its table) and a mean line.
     """
-    from collections.abc import Mapping
-
-    from bayesgrpo.errors import BayesGRPOError
 
     items = (
         list(predictions.items())
@@ -139,9 +144,6 @@ def plot_shrinkage(
         of arrows between them, a tick at the population location it is pulled toward, and the
         population mean as a dashed line.
     """
-    from matplotlib.lines import Line2D
-
-    from bayesgrpo.questions.shrinkage import param_label, shrinkage_table
 
     frame = shrinkage_table(model, param, unpooled=unpooled) if table is None else table
     frame = frame.sort_values("pooled", kind="stable").reset_index(drop=True)
@@ -234,8 +236,6 @@ def plot_scaling(
         slightly so that runs of one size do not hide each other), the population curve
         (median line and its band) when the model has size slopes; log size axis.
     """
-    from bayesgrpo.questions.shrinkage import param_label, scaling_table
-
     scaling = scaling_table(model, param, interval=interval)
     plt = pyplot()
     if ax is None:
@@ -274,8 +274,6 @@ def plot_scaling(
     if scaling.line is not None:  # the curve may reach sizes no shown run has (runs left out of a level)
         sizes = np.concatenate([sizes, scaling.line["size_b"].to_numpy(dtype=float)])
     if sizes.size:
-        from matplotlib.ticker import NullFormatter
-
         ticks = [
             s for s in (0.5, 1, 2, 4, 8, 20, 32, 70, 140, 400) if sizes.min() / 1.3 <= s <= sizes.max() * 1.3
         ]
@@ -301,7 +299,6 @@ def plot_scaling(
         note += ("; " if note else "") + f"{scaling.n_unknown_size} runs of unknown size not shown"
     if scaling.n_own_range:
         note += ("; " if note else "") + f"{scaling.n_own_range} runs on their own reward range not shown"
-    import textwrap
 
     ax.set_title("\n".join([f"{param} by model size", *textwrap.wrap(note, 80)]), fontsize=8)
     handles, labels = ax.get_legend_handles_labels()

@@ -11,7 +11,13 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 
+import pandas as pd
+from matplotlib.colors import to_rgba
+from matplotlib.patches import Patch
+
+from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.plotting.style import PHASE_COLORS, pyplot, short_label
+from bayesgrpo.questions.stopping import CurveDraws, steps_to_fraction
 
 
 def _rule_probability_label(history: Any) -> str:
@@ -45,10 +51,6 @@ def plot_stop_probability(
         The probability on ``[0, 1]``; beneath it, in ``[-0.2, -0.06]``, one bar per step
         interval coloured by the most probable phase, its opacity that phase's probability.
     """
-    from matplotlib.colors import to_rgba
-    from matplotlib.patches import Patch
-
-    from bayesgrpo.errors import BayesGRPOError
 
     missing = [c for c in ("step", "p_stop", "phase", "p_phase") if c not in history]
     if missing:
@@ -119,10 +121,6 @@ def plot_stop_probability(
 
 
 def _fraction_table(source: Any, fractions: Sequence[float], interval: float) -> Any:
-    import pandas as pd
-
-    from bayesgrpo.errors import BayesGRPOError
-    from bayesgrpo.questions.stopping import CurveDraws, steps_to_fraction
 
     if isinstance(source, pd.DataFrame):
         needed = {"run_id", "fraction", "median", "lower", "upper", "horizon_step"}

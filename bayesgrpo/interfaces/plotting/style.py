@@ -5,10 +5,16 @@ matplotlib is imported here only (:func:`pyplot`), so nothing else in the packag
 
 from __future__ import annotations
 
+import io
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
+from matplotlib import colormaps
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -16,21 +22,16 @@ if TYPE_CHECKING:
 
 def pyplot() -> Any:
     """``matplotlib.pyplot``, imported on first use (Agg unless a display or a notebook is there)."""
-    import matplotlib
-
     if (
         matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline")
         and not _interactive()
     ):
         matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     return plt
 
 
 def _interactive() -> bool:
-    import sys
-
     return hasattr(sys, "ps1") or "ipykernel" in sys.modules
 
 
@@ -45,8 +46,6 @@ def subplots(
 
 def figure_png(figure: Figure, *, dpi: int = 72) -> bytes:
     """The figure as PNG bytes (tight bounding box); the figure is closed."""
-    import io
-
     buffer = io.BytesIO()
     try:
         figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
@@ -85,8 +84,6 @@ def short_label(text: str, width: int = 40) -> str:
 
 def known_value(value: Any) -> bool:
     """Whether a metadata value is known (not None, NaN, empty or the unknown label)."""
-    import pandas as pd
-
     return (
         value is not None
         and not (not isinstance(value, str) and bool(pd.isna(value)))
@@ -98,8 +95,6 @@ def family_colors(families: Sequence[Any]) -> dict[str, Any]:
     """A colour per family, stable for a given set (sorted; ``tab10``, ``tab20`` beyond ten);
     :data:`UNKNOWN_LABEL` grey.
     """
-    from matplotlib import colormaps
-
     names = sorted({str(f) for f in families if known_value(f)})
     palette = colormaps["tab10" if len(names) <= 10 else "tab20"]
     colors: dict[str, Any] = {name: palette(i % palette.N) for i, name in enumerate(names)}

@@ -13,10 +13,13 @@ from bayesgrpo.errors import (
 )
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from bayesgrpo.questions.stopping import StoppingRule
 
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
 
 from bayesgrpo.interfaces.watch.follow import ReadSettings
 from bayesgrpo.interfaces.watch.watcher import INTERVAL, RunStatus, Watcher
@@ -32,9 +35,6 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 def render_table(statuses: Sequence[RunStatus], *, title: str | None = None) -> Table:
     """A ``rich`` table with one row per run."""
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title=title, title_justify="left", expand=False)
     table.add_column("run", overflow="fold", max_width=40)
     table.add_column("steps", justify="right")
@@ -91,9 +91,6 @@ def run(
 
     Stops after ``max_polls`` polls (None: until interrupted with Ctrl-C). Returns the exit code.
     """
-    from rich.console import Console
-    from rich.live import Live
-
     stream = stream or sys.stdout
     limit = 1 if once else max_polls
     rule = f"rule: {watcher.rule}; P(plateau) = P(gain to the horizon < {watcher.eps:g}"

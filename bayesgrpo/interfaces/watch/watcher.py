@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 
 from bayesgrpo.interfaces.watch.follow import LogFollower, ReadSettings, WatchTarget, short_error
+from bayesgrpo.questions.stopping import prob_gain_below, reward_at
 
 logger = logging.getLogger(__name__)
 
@@ -253,8 +254,6 @@ class Watcher:
     def _compute(
         self, run: RunsTable, points: pd.DataFrame, horizon: float | None, name: str, follower: LogFollower
     ) -> RunStatus:
-        from bayesgrpo.questions.stopping import prob_gain_below, reward_at
-
         start = time.perf_counter()
         rewards = points["reward"].to_numpy(dtype=float)
         base = {

@@ -17,10 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
-from bayesgrpo.errors import BayesGRPOError, LogReadError, MetadataError, ReadWarning, UnknownFormatError
+from bayesgrpo.errors import (
+    BayesGRPOError,
+    EmptyLogError,
+    LogReadError,
+    MetadataError,
+    ReadWarning,
+    UnknownFormatError,
+)
 from bayesgrpo.logs.readers._records import RawRun, tidy_run
 from bayesgrpo.logs.readers.base import PathLike, ReaderFunction, ReadOptions, Source
+from bayesgrpo.logs.readers.manifest import MANIFEST_NAME, is_manifest, read_manifest
+from bayesgrpo.logs.readers.verl.lines import looks_like_verl_console
 from bayesgrpo.logs.report import ReadIssue, ReadReport, SourceAccount
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
@@ -109,8 +119,6 @@ def detect_format(path: PathLike) -> str | None:
     if _TRL_DICT_LINE.search(clean):
         return "trl-console"
     if len(head_bytes) >= _HEAD_BYTES:  # long start-up output before the first log line
-        from bayesgrpo.logs.readers.verl.lines import looks_like_verl_console
-
         if looks_like_verl_console(path):
             return "verl-console"
         with open(path, "rb") as handle:
@@ -134,8 +142,6 @@ def _run_id_for(path: Path) -> str:
 
 def _manifest_sources(folder: Path, format: str | None) -> tuple[list[Source], list[ReadIssue], pd.DataFrame]:
     """Sources listed by ``folder/runs.csv``; files it does not list are noted, not read."""
-    from bayesgrpo.logs.readers.manifest import MANIFEST_NAME, read_manifest
-
     manifest = read_manifest(folder / MANIFEST_NAME)
     sources = []
     listed: set[Path] = {folder / MANIFEST_NAME}
@@ -193,8 +199,6 @@ def discover(
     manifest_metadata : DataFrame
         Metadata stated by manifests (empty without one).
     """
-    from bayesgrpo.logs.readers.manifest import MANIFEST_NAME, is_manifest
-
     if isinstance(paths, (str, Path)):
         paths = [paths]
     notes: list[ReadIssue] = []
@@ -291,8 +295,6 @@ def _metadata_frame(metadata: Any) -> pd.DataFrame:
         if not path.exists():
             raise MetadataError(f"metadata file {path} does not exist")
         if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
             try:
                 loaded = yaml.safe_load(path.read_text())
             except yaml.YAMLError as exc:
@@ -417,8 +419,6 @@ def _unique_run_ids(tidied: list[Any], notes: list[ReadIssue]) -> None:
 
 def _is_scalar_free_tensorboard(source: Source, exc: BaseException) -> bool:
     """An event folder that holds only non-scalar data (hyperparameters, graphs)."""
-    from bayesgrpo.errors import EmptyLogError
-
     return (
         source.format == "tensorboard" and isinstance(exc, EmptyLogError) and "no scalar summary" in str(exc)
     )

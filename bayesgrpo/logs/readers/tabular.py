@@ -22,7 +22,9 @@ from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
 if TYPE_CHECKING:
     from bayesgrpo.logs.readers.base import ReadOptions, Source
 
+from bayesgrpo.errors import UnknownMetricError
 from bayesgrpo.logs.readers.json_lines import JsonLines, read_json_lines
+from bayesgrpo.logs.readers.verl.jsonl import is_verl_jsonl, verl_jsonl_run
 
 STEP_NAMES = ("step", "Step", "global_step", "_step", "train/global_step", "iteration")
 RUN_NAMES = ("run_id", "run", "Run", "name")
@@ -212,8 +214,6 @@ def _pick(
 ) -> str | None:
     if mapped is not None:
         if mapped not in frame.columns:
-            from bayesgrpo.errors import UnknownMetricError
-
             raise UnknownMetricError(
                 mapped, [c for c in frame.columns if c != LOC], f"{path} (columns[{what!r}])"
             )
@@ -283,7 +283,6 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
             label = "row"
         elif source.format == "jsonl":
             lines = read_json_lines(path, options.strict)
-            from bayesgrpo.logs.readers.verl.jsonl import is_verl_jsonl, verl_jsonl_run
 
             if is_verl_jsonl(lines.records):  # verl's file logger, named *.jsonl: read as such
                 return [verl_jsonl_run(lines, source, options)]

@@ -20,6 +20,7 @@ from bayesgrpo.questions.diagnostics.hacking import LENGTH_COLUMNS, VALIDATION_C
 from bayesgrpo.questions.diagnostics.oscillation import detect_oscillation
 from bayesgrpo.questions.diagnostics.reward import STALL_EPS, detect_collapse, detect_stall, reward_at_ceiling
 from bayesgrpo.questions.diagnostics.trend import MIN_POINTS, clean_series, end_level, smoothed
+from bayesgrpo.questions.stopping import prob_gain_below
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +93,6 @@ def _peer_references(runs: RunsTable, peer_keys: Sequence[str]) -> dict[str, tup
 
 def _prob_no_gain(fitted_model: Any, last_steps: dict[str, float]) -> dict[str, float]:
     """``P(R(2s) - R(s) < STALL_EPS * range)`` per fitted run, at its last observed step ``s``."""
-    from bayesgrpo.questions.stopping import prob_gain_below
-
     cd = fitted_model.curve_draws()
     ids = list(cd.run_ids or [])
     s = np.array([last_steps.get(r, np.nan) for r in ids], dtype=float)

@@ -26,6 +26,9 @@ from bayesgrpo.model.curves import CURVES, asymptote_from_levels, oscillator_ome
 if TYPE_CHECKING:
     pass
 
+from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.model.data import prepare
+from bayesgrpo.model.priors import curve_params, default_priors
 from bayesgrpo.questions.diagnostics.finding import ACTIONS, Finding
 from bayesgrpo.questions.diagnostics.trend import clean_series, edge_count, noise_level
 
@@ -217,8 +220,6 @@ def _single_run_graph(family: str, n_points: int) -> tuple[list[str], list[Any],
     import pytensor.tensor as pt
     from pytensor.graph.replace import clone_replace
 
-    from bayesgrpo.model.priors import curve_params, default_priors
-
     priors = default_priors(family)
     spec = CURVES[family]
     with pm.Model() as model:
@@ -357,9 +358,6 @@ def _one_run_data(
     Returns the arrays (length :data:`OSC_MAX_POINTS`), steps per unit of progress, the reward
     range of the normalisation, and the number of points.
     """
-    from bayesgrpo.logs.table import RunsTable, coerce_metadata
-    from bayesgrpo.model.data import prepare
-
     points = pd.DataFrame({"run_id": "run", "step": x.astype("int64"), "reward": y})
     meta = {
         "run_id": ["run"],

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from bayesgrpo.logs.readers.base import ReadOptions, Source
     from bayesgrpo.logs.readers.json_lines import JsonLines
 
+from bayesgrpo.logs.readers.json_lines import read_json_lines
+from bayesgrpo.logs.readers.trl.columns import ColumnStore
 from bayesgrpo.logs.readers.verl.lines import JSONL_FORMAT, REWARD_CANDIDATES, metric_aliases
 
 # --------------------------------------------------------------------------------------------
@@ -86,8 +88,6 @@ def verl_jsonl_run(lines: JsonLines, source: Source, options: ReadOptions) -> Ra
     MalformedRecordError
         With ``strict=True``, at a record whose ``data`` is missing or not an object.
     """
-    from bayesgrpo.logs.readers.trl.columns import ColumnStore
-
     path = Path(source.paths[0])
     label = str(path)
     store = ColumnStore()
@@ -200,8 +200,6 @@ def read_verl_jsonl(source: Source, options: ReadOptions) -> list[RawRun]:
     MalformedRecordError, TruncatedLogError
         With ``strict=True`` only.
     """
-    from bayesgrpo.logs.readers.json_lines import read_json_lines
-
     path = Path(source.paths[0])
     try:
         lines = read_json_lines(path, options.strict)
