@@ -5,10 +5,14 @@ from __future__ import annotations
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 
+from bayesgrpo.model import reward_model as module
 from bayesgrpo.model import reward_model as reward_model_module
+from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.sampling import FitDiagnostics
+from bayesgrpo.model.simulate import simulate_runs
 
 
 def fake_sample(model, *, draws=40, chains=2, random_seed=None, **_):
@@ -26,8 +30,6 @@ def fake_sample(model, *, draws=40, chains=2, random_seed=None, **_):
 @pytest.fixture
 def fast_compile():
     """Python-mode PyTensor: tests of plumbing, not speed, and C compiles are slow."""
-    import pytensor
-
     with pytensor.config.change_flags(mode="FAST_COMPILE"):
         yield
 
@@ -41,12 +43,6 @@ def mocked(monkeypatch, fast_compile):
 @pytest.fixture(scope="session")
 def population():  # shared by the live, transfer, CLI, watch, report and integration tests (read-only)
     """A population 'fitted' by prior draws (mocked sampling) on simulated runs."""
-    import pytensor
-
-    from bayesgrpo.model import reward_model as module
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.model.simulate import simulate_runs
-
     sim = simulate_runs(n_runs=8, curve="weibull", random_seed=3)
     original = module.sample_model
     module.sample_model = fake_sample

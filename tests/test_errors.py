@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import warnings
 from pathlib import Path
@@ -70,8 +71,6 @@ def test_no_module_defines_its_own_error_or_warning():
     ],
 )
 def test_old_import_paths_of_errors_keep_working(old_module, name):
-    import importlib
-
     assert getattr(importlib.import_module(old_module), name) is getattr(errors, name)
 
 

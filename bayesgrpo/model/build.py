@@ -421,7 +421,7 @@ def create_reward_model(
         for level in (False, True)
     }
     coords = {"run": list(data.run_ids), "point": np.arange(n_points)}
-    for index, levels, coord in groupings.values():
+    for _index, levels, coord in groupings.values():
         coords[coord] = list(levels)
     centered = centering(data, centered_min_snr)
     with pm.Model(coords=coords) as model:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytensor
 import pytest
 
-from bayesgrpo.evaluate.backtest.cuts import BacktestError, cut_points, planned_horizon
-from bayesgrpo.evaluate.backtest.forecast import bayes_forecast_draws, forecast_backtest
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.evaluate.backtest.calibration import (
+    _smoothed_gain_draws,
+    calibration_table,
+    stop_probability_calibration,
+)
+from bayesgrpo.evaluate.backtest.cuts import BacktestError, cut_points, planned_horizon, prefix_table
+from bayesgrpo.evaluate.backtest.forecast import bayes_forecast_draws, forecast_backtest, logged_reward_draws
 from bayesgrpo.evaluate.backtest.populations import fold_assignment, kfold_populations
-from bayesgrpo.evaluate.backtest.smoothing import smoothed_reward
+from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window, smoothed_reward
 from bayesgrpo.evaluate.backtest.stopping import (
     FixedFraction,
     MedianPruning,
@@ -18,8 +25,11 @@ from bayesgrpo.evaluate.backtest.stopping import (
     stopping_backtest,
 )
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.model import reward_model as module
 from bayesgrpo.model.simulate import simulate_runs
-from bayesgrpo.questions.stopping import PlateauRule, reward_at
+from bayesgrpo.questions.live import LiveForecaster
+from bayesgrpo.questions.stopping import Decision, PlateauRule, reward_at
+from tests.conftest import fake_sample
 
 
 def _table(curves: dict[str, tuple[np.ndarray, np.ndarray]], **metadata: dict[str, object]) -> RunsTable:
@@ -233,11 +243,6 @@ def test_unknown_rules_and_missing_populations_are_errors():
 @pytest.fixture(scope="module")
 def kfold():
     """Six simulated runs, two folds, each population 'fitted' by prior draws (mocked sampling)."""
-    import pytensor
-
-    from bayesgrpo.model import reward_model as module
-    from tests.conftest import fake_sample
-
     sim = simulate_runs(n_runs=6, curve="weibull", n_steps=60, random_seed=3)
     original = module.sample_model
     module.sample_model = fake_sample
@@ -280,7 +285,6 @@ def test_bayes_forecast_draws_use_only_the_prefix(kfold):
         bayes_forecast_draws(populations[run_id], changed, cut=20, target_steps=target, n_draws=400, seed=5),
     )
     # and the draws hold one logged point's noise on top of the curve's uncertainty
-    from bayesgrpo.questions.live import LiveForecaster
 
     prefix = RunsTable(points=run.points[run.points["step"] <= 20], runs=run.runs, report=run.report)
     update = LiveForecaster(populations[run_id], n_draws=400, random_seed=5).update(prefix, horizon=60.0)
@@ -340,8 +344,6 @@ class _StopAt:
         self.calls: list[tuple[float, float, int]] = []
 
     def decide(self, cd, step_now, horizon_step=None):
-        from bayesgrpo.questions.stopping import Decision
-
         self.calls.append((float(step_now), float(horizon_step), cd.n_runs))
         stop = step_now >= self.step
         return [
@@ -361,8 +363,6 @@ class _StopAt:
 
 
 def test_bayesian_rules_are_asked_online_on_the_prefix_only(kfold, monkeypatch):
-    from bayesgrpo.questions.live import LiveForecaster
-
     table, populations = kfold
     run_id = table.run_ids[1]
     seen: list[float] = []
@@ -393,9 +393,6 @@ def test_bayesian_rules_are_asked_online_on_the_prefix_only(kfold, monkeypatch):
 
 
 def test_a_failed_live_update_is_recorded_not_fatal(kfold, monkeypatch):
-    from bayesgrpo.errors import BayesGRPOError
-    from bayesgrpo.questions.live import LiveForecaster
-
     table, populations = kfold
 
     def failing_update(self, run, *, horizon=None):
@@ -419,8 +416,6 @@ def test_a_failed_live_update_is_recorded_not_fatal(kfold, monkeypatch):
 
 
 def test_cross_validated_window_is_wide_for_noise_and_narrow_for_a_clean_rise():
-    from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window
-
     rng = np.random.default_rng(0)
     noise = rng.normal(0.0, 1.0, 101)
     assert cross_validated_window(noise) >= 51
@@ -431,8 +426,6 @@ def test_cross_validated_window_is_wide_for_noise_and_narrow_for_a_clean_rise():
 
 
 def test_cross_validated_window_minimises_the_leave_one_out_error():
-    from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window
-
     rewards = np.array([0.0, 1.0, 0.0, 1.0, 5.0, 6.0, 5.0])
 
     def loo_error(window: int) -> float:  # by hand: each point from the others of its window
@@ -448,8 +441,6 @@ def test_cross_validated_window_minimises_the_leave_one_out_error():
 
 
 def test_smoothed_reward_cv_uses_the_cross_validated_window():
-    from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window
-
     rewards = np.random.default_rng(1).normal(0.0, 1.0, 41)
     window = cross_validated_window(rewards)
     assert np.allclose(smoothed_reward(rewards, "cv"), smoothed_reward(rewards, window / len(rewards)))
@@ -458,8 +449,6 @@ def test_smoothed_reward_cv_uses_the_cross_validated_window():
 
 
 def test_calibration_scores_every_check_against_what_the_run_then_did(kfold):
-    from bayesgrpo.evaluate.backtest.calibration import calibration_table, stop_probability_calibration
-
     table, populations = kfold
     sub = table.select(table.run_ids[:2])
     checks = stop_probability_calibration(
@@ -485,8 +474,6 @@ def test_calibration_scores_every_check_against_what_the_run_then_did(kfold):
 
 
 def test_calibration_table_by_hand():
-    from bayesgrpo.evaluate.backtest.calibration import calibration_table
-
     frame = pd.DataFrame(
         {
             "run_id": ["a", "a", "b", "b", "c"],
@@ -512,10 +499,6 @@ def test_predictive_probability_counts_the_noise_the_reference_keeps(kfold):
     """The predictive draws are the smoothed gain of the points logged up to the check and drawn
     (curve plus noise) after it, smoothed like the reference: checked by hand on one draw.
     """
-    from bayesgrpo.evaluate.backtest.calibration import _smoothed_gain_draws, stop_probability_calibration
-    from bayesgrpo.evaluate.backtest.forecast import logged_reward_draws
-    from bayesgrpo.questions.live import LiveForecaster
-
     table, populations = kfold
     run_id = table.run_ids[0]
     checks = stop_probability_calibration(
@@ -526,7 +509,6 @@ def test_predictive_probability_counts_the_noise_the_reference_keeps(kfold):
     points = table.points[table.points["run_id"] == run_id].sort_values("step")
     steps, rewards = points["step"].to_numpy(float), points["reward"].to_numpy(float)
     run = table.select([run_id])
-    from bayesgrpo.evaluate.backtest.cuts import prefix_table
 
     update = LiveForecaster(populations[run_id], n_draws=300, random_seed=0).update(
         prefix_table(run, points.iloc[:31]), horizon=60.0

@@ -365,7 +365,10 @@ def test_domhan_weights_are_normalised() -> None:
 )
 def test_domhan_forecast_near_truth_on_a_clean_curve(truth) -> None:
     steps = np.arange(0.0, 500.0, 5.0)  # half of the horizon observed
-    x_of = lambda s: 1.0 + 99.0 * s / HORIZON
+
+    def x_of(s):
+        return 1.0 + 99.0 * s / HORIZON
+
     rng = np.random.default_rng(0)
     y = truth(x_of(steps)) + 0.005 * rng.standard_normal(steps.size)
     forecast = forecast_domhan_ensemble(

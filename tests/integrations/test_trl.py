@@ -21,8 +21,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 from bayesgrpo.errors import BayesGRPOError, UnknownMetricError
+from bayesgrpo.logs.readers import load_runs
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
+from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
 METRICS = (
     "p_plateau",
@@ -120,8 +125,6 @@ class GRPOConfig:  # named like TRL's config: the callback reads its fields by n
 
 
 def _exp_draws(r0: float, asymptote: np.ndarray, tau: np.ndarray, horizon: float) -> Any:
-    from bayesgrpo.questions.stopping import CurveDraws
-
     n = len(tau)
     params = {"r0": np.full(n, r0), "asymptote": np.asarray(asymptote, float), "tau": np.asarray(tau, float)}
     return CurveDraws("exp", params, step_scale=horizon, horizon_step=horizon, run_ids=("fake-run",))
@@ -136,8 +139,6 @@ class ScriptedForecaster:
         self.calls: list[tuple[Any, float]] = []
 
     def update(self, table: Any, *, horizon: float) -> Any:
-        from bayesgrpo.questions.live import LiveUpdate
-
         self.calls.append((table, horizon))
         if self.fail:
             raise RuntimeError("scripted failure")
@@ -197,8 +198,6 @@ def _history() -> list[Any]:
 
 
 def test_log_history_is_read_as_the_trainer_state_reader_reads_it(trl_module, tmp_path):
-    from bayesgrpo.logs.readers import load_runs
-
     history = _history()
     top = {
         "max_steps": 400,
@@ -279,9 +278,6 @@ def test_trainer_arguments_become_metadata(trl_module):
 
 
 def test_forecast_metrics_match_the_closed_form(trl_module):
-    from bayesgrpo.questions.live import LiveUpdate
-    from bayesgrpo.questions.stopping import PlateauRule
-
     horizon, step = 200.0, 50.0
     tau = np.linspace(0.05, 0.6, 400)  # in units of the horizon
     asymptote = np.linspace(0.7, 0.9, 400)
@@ -452,8 +448,6 @@ def test_no_horizon_is_a_clear_failure(trl_module):
 
 
 def test_the_prior_is_loaded_lazily_once_by_its_kind(trl_module, monkeypatch, tmp_path):
-    from bayesgrpo.model.reward_model import RewardModel
-
     loads: list[Any] = []
     monkeypatch.setattr(trl_module, "bundled_population", lambda: loads.append("bundled") or "POP")
     monkeypatch.setattr(RewardModel, "load", classmethod(lambda cls, path: loads.append(Path(path)) or "POP"))
@@ -492,8 +486,6 @@ def test_a_prior_that_fails_to_load_is_not_retried(trl_module, monkeypatch):
 
 
 def test_a_fitted_model_is_used_as_is(trl_module, population):
-    from bayesgrpo.questions.live import LiveForecaster
-
     model, _ = population
     cb = trl_module.BayesStopCallback(
         prior=model, every=1, min_points=3, metadata={"reward_min": 0.0, "reward_max": 1.0}
@@ -575,8 +567,6 @@ def population_file(population, tmp_path_factory):
 
 
 def _tensorboard_values(output_dir: Path) -> Any:
-    from bayesgrpo.logs.readers import load_runs
-
     return load_runs(output_dir / "runs", format="tensorboard", warn=False).points
 
 
@@ -593,7 +583,6 @@ def test_a_real_trainer_is_stopped_on_its_plateau_only(population_file, tmp_path
     pytest.importorskip("transformers")
     pytest.importorskip("torch")
     from bayesgrpo.integrations.trl import BayesStopCallback
-    from bayesgrpo.logs.readers import load_runs
 
     callback = BayesStopCallback(
         every=2, prior=population_file, mode=mode, metadata={"reward_min": 0.0, "reward_max": 1.0}
@@ -653,7 +642,6 @@ def test_grpo_trainer_logs_the_forecast(population_file, tmp_path):
     pytest.importorskip("datasets")
     import torch
     from datasets import Dataset
-    from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
     from trl import GRPOConfig as TRLGRPOConfig
     from trl import GRPOTrainer

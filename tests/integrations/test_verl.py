@@ -16,6 +16,7 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.integrations.verl import BACKEND_NAME, BayesStopHook, attach, install, stop_after_next_step
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.readers.verl.lines import parse_fields
+from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
 VERL_LOG = (
@@ -115,8 +116,6 @@ def test_hook_records_what_the_reader_reads_and_decides_when_due():
 
 
 def test_real_population_answers_the_hook(population):
-    from bayesgrpo.questions.live import LiveForecaster
-
     model, _ = population
     rule = PlateauRule(eps=0.01, prob=0.9, relative=True)
     hook = BayesStopHook(rule=rule, prior=model, horizon=105, min_points=40, every=1000, random_seed=3)

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesgrpo.interfaces.cli import main
+import bayesgrpo.model.datasets
+from bayesgrpo.interfaces.cli import build_parser, main
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.model.simulate import simulate_runs
 
 
 def test_help_does_not_import_pymc_or_pandas():
@@ -63,8 +66,6 @@ def test_console_script_is_installed():
 
 def _write_simulated_runs(folder: Path) -> Path:
     """Three simulated runs as one CSV per run, with a metadata file of bounds and families."""
-    from bayesgrpo.model.simulate import simulate_runs
-
     sim = simulate_runs(3, n_steps=60, random_seed=2)
     logs = folder / "logs"
     logs.mkdir()
@@ -128,8 +129,6 @@ def test_forecast_json_is_machine_readable(tmp_path, capsys, mocked):
 
 
 def test_demo_takes_the_forecast_options():
-    from bayesgrpo.interfaces.cli import build_parser
-
     args = build_parser().parse_args(["demo"])
     assert args.cut == 0.5 and args.output == "bayesgrpo-demo" and args.sampler == "numpyro"
     assert build_parser().parse_args(["forecast"]).cut is None
@@ -160,9 +159,6 @@ def test_stop_fits_the_runs_and_says_stop_or_continue_with_a_reason(tmp_path, ca
 
 
 def test_stop_with_a_saved_population_answers_by_live_update(tmp_path, capsys, mocked):
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.model.simulate import simulate_runs
-
     population = RewardModel().fit(simulate_runs(6, n_steps=80, random_seed=5).table, random_seed=1)
     population.save(tmp_path / "population.nc")
     folder = _write_simulated_runs(tmp_path)
@@ -189,8 +185,6 @@ def test_stop_with_a_saved_population_answers_by_live_update(tmp_path, capsys, m
 
 
 def test_stop_without_a_population_uses_the_shipped_one(tmp_path, capsys, monkeypatch, population):
-    import bayesgrpo.model.datasets
-
     model, _ = population
     monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
     folder = _write_simulated_runs(tmp_path)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import matplotlib
 
+from bayesgrpo.model.simulate import simulate_runs
+
 matplotlib.use("Agg")
 
 import numpy as np
@@ -184,8 +186,6 @@ def test_a_run_past_its_horizon_is_an_error(population, tmp_path):
 
 
 def test_without_a_population_the_report_fits_the_runs(mocked, tmp_path):
-    from bayesgrpo.model.simulate import simulate_runs
-
     sim = simulate_runs(3, n_steps=40, random_seed=4)
     path = write_report(
         sim.table,

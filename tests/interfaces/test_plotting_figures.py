@@ -7,6 +7,8 @@ checks what was drawn against values computed here, not only that the plot ran.
 
 from __future__ import annotations
 
+import copy
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -412,7 +414,6 @@ def test_scaling_plot_has_one_errorbar_per_family_and_the_population_band(popula
 
 def test_scaling_without_size_slopes_has_no_curve(population):
     model, _ = population
-    import copy
 
     stripped = copy.copy(model)
     stripped.idata = copy.copy(model.idata)

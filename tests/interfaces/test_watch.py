@@ -5,6 +5,7 @@ half-written files, caching, the numbers it shows, and ``bayesgrpo watch`` itsel
 from __future__ import annotations
 
 import base64
+import io
 import itertools
 import json
 import os
@@ -12,19 +13,25 @@ import re
 import subprocess
 import sys
 import time
+from io import StringIO
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from rich.console import Console
 from tensorboard.compat.proto import event_pb2
 
-from bayesgrpo.interfaces.watch import FileStamp, LogFollower, RunStatus, Watcher, render_table
-from bayesgrpo.logs.readers import load_runs
-from bayesgrpo.logs.writers.tensorboard import frame_records, scalar_value, summary_event
+from bayesgrpo.interfaces.cli import main
+from bayesgrpo.interfaces.watch import FileStamp, LogFollower, RunStatus, Watcher, render_table, run
+from bayesgrpo.interfaces.watch import watcher as watch
+from bayesgrpo.logs.readers import discover, load_runs
+from bayesgrpo.logs.writers.tensorboard import frame_records, scalar_value, summary_event, write_tensorboard
 from bayesgrpo.logs.writers.trl import trainer_state_text
-from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
+from bayesgrpo.model.datasets import data_dir, load_bundled
+from bayesgrpo.questions.live import LiveForecaster
+from bayesgrpo.questions.stopping import CurveDraws, PlateauRule, prob_gain_below, reward_at
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 VERL_LOG = DATA / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
@@ -329,8 +336,6 @@ def test_a_cut_last_line_is_not_an_error_and_unchanged_files_are_not_read_again(
 
 
 def load_source(path: Path):
-    from bayesgrpo.logs.readers import discover
-
     (source,), _, _ = discover(path)
     return source
 
@@ -374,8 +379,6 @@ def test_watching_the_bundled_folder_reads_what_load_bundled_reads():
     """Per-source following of a folder with a manifest (``runs.csv``): the same run ids,
     points and metadata as ``load_runs`` on the folder (about 10 s: 60 sources read one by one).
     """
-    from bayesgrpo.model.datasets import data_dir, load_bundled
-
     watcher = _watcher(data_dir(), horizon=5000)
     statuses = watcher.poll()
     assert len(statuses) == 60 and {s.state for s in statuses} == {"ok"}
@@ -454,7 +457,6 @@ def test_only_runs_whose_data_changed_are_updated(tmp_path):
 
 def test_no_horizon_is_said_and_a_horizon_given_is_used(tmp_path):
     points = pd.read_csv(VERL_CSV)
-    from bayesgrpo.logs.writers.tensorboard import write_tensorboard
 
     write_tensorboard(tmp_path / "run", points)
     (status,) = _watcher(tmp_path / "run").poll()
@@ -466,9 +468,6 @@ def test_no_horizon_is_said_and_a_horizon_given_is_used(tmp_path):
 
 
 def test_real_live_update_agrees_with_a_direct_call(tmp_path, population):
-    from bayesgrpo.questions.live import LiveForecaster
-    from bayesgrpo.questions.stopping import prob_gain_below, reward_at
-
     model, _ = population
     log = tmp_path / "run.log"
     text = _verl_text()
@@ -489,9 +488,6 @@ def test_real_live_update_agrees_with_a_direct_call(tmp_path, population):
 
 
 def test_run_polls_as_many_times_as_asked(tmp_path):
-    import io
-
-    from bayesgrpo.interfaces.watch import run
 
     log = tmp_path / "run.log"
     log.write_text(_verl_text(), encoding="utf-8")
@@ -508,8 +504,6 @@ def test_run_polls_as_many_times_as_asked(tmp_path):
 
 
 def test_render_table_has_one_row_per_run():
-    from rich.console import Console
-
     statuses = [
         RunStatus("a", "a.log", "ok", 10, 10.0, 0.5, 100.0, 0.6, 0.55, 0.65, 0.95, "stop", "on its plateau"),
         RunStatus("b", "b.log", "waiting", reason="no such file yet"),
@@ -527,9 +521,6 @@ def test_render_table_has_one_row_per_run():
 
 
 def test_cli_watch_once_prints_one_table(tmp_path, monkeypatch, capsys):
-    from bayesgrpo.interfaces.cli import main
-    from bayesgrpo.interfaces.watch import watcher as watch
-
     monkeypatch.setattr(watch, "live_forecaster", lambda population, random_seed: StubForecaster())
     log = tmp_path / "run.log"
     log.write_text(_verl_text(), encoding="utf-8")
@@ -542,8 +533,6 @@ def test_cli_watch_once_prints_one_table(tmp_path, monkeypatch, capsys):
 
 
 def test_cli_watch_json_with_a_saved_population(tmp_path, population, capsys):
-    from bayesgrpo.interfaces.cli import main
-
     model, _ = population
     pop = model.save(tmp_path / "pop.nc")
     log = tmp_path / "run.log"
@@ -570,11 +559,6 @@ def test_cli_watch_json_with_a_saved_population(tmp_path, population, capsys):
 
 
 def test_table_shows_bracketed_warnings_and_run_ids_literally():
-    from io import StringIO
-
-    from rich.console import Console
-
-    from bayesgrpo.interfaces.watch import RunStatus, render_table
 
     status = RunStatus(
         run_id="run[bold]x",

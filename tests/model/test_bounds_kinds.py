@@ -16,7 +16,9 @@ from bayesgrpo.model.build import bounds_from_data, create_reward_model, effect_
 from bayesgrpo.model.data import prepare
 from bayesgrpo.model.predict import new_run_draws
 from bayesgrpo.model.priors import default_priors
+from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.simulate import simulate_runs
+from bayesgrpo.questions.shrinkage import scaling_table
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
 
@@ -127,9 +129,6 @@ def test_a_new_run_is_placed_by_its_kind_of_bounds():
 
 
 def test_scaling_leaves_runs_on_their_own_range_out_of_the_levels(mocked):
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.shrinkage import scaling_table
-
     stated = [True, True, False, True, True, False, True]
     model = RewardModel(curve="exp").fit(_table(stated), random_seed=0)
     for param in ("r1", "asymptote"):

@@ -9,13 +9,23 @@ import dataclasses
 import itertools
 
 import numpy as np
+import pytensor
+import pytensor.tensor as pt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytensor.graph.basic import Variable
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model import curves
-from bayesgrpo.model.curves import CURVES, get_curve, reward_curve, time_to_fraction
+from bayesgrpo.model.curves import (
+    CURVES,
+    asymptote_from_levels,
+    get_curve,
+    reward_curve,
+    reward_curve_by_levels,
+    time_to_fraction,
+)
 
 # ------------------------------------------------------------------------------------------
 # Parameter grids: rows of (family, shape dict), spanning each parameter's plausible range.
@@ -390,9 +400,6 @@ _COMPILED: dict[str, object] = {}
 def compiled(family: str):
     """f(t, q, r0, A, *shape) -> g, dg/dt, R, inverse, d sum g / d shape..., d sum R / d (r0, A)."""
     if family not in _COMPILED:
-        import pytensor
-        import pytensor.tensor as pt
-
         curve = get_curve(family)
         t = pt.dvector("t")
         q = pt.dvector("q")
@@ -452,9 +459,6 @@ def test_pytensor_gradient_matches_finite_differences(family):
 
 
 def test_pytensor_dispatch_when_only_a_parameter_is_a_tensor():
-    import pytensor.tensor as pt
-    from pytensor.graph.basic import Variable
-
     tau = pt.dscalar("tau")
     out = curves.g_exp(np.linspace(0.0, 1.0, 5), tau)
     assert isinstance(out, Variable)
@@ -497,8 +501,6 @@ def test_g_bounded_and_monotone(family_shape, t_values):
 
 @pytest.mark.parametrize("family", sorted(CURVES))
 def test_curve_by_levels_is_the_same_curve_and_passes_through_its_levels(family):
-    from bayesgrpo.model.curves import asymptote_from_levels, reward_curve, reward_curve_by_levels
-
     shape = {name: np.array([0.3, 1.7])[:, None] for name in CURVES[family].shape_params}
     r0, r1 = np.array([[0.1], [0.6]]), np.array([[0.5], [0.4]])
     t = np.linspace(0, 3, 31)
@@ -512,7 +514,5 @@ def test_curve_by_levels_is_the_same_curve_and_passes_through_its_levels(family)
 
 
 def test_curve_by_levels_stays_finite_when_the_knee_is_astronomically_late():
-    from bayesgrpo.model.curves import reward_curve_by_levels
-
     value = reward_curve_by_levels("weibull", np.array([0.0, 0.5, 1.0]), 0.2, 0.2, tau=np.exp(40.0), k=5.0)
     assert np.isfinite(value).all() and np.allclose(value, 0.2)

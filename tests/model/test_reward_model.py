@@ -12,13 +12,18 @@ import arviz as az
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 from pymc_extras.prior import Prior
+from scipy.special import expit
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.build import MIN_POINTS_CENTERED
 from bayesgrpo.model.curves import CURVES
-from bayesgrpo.model.data import prepare
+from bayesgrpo.model.data import prepare, signal_to_noise
+from bayesgrpo.model.precondition import run_laplace
 from bayesgrpo.model.priors import default_priors
 from bayesgrpo.model.reward_model import ModelConfigError, NotFittedError, RewardModel
+from bayesgrpo.model.sampling import _runs_over, _split_chains
 from bayesgrpo.model.simulate import simulate_runs
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
@@ -116,13 +121,10 @@ def test_centering_follows_signal_to_noise(simulated):
 
 
 def test_runs_with_enough_points_are_sampled_whitened(simulated):
-    from bayesgrpo.model.build import MIN_POINTS_CENTERED
-
     model = RewardModel()
     graph = model.build(simulated.table)
     free = {v.name: v for v in graph.free_RVs}
     index = np.flatnonzero(model.data.mask.sum(axis=1) >= MIN_POINTS_CENTERED)
-    from bayesgrpo.model.precondition import run_laplace
 
     mean, chol, informed = run_laplace(model.data, "weibull", model.priors, index)
     assert informed.any()
@@ -134,14 +136,11 @@ def test_runs_with_enough_points_are_sampled_whitened(simulated):
     truth_r0 = (
         simulated.truth.set_index("run_id").loc[list(np.array(model.data.run_ids)[index]), "r0"].to_numpy()
     )
-    from scipy.special import expit
 
     np.testing.assert_allclose(expit(mean[:, 0]), truth_r0, atol=0.1)
 
 
 def test_runs_their_data_barely_pin_down_are_left_to_the_population():
-    from bayesgrpo.model.precondition import run_laplace
-
     sim = simulate_runs(
         12, curve="weibull", n_steps=200, observed_fraction=[1.0, 1.0, 0.15], noise=0.05, random_seed=21
     )
@@ -153,8 +152,6 @@ def test_runs_their_data_barely_pin_down_are_left_to_the_population():
 
 
 def test_signal_to_noise_separates_moving_from_flat_runs():
-    from bayesgrpo.model.data import signal_to_noise
-
     rng = np.random.default_rng(0)
     flat = rng.normal(0, 0.1, 200)
     moving = np.linspace(0, 1, 200) + rng.normal(0, 0.1, 200)
@@ -233,8 +230,6 @@ def test_load_rejects_foreign_files(tmp_path):
 
 
 def test_approximation_draws_are_split_into_pseudo_chains():
-    from bayesgrpo.model.sampling import _split_chains
-
     idata = az.from_dict(posterior={"x": np.arange(10.0)[None, :], "y": np.zeros((1, 10, 3))})
     split = _split_chains(idata, 2)
     assert dict(split.posterior["x"].sizes) == {"chain": 2, "draw": 5}
@@ -252,9 +247,6 @@ def test_fit_summary_reports_how_runs_are_parametrised(mocked):
 
 
 def test_poorly_mixed_runs_are_named_worst_first():
-    import xarray as xr
-
-    from bayesgrpo.model.sampling import _runs_over
 
     r_hat = xr.Dataset(
         {"a_run": ("run", [1.0, 1.3, 1.02]), "b_run": ("run", [1.5, 1.0, 1.0]), "mu": ((), 1.2)},

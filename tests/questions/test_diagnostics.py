@@ -8,6 +8,8 @@ import pytest
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.model.curves import reward_curve
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.questions import diagnostics as dg
 from bayesgrpo.questions.diagnostics.finding import ACTIONS, FINDING_COLUMNS
 from bayesgrpo.questions.stopping import CurveDraws
@@ -361,8 +363,6 @@ def test_diagnose_uses_the_fitted_model_for_stall():
 
 @pytest.fixture(scope="module")
 def bundled():
-    from bayesgrpo.model.datasets import load_bundled
-
     return load_bundled(warn=False)
 
 
@@ -469,7 +469,6 @@ def test_real_slow_start_is_not_called_never_learned(bundled, last_step, expecte
 def test_stall_not_raised_after_a_fast_rise_that_rings():
     # rises 0.2 -> 0.7 within ~15 steps, then rings around 0.7: the overshoot hides the rise from
     # the trend test, but the run ends 0.3 (0.57 of its spread) above its start level
-    from bayesgrpo.model.curves import reward_curve
 
     steps = np.arange(1, 121, dtype=float)
     omega = 2 * np.pi / (0.3 * np.sqrt(1 - 0.2**2))

@@ -8,15 +8,18 @@ import json
 import math
 
 import arviz as az
+import jax
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
+import bayesgrpo.model.datasets
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.cli import main
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 from bayesgrpo.model.curves import reward_curve
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.questions.diagnostics import by_run
 from bayesgrpo.questions.diagnostics import oscillation as dg
 
@@ -113,8 +116,6 @@ def test_one_run_data_is_padded_normalised_and_binned():
 
 
 def test_single_run_log_density_is_student_t():
-    import jax
-
     data, *_ = dg._one_run_data(STEPS, 0.3 + 0.4 * (1 - np.exp(-T / 0.2)), 0.0, 1.0)
     with jax.enable_x64(True):
         names, _, log_density = dg._compiled_fit("exp", dg.OSC_MAX_POINTS, 4, 4)
@@ -212,8 +213,6 @@ def test_diagnose_runs_oscillation_only_when_asked(monkeypatch):
 
 
 def test_cli_diagnose_prints_and_dumps_oscillation(monkeypatch, capsys):
-    import bayesgrpo.model.datasets
-
     monkeypatch.setattr(by_run, "detect_oscillation", _fake_detect)
     monkeypatch.setattr(bayesgrpo.model.datasets, "load_bundled", lambda warn=False: _tiny_table())
     assert main(["diagnose", "--bundled", "--oscillation"]) == 0
@@ -264,7 +263,6 @@ def test_overdamped_runs_raise_no_oscillation(mean):
 def test_real_delayed_start_beats_weibull_without_ringing():
     # verl PPO, Qwen2.5-0.5B: flat for ~20 steps, then a sharp rise to a plateau. The oscillator
     # (critically damped: zeta > 1) predicts it better than weibull by LOO, yet does not ring
-    from bayesgrpo.model.datasets import load_bundled
 
     table = load_bundled(warn=False)
     (run_id,) = [r for r in table.run_ids if r.endswith("prompt1024-resp512-0.567")]

@@ -7,9 +7,15 @@ import pytest
 from scipy import special
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model.build import centering
 from bayesgrpo.model.curves import reward_curve_by_levels
+from bayesgrpo.model.data import prepare
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.laplace import GaussianRunPrior, condition_run, condition_start, log_posterior
+from bayesgrpo.model.precondition import run_laplace
 from bayesgrpo.model.predict import new_run_draws
+from bayesgrpo.model.priors import merge_priors
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import PlateauRule, expected_gain
@@ -172,7 +178,6 @@ def test_live_forecaster_updates_one_run(population):
     run_id = sim.table.run_ids[0]
     one = sim.table.select([run_id])
     cut = one.points[one.points["step"] <= one.points["step"].quantile(0.3)]
-    from bayesgrpo.logs.table import RunsTable
 
     partial = RunsTable(points=cut.reset_index(drop=True), runs=one.runs, report=one.report)
     update = live.update(partial, horizon=float(one.points["step"].max()))
@@ -198,12 +203,6 @@ def test_laplace_fit_survives_a_line_search_that_overshoots():
     """Regression: preconditioning the bundled runs without this one sent L-BFGS to log tau
     near -745 (tau = 0), an error that ended a leave-one-run-out fit; such a point is refused now.
     """
-    from bayesgrpo.model.build import centering
-    from bayesgrpo.model.data import prepare
-    from bayesgrpo.model.datasets import load_bundled
-    from bayesgrpo.model.precondition import run_laplace
-    from bayesgrpo.model.priors import merge_priors
-
     table = load_bundled(warn=False)
     held = "verl_pr3389_dp_2_gpu_20251111_044742"
     data = prepare(table.select([r for r in table.run_ids if r != held]))

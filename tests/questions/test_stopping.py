@@ -13,9 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from scipy.optimize import brentq
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.curves import CURVES, asymptote_from_levels, get_curve, time_to_fraction
+from bayesgrpo.model.data import prepare
+from bayesgrpo.model.predict import mean_curve_draws, reward_draws, run_draws
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.model.simulate import simulate_runs
 from bayesgrpo.questions import stopping
 from bayesgrpo.questions.stopping import (
     LOW_RATE,
@@ -258,7 +263,6 @@ def test_sigmoidal_curves_go_through_three_phases(family, shape, steps):
 def test_phase_at_the_weibull_slow_start_edge():
     # k = 2: g'(t) = 2 t e^{-t^2} (tau = 1), peak at 1/sqrt(2); g' = LOW_RATE g'(peak) near t = 0.087
     peak = 2 / math.sqrt(2) * math.exp(-0.5)
-    from scipy.optimize import brentq
 
     edge = brentq(lambda t: 2 * t * math.exp(-t * t) - LOW_RATE * peak, 1e-6, 0.5)
     cd = fixed("weibull", shape={"tau": 1.0, "k": 2.0}, step_scale=1.0)
@@ -508,10 +512,6 @@ def test_decisions_table_columns():
 
 
 def test_from_model_data_reproduces_the_models_reward_curves():
-    from bayesgrpo.model.data import prepare
-    from bayesgrpo.model.predict import mean_curve_draws
-    from bayesgrpo.model.simulate import simulate_runs
-
     data = prepare(simulate_runs(3, n_steps=[40, 60, 80], random_seed=4).table)
     # non-trivial bounds and progress axis: t = step * step_to_progress / progress_scale
     data = dataclasses.replace(
@@ -549,10 +549,6 @@ def test_from_model_data_reproduces_the_models_reward_curves():
 
 
 def test_from_a_fitted_model_agrees_with_its_forecast(mocked):
-    from bayesgrpo.model.predict import reward_draws, run_draws
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.model.simulate import simulate_runs
-
     table = simulate_runs(3, n_steps=[40, 60, 80], observed_fraction=[1, 0.5, 1], random_seed=2).table
     curve = "weibull"
     model = RewardModel(curve=curve).fit(table, random_seed=1)

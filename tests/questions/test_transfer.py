@@ -63,7 +63,10 @@ def test_first_points_sharpen_the_prediction(population):
         first_points=RunsTable(points=first, runs=one.runs, report=one.report),
     )
     assert updated.posterior.n_points > 0
-    width = lambda t: float((t["q95"] - t["q05"]).iloc[0])
+
+    def width(t):
+        return float((t["q95"] - t["q05"]).iloc[0])
+
     assert width(updated.table) < width(zero_shot.table)
 
 

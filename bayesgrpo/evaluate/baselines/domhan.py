@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
+import emcee
 import numpy as np
 
 from bayesgrpo.evaluate.baselines.base import (
@@ -396,8 +397,6 @@ def _run_emcee(
     """Run emcee's ensemble sampler from a ball around ``theta_ml``; returns the chain
     (n_steps, walkers, ndim), the mean acceptance fraction and the number of walkers.
     """
-    import emcee
-
     ndim = ensemble.ndim
     walkers = max(int(n_walkers), 2 * ndim + 2)
     if walkers > n_walkers:

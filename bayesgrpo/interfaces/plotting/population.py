@@ -53,7 +53,6 @@ def plot_transfer(
     matplotlib Axes
         Per prediction a band (the widest quantiles of its table) and a mean line.
     """
-
     items = (
         list(predictions.items())
         if isinstance(predictions, Mapping)
@@ -144,7 +143,6 @@ def plot_shrinkage(
         of arrows between them, a tick at the population location it is pulled toward, and the
         population mean as a dashed line.
     """
-
     frame = shrinkage_table(model, param, unpooled=unpooled) if table is None else table
     frame = frame.sort_values("pooled", kind="stable").reset_index(drop=True)
     plt = pyplot()

@@ -51,7 +51,6 @@ def plot_stop_probability(
         The probability on ``[0, 1]``; beneath it, in ``[-0.2, -0.06]``, one bar per step
         interval coloured by the most probable phase, its opacity that phase's probability.
     """
-
     missing = [c for c in ("step", "p_stop", "phase", "p_phase") if c not in history]
     if missing:
         raise BayesGRPOError(

@@ -81,7 +81,9 @@ class Decision:
 class StoppingRule(Protocol):
     """Anything with ``decide(cd, step_now, horizon_step=None) -> list[Decision]``."""
 
-    def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]: ...
+    def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
+        """One decision per run of ``cd``, at ``step_now`` with the horizon ``horizon_step``."""
+        ...
 
 
 def _fmt_step(x: float) -> str:

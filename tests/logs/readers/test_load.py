@@ -54,7 +54,7 @@ def test_folders_are_read_recursively_and_unknown_files_noted(tmp_path):
 
 
 def test_checkpoint_states_read_once(tmp_path):
-    for number, steps in ((10, [1, 2]), (20, [1, 2, 3, 4])):
+    for number, _steps in ((10, [1, 2]), (20, [1, 2, 3, 4])):
         folder = tmp_path / "out" / f"checkpoint-{number}"
         folder.mkdir(parents=True)
         (folder / "trainer_state.json").write_text('{"log_history": []}')

@@ -6,6 +6,7 @@ record read is kept or reported dropped.
 
 from __future__ import annotations
 
+import csv
 import warnings
 from pathlib import Path
 
@@ -197,8 +198,6 @@ def test_parquet_named_index_is_a_column_unnamed_is_not(tmp_path, frame, steps):
     ],
 )
 def test_split_csv_line_matches_csv_reader(line):
-    import csv
-
     expected = next(csv.reader([line], strict=True), [])
     got = _split_csv_line(line)
     assert got == expected or (expected == [] and got == [""])  # an empty line either way

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
 from tensorboard.compat.proto import event_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as reference_masked_crc32c
 
@@ -32,6 +33,7 @@ from bayesgrpo.logs.readers.tensorboard.reader import (
     tensorboard_aliases,
 )
 from bayesgrpo.logs.readers.tensorboard.records import event_file_order, tensor_scalar
+from bayesgrpo.logs.readers.verl.lines import metric_aliases
 from bayesgrpo.logs.writers.tensorboard import (
     append_events,
     frame_records,
@@ -140,8 +142,6 @@ def test_real_verl_runs_all_load():
 
 
 def test_real_file_values_match_tensorboards_own_loader():
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-
     path = next(REAL_RUN.glob("events.out.tfevents.*"))
     expected = {
         event.step: event.summary.value[0].simple_value
@@ -205,8 +205,6 @@ def test_tensor_metadata_only_on_first_value_of_a_tag(tmp_path):
 
 
 def test_writer_makes_a_real_event_file(tmp_path):
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-
     _, path = _run_folder(tmp_path)
     assert detect_format(path) == "tensorboard"
     events = list(LegacyEventFileLoader(str(path)).Load())
@@ -365,8 +363,6 @@ def test_torn_last_record_strict_raises_with_its_place(tmp_path):
 
 def test_tensorboards_own_loader_swallows_a_torn_record_silently(tmp_path):
     """Why the records are framed here: the library's loader just stops (DataLossError -> break)."""
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-
     _, path = _run_folder(tmp_path)
     data = path.read_bytes()
     offset, _ = _records(data)[10]
@@ -678,8 +674,6 @@ def test_trl_event_file(tmp_path):
 
 
 def test_aliases_follow_the_verl_and_trl_readers():
-    from bayesgrpo.logs.readers.verl.lines import metric_aliases
-
     verl_tags = [
         "actor/entropy",
         "actor/kl_loss",
@@ -776,7 +770,6 @@ def test_memory_stays_within_a_few_times_the_records(tmp_path, monkeypatch):
 
 def test_hparams_only_subfolder_is_a_note_not_a_run(tmp_path):
     # older transformers write add_hparams into a timestamped sub-folder holding no scalars
-    from bayesgrpo.logs.writers.tensorboard import summary_event, text_value, write_events
 
     folder, _ = _run_folder(tmp_path, _points(10))
     write_events(folder / "1712345678.123", [summary_event(0, [text_value("hparams", "lr: 1e-6")], 1.0)])

@@ -43,6 +43,7 @@ from bayesgrpo.logs.readers.verl.lines import (
 from bayesgrpo.logs.report import ReadIssue
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.logs.writers.verl import (
+    config_lines,
     format_step_line,
     ray_prefix,
     write_large_verl_console,
@@ -1113,8 +1114,6 @@ def test_metadata_never_guessed(tmp_path):
 
 def test_damaged_config_dump(tmp_path):
     """Lines of the dump lost or another process's output glued to them: read line by line."""
-    from bayesgrpo.logs.writers.verl import config_lines
-
     dump = [PREFIX + line for line in config_lines(GOLDEN_NEW_CONFIG)]
     dump[3] = dump[3] + "\x1b[36m(WorkerDict pid=5)\x1b[0m "  # interleaved output
     lost = next(i for i, line in enumerate(dump) if "val_kwargs" in line)

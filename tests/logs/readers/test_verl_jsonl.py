@@ -22,12 +22,15 @@ import pytest
 
 import bayesgrpo
 from bayesgrpo.errors import EmptyLogError, MalformedRecordError, ReadWarning, TruncatedLogError
+from bayesgrpo.interfaces.cli import main
 from bayesgrpo.interfaces.watch import LogFollower, Watcher
+from bayesgrpo.interfaces.watch import watcher as watch
 from bayesgrpo.logs.readers import ReadOptions, Source, detect_format
 from bayesgrpo.logs.readers.trl.state import history_store
 from bayesgrpo.logs.readers.verl.jsonl import flatten_metrics, is_verl_jsonl, read_verl_jsonl
 from bayesgrpo.logs.report import ReadIssue
 from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.logs.writers.trl import write_trainer_state
 from bayesgrpo.logs.writers.verl import verl_jsonl_line, write_verl_jsonl
 from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
@@ -319,9 +322,6 @@ class StubForecaster:
 
 
 def test_watch_follows_a_file_logger_jsonl_as_it_grows(tmp_path, monkeypatch, capsys):
-    from bayesgrpo.interfaces.cli import main
-    from bayesgrpo.interfaces.watch import watcher as watch
-
     path = tmp_path / "exp.jsonl"
     watcher = Watcher(path, rule=PlateauRule(eps=0.01, prob=0.9), population=StubForecaster(), horizon=40)
     assert watcher.poll()[0].state == "waiting"  # verl has not opened it yet
@@ -410,8 +410,6 @@ def test_history_store_strict_names_the_entry():
 
 @pytest.mark.parametrize("given, noted", [(250, False), (250.0, False), ("250", False), (300, True)])
 def test_a_given_value_equal_to_the_stated_one_is_no_override(tmp_path, given, noted):
-    from bayesgrpo.logs.writers.trl import write_trainer_state
-
     folder = tmp_path / "run"
     folder.mkdir()
     write_trainer_state(
