@@ -56,6 +56,7 @@ class Source:
         """The file read, or the folder of a TensorBoard run's event files."""
         if len(self.paths) == 1:
             return str(self.paths[0])
+        return str(self.paths[0].parent)
 
 
 ReaderFunction = Callable[[Source, ReadOptions], list[RawRun]]
