@@ -21,6 +21,8 @@ predictive density is that of ``y / scale`` (the density in reward units plus ``
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 from scipy import special
 
@@ -40,6 +42,14 @@ __all__ = [
 #: Smallest kernel bandwidth of :func:`log_predictive_density`, in units of ``scale``: draws that
 #: (nearly) coincide would otherwise give a spike whose log density is unbounded.
 MIN_BANDWIDTH = 0.005
+
+
+@overload
+def _check(draws: np.ndarray, y: None = None, scale: float = 1.0) -> tuple[np.ndarray, None, float]: ...
+
+
+@overload
+def _check(draws: np.ndarray, y: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray, float]: ...
 
 
 def _check(

@@ -279,6 +279,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             f"{len(final)} runs would stop at the cut."
         )
     print()
+    assert diagnostics is not None  # set by the fit above
     print(
         f"fit: {diagnostics.sampler}, {diagnostics.seconds:.0f} s, {diagnostics.divergences} divergences, "
         f"max r_hat {diagnostics.max_r_hat:.3f}, min bulk ESS {diagnostics.min_ess_bulk:.0f}"

@@ -128,7 +128,12 @@ def effect_grouping(data: ModelData, dim: str, levels_param: bool) -> tuple[np.n
 
 
 def run_location(
-    name: str, mu: Any, effects: Any, start_pull: Any, data_bounded: np.ndarray, data_offset: Any
+    name: str,
+    mu: Any,
+    effects: Any,
+    start_pull: Any,
+    data_bounded: np.ndarray | float,
+    data_offset: Any,
 ) -> Any:
     """A run's population location of parameter ``name`` (numpy arrays or pytensor tensors).
 

@@ -12,6 +12,7 @@ import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.readers import load_runs
@@ -71,7 +72,7 @@ def load_bundled(reward: str | None = None, warn: bool = True) -> RunsTable:
 POPULATION_FILE = Path(__file__).resolve().parents[1] / "_data" / "bundled_population.nc"
 
 #: How the shipped population is fitted (``python -m bayesgrpo.model.datasets --population``).
-POPULATION_FIT = {"draws": 500, "tune": 1000, "chains": 2, "random_seed": 20261121}
+POPULATION_FIT: dict[str, Any] = {"draws": 500, "tune": 1000, "chains": 2, "random_seed": 20261121}
 
 
 @functools.cache

@@ -282,7 +282,8 @@ class CurveDraws:
     def to_t(self, steps: np.ndarray) -> np.ndarray:
         """Progress of steps: ``(R,)`` steps give ``(R,)``, ``(R, N)`` give ``(R, N)``."""
         steps = np.asarray(steps, dtype=float)
-        scale = self.step_scale if steps.ndim <= 1 else self.step_scale[:, None]
+        step_scale = np.asarray(self.step_scale)
+        scale = step_scale if steps.ndim <= 1 else step_scale[:, None]
         return np.maximum(steps - self.step_offset, 0.0) / scale
 
 

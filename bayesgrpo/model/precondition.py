@@ -48,7 +48,7 @@ def run_laplace(
     index: np.ndarray,
     *,
     noise_floor: float = 0.01,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Laplace fits of the runs ``index`` of ``data``, each on its own points.
 
     Parameters

@@ -180,7 +180,8 @@ class LiveForecaster:
         if len(run.runs) != 1:
             raise BayesGRPOError(f"update takes one run; got {len(run.runs)} (select one with table.select)")
         population = self.population
-        settings = {
+        assert population.data is not None  # a fitted population (checked when the forecaster was made)
+        settings: dict[str, Any] = {
             "progress": population.progress,
             "horizon": horizon,
             "max_points": population.max_points,

@@ -222,6 +222,7 @@ def shrinkage_table(
         own = _natural(model.curve, param, {name: np.asarray(modes[name], dtype=float) for name in names})
     else:
         _check(unpooled, param)
+        assert unpooled.data is not None  # _check refuses an unfitted model
         if unpooled.curve != model.curve or tuple(unpooled.data.run_ids) != tuple(data.run_ids):
             raise BayesGRPOError(
                 "the unpooled model must be the same curve family fitted on the same runs, in the same order"

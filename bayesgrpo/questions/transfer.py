@@ -66,7 +66,7 @@ def predict_new_run(
     metadata: Mapping[str, Any],
     *,
     horizon: float,
-    steps: Sequence[float] | None = None,
+    steps: Sequence[float] | np.ndarray | None = None,
     first_points: RunsTable | None = None,
     quantiles: Sequence[float] = (0.05, 0.5, 0.95),
     n_draws: int = 2000,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 
@@ -17,6 +17,14 @@ from bayesgrpo.evaluate.baselines.base import BaselineInputError, check_positive
 # --------------------------------------------------------------------------------------------
 # Stopping rules
 # --------------------------------------------------------------------------------------------
+
+
+@overload
+def _steps_rewards(steps: np.ndarray, rewards: None = None) -> tuple[np.ndarray, None]: ...
+
+
+@overload
+def _steps_rewards(steps: np.ndarray, rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def _steps_rewards(

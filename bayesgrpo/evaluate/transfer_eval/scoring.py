@@ -98,7 +98,7 @@ def observed_reward_draws(
     """
     cd, posterior = prediction.curve_draws, prediction.posterior
     mean = reward_at(cd, np.asarray(target_steps, dtype=float))[:, 0, :]
-    sigma = posterior.natural()["sigma"] * float(cd.reward_scale[0])
+    sigma = posterior.natural()["sigma"] * float(np.asarray(cd.reward_scale)[0])
     noise = np.random.default_rng(seed).standard_t(posterior.prior.nu, size=mean.shape)
     return mean + sigma[:, None] * noise
 

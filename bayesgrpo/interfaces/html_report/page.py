@@ -118,13 +118,14 @@ def write_report(
     pareto: dict[str, float] = {}
 
     if population is not None:
-        live = LiveForecaster(population, random_seed=random_seed)
+        forecaster = LiveForecaster(population, random_seed=random_seed)
+        live: LiveForecaster | None = forecaster
         draws = {}
         steps = {}
         for run_id in table.run_ids:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", LiveUpdateWarning)  # shown per run as its Pareto k
-                update = live.update(table.select([run_id]), horizon=horizons[run_id])
+                update = forecaster.update(table.select([run_id]), horizon=horizons[run_id])
             draws[run_id], steps[run_id], pareto[run_id] = (
                 update.curve_draws,
                 update.step,
@@ -193,7 +194,7 @@ def write_report(
         )
         plotting.plot_fan(draws[r.run_id], r.run_id, observed=table, step_now=r.step, ax=axes[0, 0])
         axes[0, 0].legend(fontsize=6, frameon=False)
-        if history_points > 0:
+        if history_points > 0 and live is not None:  # live is None only without history
             history = stop_history(
                 live, table.select([r.run_id]), history_points, rule, horizon=horizons[r.run_id]
             )
@@ -208,6 +209,7 @@ def write_report(
 
     # the population: shrinkage and scaling
     if model.pooling == "partial":
+        assert model.data is not None  # a fitted model
         which = (
             "these runs" if fitted_on_table is not None else f"the population's own {model.data.n_runs} runs"
         )

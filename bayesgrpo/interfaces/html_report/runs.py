@@ -111,7 +111,7 @@ def run_rows(
     rows = []
     for run_id in table.run_ids:
         cd = draws[run_id]
-        horizon = float(cd.horizon_step[0])
+        horizon = float(np.asarray(cd.horizon_step)[0])
         final = reward_at(cd, [horizon])[:, 0, 0]
         low, median, high = np.quantile(final, [0.05, 0.5, 0.95])
         decision = rule.decide(cd, steps[run_id], horizon)[0]
@@ -143,6 +143,7 @@ def run_rows(
 def split_by_run(cd: CurveDraws) -> dict[str, CurveDraws]:
     """Curve draws of several runs as one ``CurveDraws`` per run."""
     out = {}
+    assert cd.run_ids is not None  # set by CurveDraws.__post_init__
     for i, run_id in enumerate(cd.run_ids):
         out[run_id] = CurveDraws(
             curve=cd.curve,

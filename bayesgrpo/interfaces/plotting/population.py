@@ -299,7 +299,8 @@ def plot_scaling(
         note += ("; " if note else "") + f"{scaling.n_own_range} runs on their own reward range not shown"
 
     ax.set_title("\n".join([f"{param} by model size", *textwrap.wrap(note, 80)]), fontsize=8)
-    handles, labels = ax.get_legend_handles_labels()
+    artists, labels = ax.get_legend_handles_labels()
+    handles: list[Any] = list(artists)
     if scaling.line is not None:
         handles.insert(0, (band, mean_line))
         labels.insert(0, f"population (average family), {interval:.0%}")

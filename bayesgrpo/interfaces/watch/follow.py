@@ -312,6 +312,12 @@ class LogFollower:
             self._current = None
 
 
+def _modified_ns(source: Source) -> int:
+    """When a source's (first) file was last modified, in ns; 0 when it is gone."""
+    stamp = FileStamp.of(source.paths[0])
+    return stamp.mtime_ns if stamp is not None else 0
+
+
 def short_error(exc: BaseException) -> str:
     """An exception as one short line for the status table."""
     text = str(exc)
@@ -388,10 +394,7 @@ class WatchTarget:
                 if owner is not None and owner.key != key:
                     continue
             if key in chosen:  # two trainer states of one training folder: the newest
-                newest = max(
-                    (chosen[key], source),
-                    key=lambda s: FileStamp.of(s.paths[0]).mtime_ns if FileStamp.of(s.paths[0]) else 0,
-                )
+                newest = max((chosen[key], source), key=_modified_ns)
                 chosen[key] = newest
             else:
                 chosen[key] = source

@@ -256,7 +256,7 @@ class Watcher:
     ) -> RunStatus:
         start = time.perf_counter()
         rewards = points["reward"].to_numpy(dtype=float)
-        base = {
+        base: dict[str, Any] = {
             "run_id": name,
             "source": follower.label,
             "n_steps": len(points),

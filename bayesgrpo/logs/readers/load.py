@@ -27,7 +27,7 @@ from bayesgrpo.errors import (
     ReadWarning,
     UnknownFormatError,
 )
-from bayesgrpo.logs.readers._records import RawRun, tidy_run
+from bayesgrpo.logs.readers._records import RawRun, TidyRun, tidy_run
 from bayesgrpo.logs.readers.base import PathLike, ReaderFunction, ReadOptions, Source
 from bayesgrpo.logs.readers.manifest import MANIFEST_NAME, is_manifest, read_manifest
 from bayesgrpo.logs.readers.verl.lines import looks_like_verl_console
@@ -393,7 +393,7 @@ def merge_metadata(stated: pd.DataFrame, given: Any) -> tuple[pd.DataFrame, list
     return merged.reset_index(), notes
 
 
-def _unique_run_ids(tidied: list[Any], notes: list[ReadIssue]) -> None:
+def _unique_run_ids(tidied: list[TidyRun], notes: list[ReadIssue]) -> None:
     seen: dict[str, int] = {}
     for run in tidied:
         run_id = run.metadata["run_id"]
@@ -484,7 +484,7 @@ def load_runs(
     if not sources:
         raise LogReadError(f"no readable log found under {paths!r}")
     report = ReadReport(notes=list(notes))
-    tidied = []
+    tidied: list[TidyRun] = []
     for source in sources:
         source_reward = reward or source.reward
         options = ReadOptions(

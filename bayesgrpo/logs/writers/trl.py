@@ -23,11 +23,11 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeAlias
 
 import pandas as pd
 
-PointsLike = pd.DataFrame | Iterable[Mapping[str, Any]]
+PointsLike: TypeAlias = "pd.DataFrame | Iterable[Mapping[str, Any]]"
 NumberFormat = Literal["repr", "4g"]
 
 #: What ``TrainerControl`` saves into ``stateful_callbacks`` at the end of training.

@@ -164,8 +164,8 @@ def _rows(
                 metrics[name] = value
             yield (int(step) if isinstance(step, (int, np.integer)) else step), metrics
         return
-    for step, metrics in points:
-        yield step, {names.get(k, k): v for k, v in metrics.items()}
+    for step, logged in points:
+        yield step, {names.get(k, k): v for k, v in logged.items()}
 
 
 @contextmanager

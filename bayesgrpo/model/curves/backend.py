@@ -56,7 +56,8 @@ class _NumpyOps:
 
     @staticmethod
     def switch(cond: np.ndarray, a: ArrayLike, b: ArrayLike) -> np.ndarray:
-        return np.where(cond, a, b)
+        """``a`` where ``cond``, else ``b``."""
+        return np.asarray(np.where(cond, a, b))
 
     @staticmethod
     def sigmoid(z: np.ndarray) -> np.ndarray:
@@ -169,7 +170,8 @@ def bisect_monotone(
     Vectorised over all elements: the bracket ``[0, hi]`` starts at ``scale`` and doubles where
     ``g(hi) < q``, then 64 halvings (float64 accuracy).
     """
-    q, scale, *params = np.broadcast_arrays(q, scale, *params)
+    q, scale, *rest = np.broadcast_arrays(q, scale, *params)
+    params = tuple(rest)
     hi = np.array(scale, dtype=float)
     for _ in range(2000):
         short = g(hi, *params) < q

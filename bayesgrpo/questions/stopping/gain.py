@@ -46,6 +46,7 @@ def checked_steps(cd: CurveDraws, step_now: Any, horizon_step: Any) -> tuple[np.
     past = np.flatnonzero(s > T)
     if past.size:
         i = past[0]
+        assert cd.run_ids is not None  # set by CurveDraws.__post_init__
         raise BayesGRPOError(
             f"step_now={s[i]:g} is past the horizon {T[i]:g} of run {cd.run_ids[i]!r}; "
             "pass a horizon_step at or after the current step."
@@ -69,7 +70,7 @@ def check_eps(eps: float) -> float:
     return eps
 
 
-def check_fractions(fractions: Sequence[float]) -> np.ndarray:
+def check_fractions(fractions: Sequence[float] | np.ndarray) -> np.ndarray:
     """Fractions of the gain as an array, each checked to lie strictly between 0 and 1."""
     q = np.atleast_1d(np.asarray(fractions, dtype=float))
     if q.ndim != 1 or q.size == 0 or not np.all((q > 0) & (q < 1)):
@@ -106,7 +107,7 @@ def remaining_gain(cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> n
 def eps_per_run(cd: CurveDraws, eps: float, relative: bool) -> np.ndarray:
     """``eps`` per run in reward units: relative to each run's reward range when ``relative``."""
     eps = check_eps(eps)
-    return eps * cd.reward_scale if relative else np.full(cd.n_runs, eps)
+    return eps * np.asarray(cd.reward_scale) if relative else np.full(cd.n_runs, eps)
 
 
 def prob_gain_below(
@@ -157,6 +158,7 @@ def expected_gain(
     """
     s, T = checked_steps(cd, step_now, horizon_step)
     mean, lower, upper = interval_bounds(remaining_gain(cd, s, T), interval)
+    assert cd.run_ids is not None  # set by CurveDraws.__post_init__
     return pd.DataFrame(
         {
             "run_id": list(cd.run_ids),
@@ -174,7 +176,9 @@ def expected_gain(
 # --------------------------------------------------------------------------------------------
 
 
-def fraction_step_draws(cd: CurveDraws, fractions: Sequence[float] = DEFAULT_FRACTIONS) -> np.ndarray:
+def fraction_step_draws(
+    cd: CurveDraws, fractions: Sequence[float] | np.ndarray = DEFAULT_FRACTIONS
+) -> np.ndarray:
     """Draws of the first step at which each fraction of the total gain ``A - R0`` is reached.
 
     ``g(t_q) = q`` (:func:`bayesgrpo.model.curves.time_to_fraction`): the first crossing, which for an
@@ -191,7 +195,7 @@ def fraction_step_draws(cd: CurveDraws, fractions: Sequence[float] = DEFAULT_FRA
     shape = {name: value[:, :, None] for name, value in cd.shape.items()}
     with np.errstate(over="ignore"):  # a draw that never gets there within float range: inf
         t_q = time_to_fraction(cd.curve, q[None, None, :], **shape)
-        return np.asarray(t_q) * cd.step_scale[None, :, None] + cd.step_offset
+        return np.asarray(t_q) * np.asarray(cd.step_scale)[None, :, None] + cd.step_offset
 
 
 def steps_to_fraction(

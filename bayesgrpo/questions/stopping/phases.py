@@ -175,6 +175,7 @@ def phase(cd: CurveDraws, step_now: Any) -> pd.DataFrame:
     codes, share, _ = _phase_parts(cd, step_now)
     probs = np.stack([(codes == i).mean(axis=0) for i in range(len(PHASES))], axis=1)  # (R, 3)
     best = probs.argmax(axis=1)
+    assert cd.run_ids is not None  # set by CurveDraws.__post_init__
     frame = pd.DataFrame({"run_id": list(cd.run_ids), "step": per_run(step_now, cd.n_runs, "step_now")})
     for i, name in enumerate(PHASES):
         frame[name] = probs[:, i]

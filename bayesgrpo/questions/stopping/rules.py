@@ -108,6 +108,7 @@ def _decisions(
 ) -> list[Decision]:
     mean, lower, upper = gain_stats
     details = details or {}
+    assert cd.run_ids is not None  # set by CurveDraws.__post_init__
     return [
         Decision(
             run_id=cd.run_ids[i],

@@ -7,6 +7,7 @@ tensorboard's pure-Python CRC for the rest.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,10 +33,12 @@ def _crc32c_table() -> np.ndarray:
 _CRC_TABLE = _crc32c_table()
 _VECTOR_MIN = 32  # below this many ranges of one length, pure Python beats a numpy column loop
 
+_google_crc32c: ModuleType | None
 try:  # the C implementation, when installed (it comes with zarr, among others)
-    import google_crc32c as _google_crc32c
+    import google_crc32c as _crc32c_module
 
-    _FAST_CRC = _google_crc32c.implementation == "c"
+    _google_crc32c = _crc32c_module
+    _FAST_CRC = _crc32c_module.implementation == "c"
 except ImportError:  # pragma: no cover - depends on the environment
     _google_crc32c = None
     _FAST_CRC = False
@@ -92,8 +95,8 @@ def masked_crc32c(
     lengths = np.asarray(lengths, dtype=np.int64)
     if len(starts) == 0:
         return np.empty(0, dtype=np.uint32)
-    if _FAST_CRC:
-        value = _google_crc32c.value  # type: ignore[union-attr]
+    if _FAST_CRC and _google_crc32c is not None:
+        value = _google_crc32c.value
         raw = np.fromiter(
             (value(buffer[s : s + n]) for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)),
             dtype=np.uint32,

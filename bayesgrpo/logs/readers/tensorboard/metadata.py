@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     pass
@@ -45,6 +45,6 @@ def _json_object(text: str | None) -> dict[str, Any] | None:
     return loaded if isinstance(loaded, dict) else None
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[int | float]:
     """Whether a JSON value is a number (bools excluded)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)

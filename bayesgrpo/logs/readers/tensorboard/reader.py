@@ -67,7 +67,7 @@ def tensorboard_aliases(tags: Iterable[str]) -> dict[str, str]:
 
 def _take_column(values: array, dtype: type) -> np.ndarray:
     """The array's contents as a numpy array; the array is emptied (its memory freed)."""
-    column = np.frombuffer(values, dtype=dtype).copy()
+    column: np.ndarray = np.frombuffer(values, dtype=dtype).copy()
     del values[:]
     return column
 
