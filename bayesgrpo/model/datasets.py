@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BayesGRPOError, ModelConfigError
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.table import RunsTable
-from bayesgrpo.model.reward_model import ModelConfigError, RewardModel
+from bayesgrpo.model.reward_model import RewardModel
 
 #: Environment variable that points at another copy of the bundled data folder.
 DATA_ENV = "BAYESGRPO_DATA"

@@ -253,7 +253,7 @@ class CurveDraws:
     @property
     def total_gain(self) -> np.ndarray:
         """``A - R0`` per draw and run, ``(S, R)``: the gain the run makes in the limit."""
-        return self.params["asymptote"] - self.params["r0"]
+        return np.asarray(self.params["asymptote"] - self.params["r0"])
 
     def select(self, run_ids: Sequence[str]) -> CurveDraws:
         """The same draws for a subset of the runs, in the order given.
@@ -284,7 +284,7 @@ class CurveDraws:
         steps = np.asarray(steps, dtype=float)
         step_scale = np.asarray(self.step_scale)
         scale = step_scale if steps.ndim <= 1 else step_scale[:, None]
-        return np.maximum(steps - self.step_offset, 0.0) / scale
+        return np.asarray(np.maximum(steps - self.step_offset, 0.0) / scale)
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,13 +296,13 @@ def gain_share(cd: CurveDraws, t: np.ndarray) -> np.ndarray:
     """``g`` at progress ``t`` of shape (R,) -> (S, R), or (R, N) -> (S, R, N)."""
     t = np.asarray(t, dtype=float)
     if t.ndim == 1:
-        return get_curve(cd.curve).g(t[None, :], **cd.shape)
-    return get_curve(cd.curve).g(t[None, :, :], **{k: v[:, :, None] for k, v in cd.shape.items()})
+        return np.asarray(get_curve(cd.curve).g(t[None, :], **cd.shape))
+    return np.asarray(get_curve(cd.curve).g(t[None, :, :], **{k: v[:, :, None] for k, v in cd.shape.items()}))
 
 
 def gain_share_rate(cd: CurveDraws, t: np.ndarray) -> np.ndarray:
     """``g'`` at progress ``t``: (R,) or (S, R) -> (S, R)."""
-    return get_curve(cd.curve).dg_dt(np.asarray(t, dtype=float), **cd.shape)
+    return np.asarray(get_curve(cd.curve).dg_dt(np.asarray(t, dtype=float), **cd.shape))
 
 
 def reward_at(cd: CurveDraws, steps: Any) -> np.ndarray:
@@ -326,4 +326,4 @@ def reward_at(cd: CurveDraws, steps: Any) -> np.ndarray:
     if not np.all(np.isfinite(steps) & (steps >= 0)):
         raise BayesGRPOError("steps must be finite and >= 0.")
     g = gain_share(cd, cd.to_t(steps))
-    return cd.params["r0"][:, :, None] + cd.total_gain[:, :, None] * g
+    return np.asarray(cd.params["r0"][:, :, None] + cd.total_gain[:, :, None] * g)

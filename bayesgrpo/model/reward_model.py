@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import arviz as az
 import numpy as np
@@ -20,7 +20,9 @@ import pandas as pd
 import xarray as xr
 
 from bayesgrpo._version import __version__
-from bayesgrpo.errors import BayesGRPOError, ModelConfigError, NotFittedError
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import ModelConfigError as ModelConfigError  # defined here before 0.x
+from bayesgrpo.errors import NotFittedError as NotFittedError  # defined here before 0.x
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.build import covariate_used, create_reward_model, parametrisation
 from bayesgrpo.model.curves import CURVES, DEFAULT_CURVE, get_curve
@@ -29,6 +31,9 @@ from bayesgrpo.model.draws import CurveDraws
 from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
 from bayesgrpo.model.priors import merge_priors, priors_from_dict, priors_to_dict
 from bayesgrpo.model.sampling import DEFAULT_SAMPLER, FitDiagnostics, sample_model
+
+if TYPE_CHECKING:
+    import pymc as pm
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +159,7 @@ class RewardModel:
         return f"RewardModel({settings}; {state})"
 
     # fitting -----------------------------------------------------------------------------
-    def build(self, runs: RunsTable, horizon: float | Mapping[str, float] | None = None):
+    def build(self, runs: RunsTable, horizon: float | Mapping[str, float] | None = None) -> pm.Model:
         """Prepare the data and build (not sample) the PyMC model; returns the ``pymc.Model``."""
         self.data = prepare(
             runs,

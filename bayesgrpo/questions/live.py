@@ -23,12 +23,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BayesGRPOError, NotFittedError
 from bayesgrpo.model.build import OTHER_LEVEL, effect_levels
 from bayesgrpo.model.data import UNKNOWN, prepare
 from bayesgrpo.model.datasets import bundled_population
@@ -44,7 +44,7 @@ from bayesgrpo.model.laplace import (
 )
 from bayesgrpo.model.predict import new_run_draws
 from bayesgrpo.model.priors import curve_params
-from bayesgrpo.model.reward_model import NotFittedError, RewardModel
+from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.stopping import CurveDraws
 
 if TYPE_CHECKING:
@@ -383,5 +383,5 @@ def live_forecaster(population: Any = None, random_seed: int | None = 1) -> Live
     elif isinstance(population, (str, Path)):
         population = RewardModel.load(population)
     elif not isinstance(population, RewardModel) and callable(getattr(population, "update", None)):
-        return population
+        return cast(LiveForecaster, population)  # duck-typed: anything with update() serves
     return LiveForecaster(population, random_seed=random_seed)

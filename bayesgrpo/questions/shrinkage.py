@@ -27,12 +27,11 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BayesGRPOError, NotFittedError
 from bayesgrpo.model.build import bounds_from_data, effect_grouping, run_location
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve
 from bayesgrpo.model.precondition import run_laplace
 from bayesgrpo.model.priors import LEVEL_PARAMS, curve_params
-from bayesgrpo.model.reward_model import NotFittedError
 
 if TYPE_CHECKING:
     import xarray as xr

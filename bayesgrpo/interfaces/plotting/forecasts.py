@@ -18,7 +18,7 @@ from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import ListedColormap, LogNorm
 
-from bayesgrpo.errors import BayesGRPOError, UnknownMetricError
+from bayesgrpo.errors import BayesGRPOError, NotFittedError, UnknownMetricError
 from bayesgrpo.interfaces.plotting.style import (
     UNKNOWN_LABEL,
     family_colors,
@@ -27,7 +27,6 @@ from bayesgrpo.interfaces.plotting.style import (
     pyplot,
     short_label,
 )
-from bayesgrpo.model.reward_model import NotFittedError
 from bayesgrpo.questions.stopping import CurveDraws, reward_at
 
 

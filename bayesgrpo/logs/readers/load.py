@@ -14,7 +14,7 @@ import re
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import yaml
@@ -65,7 +65,7 @@ def _reader(format_name: str) -> ReaderFunction:
         raise UnknownFormatError(f"unknown format {format_name!r}; formats are {sorted(READERS)}")
     module_name, function_name = READERS[format_name]
     module = importlib.import_module(module_name)
-    return getattr(module, function_name)
+    return cast(ReaderFunction, getattr(module, function_name))
 
 
 def detect_format(path: PathLike) -> str | None:

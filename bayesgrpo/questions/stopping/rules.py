@@ -90,7 +90,9 @@ def _fmt_step(x: float) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:g}"
 
 
-def _gain_numbers(cd: CurveDraws, s: np.ndarray, T: np.ndarray, interval: float):
+def _gain_numbers(
+    cd: CurveDraws, s: np.ndarray, T: np.ndarray, interval: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     gain = remaining_gain(cd, s, T)
     return gain, *interval_bounds(gain, interval)
 
