@@ -7,6 +7,7 @@ import datetime as _dt
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +18,14 @@ from bayesgrpo.errors import BayesGRPOError
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.draws import CurveDraws
     from bayesgrpo.questions.stopping import StoppingRule
 
 
 from bayesgrpo._version import __version__
 from bayesgrpo.interfaces import plotting
 from bayesgrpo.interfaces.html_report.markup import CSS, esc, img_tag
-from bayesgrpo.interfaces.html_report.runs import planned_horizons, run_rows, split_by_run
+from bayesgrpo.interfaces.html_report.runs import ReportRun, planned_horizons, run_rows, split_by_run
 from bayesgrpo.interfaces.html_report.sections import (
     T80_FRACTIONS,
     diagnostics_section,
@@ -113,15 +115,55 @@ def write_report(
         raise BayesGRPOError("the table holds no runs: nothing to report")
     rule = default_rule() if rule is None else rule
     horizons = planned_horizons(table, horizon)
-    finite = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))]
-    last_step = finite.groupby("run_id")["step"].max()
-    pareto: dict[str, float] = {}
+    forecasts = _forecasts(table, population, fit_kwargs, horizons, history_points, random_seed)
+    rows = run_rows(table, forecasts.draws, forecasts.steps, rule, forecasts.pareto)
+    sections = [
+        f"<h2>Runs</h2>{summary_table(rows, rule)}",
+        _runs_figure(table, dpi),
+        _t80_section(table, forecasts.draws, dpi),
+        _per_run_section(table, rows, forecasts, rule, horizons, history_points, dpi),
+    ]
+    if forecasts.model.pooling == "partial":
+        sections.append(_pooling_section(forecasts, dpi))
+    if transfer:
+        sections.append(
+            "<h2>Transfer to new runs</h2>"
+            + transfer_section(table, forecasts.model, transfer, horizons, horizon, dpi, random_seed)
+        )
+    if diagnose:
+        sections.append("<h2>Diagnostics</h2>" + diagnostics_section(table, forecasts.fitted_on_table))
+    page = _page(title, header_section(table, forecasts.mode), sections)
+    path = Path(path)
+    path.write_text(page, encoding="utf-8")
+    logger.info("wrote %s (%d bytes)", path, len(page))
+    return path
 
+
+@dataclass
+class _Forecasts:
+    """Every run's curve draws, and how they were made."""
+
+    model: RewardModel
+    draws: dict[str, CurveDraws]
+    steps: dict[str, float]
+    pareto: dict[str, float]
+    mode: str
+    fitted_on_table: RewardModel | None
+    live: LiveForecaster | None
+
+
+def _forecasts(
+    table: RunsTable,
+    population: RewardModel | None,
+    fit_kwargs: Mapping[str, Any] | None,
+    horizons: Mapping[str, float],
+    history_points: int,
+    random_seed: int | None,
+) -> _Forecasts:
+    """Each run conditioned live on ``population``, or the pooled model fitted on the table."""
     if population is not None:
         forecaster = LiveForecaster(population, random_seed=random_seed)
-        live: LiveForecaster | None = forecaster
-        draws = {}
-        steps = {}
+        draws, steps, pareto = {}, {}, {}
         for run_id in table.run_ids:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", LiveUpdateWarning)  # shown per run as its Pareto k
@@ -131,48 +173,60 @@ def write_report(
                 update.step,
                 update.posterior.pareto_k,
             )
-        model = population
-        mode = live_mode_text(population)
-        fitted_on_table = None
-    else:
-        settings = {**DEFAULT_FIT, **dict(fit_kwargs or {})}
-        logger.info("fitting the pooled model on %d runs (%s)", len(table.run_ids), settings)
-        model = RewardModel().fit(table, horizon=horizons, **settings)
-        draws = split_by_run(model.curve_draws())
-        steps = {run_id: float(last_step[run_id]) for run_id in table.run_ids}
-        mode = fit_mode_text(model)
-        fitted_on_table = model
-        live = LiveForecaster(model, random_seed=random_seed) if history_points > 0 else None
-    rows = run_rows(table, draws, steps, rule, pareto)
+        return _Forecasts(population, draws, steps, pareto, live_mode_text(population), None, forecaster)
+    settings = {**DEFAULT_FIT, **dict(fit_kwargs or {})}
+    logger.info("fitting the pooled model on %d runs (%s)", len(table.run_ids), settings)
+    model = RewardModel().fit(table, horizon=horizons, **settings)
+    finite = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))]
+    last_step = finite.groupby("run_id")["step"].max()
+    live = LiveForecaster(model, random_seed=random_seed) if history_points > 0 else None
+    return _Forecasts(
+        model,
+        split_by_run(model.curve_draws()),
+        {run_id: float(last_step[run_id]) for run_id in table.run_ids},
+        {},
+        fit_mode_text(model),
+        model,
+        live,
+    )
 
-    sections: list[str] = []
-    sections.append(f"<h2>Runs</h2>{summary_table(rows, rule)}")
+
+def _runs_figure(table: RunsTable, dpi: int) -> str:
+    """The logged curves of every run, on one figure (each on its own range when ranges differ)."""
     figure, ax = plotting.subplots(figsize=(7.5, 3.6))
     bounds = table.runs[["reward_min", "reward_max"]].astype(float)
     normalise = bool(bounds.isna().any().any() or bounds.nunique().max() > 1)
     plotting.plot_runs(table, color_by="family", normalise=normalise, smooth=0.05, ax=ax)
-    sections.append(
-        img_tag(plotting.figure_png(figure, dpi=dpi), "logged curves of every run")
-        + (
-            '<p class="note">Each run on its own reward range (0 = its lower bound, 1 = its upper one), '
-            "smoothed over 5% of its points.</p>"
-            if normalise
-            else ""
-        )
+    return img_tag(plotting.figure_png(figure, dpi=dpi), "logged curves of every run") + (
+        '<p class="note">Each run on its own reward range (0 = its lower bound, 1 = its upper one), '
+        "smoothed over 5% of its points.</p>"
+        if normalise
+        else ""
     )
 
-    # t80 over every run
+
+def _t80_section(table: RunsTable, draws: Mapping[str, CurveDraws], dpi: int) -> str:
+    """The steps to 80% of each run's total gain, every run on one figure."""
     fractions = pd.concat(
         [steps_to_fraction(draws[r], T80_FRACTIONS) for r in table.run_ids], ignore_index=True
     )
     figure, ax = plotting.subplots(figsize=(7.5, 1.2 + 0.2 * len(table.run_ids)))
     plotting.plot_t80(fractions, fractions=T80_FRACTIONS, ax=ax)
-    sections.append(
-        f"<h2>Steps to {T80_FRACTIONS[0]:.0%} of the gain</h2>"
-        + img_tag(plotting.figure_png(figure, dpi=dpi), "steps to 80% of the gain")
+    return f"<h2>Steps to {T80_FRACTIONS[0]:.0%} of the gain</h2>" + img_tag(
+        plotting.figure_png(figure, dpi=dpi), "steps to 80% of the gain"
     )
 
-    # per run: fan chart and stop history
+
+def _per_run_section(
+    table: RunsTable,
+    rows: Sequence[ReportRun],
+    forecasts: _Forecasts,
+    rule: StoppingRule,
+    horizons: Mapping[str, float],
+    history_points: int,
+    dpi: int,
+) -> str:
+    """Each run: its fan chart and, with ``history_points``, what the rule would have said."""
     per_run = ["<h2>Each run</h2>"]
     if history_points > 0:
         per_run.append(
@@ -182,7 +236,7 @@ def write_report(
             + (
                 " The population was fitted on these runs, so early cuts borrow from each run's own later "
                 "points."
-                if fitted_on_table is not None
+                if forecasts.fitted_on_table is not None
                 else ""
             )
             + "</p>"
@@ -192,11 +246,11 @@ def write_report(
         figure, axes = plotting.subplots(
             1, ncols, figsize=(5.0 * ncols + (1.6 if ncols == 2 else 0), 3.0), squeeze=False
         )
-        plotting.plot_fan(draws[r.run_id], r.run_id, observed=table, step_now=r.step, ax=axes[0, 0])
+        plotting.plot_fan(forecasts.draws[r.run_id], r.run_id, observed=table, step_now=r.step, ax=axes[0, 0])
         axes[0, 0].legend(fontsize=6, frameon=False)
-        if history_points > 0 and live is not None:  # live is None only without history
+        if history_points > 0 and forecasts.live is not None:  # live is None only without history
             history = stop_history(
-                live, table.select([r.run_id]), history_points, rule, horizon=horizons[r.run_id]
+                forecasts.live, table.select([r.run_id]), history_points, rule, horizon=horizons[r.run_id]
             )
             plotting.plot_stop_probability(history, threshold=getattr(rule, "prob", None), ax=axes[0, 1])
             axes[0, 1].set_title("stop probability and phase", fontsize=8)
@@ -205,55 +259,50 @@ def write_report(
             f'<p class="note">{esc(r.decision)}: {esc(r.reason)}</p>'
             + img_tag(plotting.figure_png(figure, dpi=dpi), f"forecast of {r.run_id}")
         )
-    sections.append("\n".join(per_run))
+    return "\n".join(per_run)
 
-    # the population: shrinkage and scaling
-    if model.pooling == "partial":
-        assert model.data is not None  # a fitted model
-        which = (
-            "these runs" if fitted_on_table is not None else f"the population's own {model.data.n_runs} runs"
+
+def _pooling_section(forecasts: _Forecasts, dpi: int) -> str:
+    """The partially pooled population: shrinkage of each run and scaling with model size."""
+    model = forecasts.model
+    assert model.data is not None  # a fitted model
+    which = (
+        "these runs"
+        if forecasts.fitted_on_table is not None
+        else f"the population's own {model.data.n_runs} runs"
+    )
+    parts = [
+        (
+            f'<h2>Pooling</h2><p class="note">Shrinkage and size scaling of the partially pooled model, '
+            f"over {which}. Levels in normalised reward (0 = a run's lower reward bound, 1 = its upper "
+            "one), rates in normalised progress (1 = a run's horizon).</p>"
         )
-        parts = [
-            (
-                f'<h2>Pooling</h2><p class="note">Shrinkage and size scaling of the partially pooled model, '
-                f"over {which}. Levels in normalised reward (0 = a run's lower reward bound, 1 = its upper "
-                "one), rates in normalised progress (1 = a run's horizon).</p>"
-            )
-        ]
-        n_pop = model.data.n_runs
-        modes = laplace_modes(model)  # once for every parameter
-        for param in SHRINKAGE_PARAMS:
-            figure, ax = plotting.subplots(figsize=(7.5, 1.2 + 0.17 * n_pop))
-            plotting.plot_shrinkage(model, param=param, unpooled=modes, ax=ax)
-            parts.append(img_tag(plotting.figure_png(figure, dpi=dpi), f"shrinkage of {param}"))
-        for param in SCALING_PARAMS:
-            figure, ax = plotting.subplots(figsize=(6.5, 3.6))
-            plotting.plot_scaling(model, param=param, ax=ax)
-            parts.append(img_tag(plotting.figure_png(figure, dpi=dpi), f"{param} by model size"))
-        sections.append("\n".join(parts))
+    ]
+    n_pop = model.data.n_runs
+    modes = laplace_modes(model)  # once for every parameter
+    for param in SHRINKAGE_PARAMS:
+        figure, ax = plotting.subplots(figsize=(7.5, 1.2 + 0.17 * n_pop))
+        plotting.plot_shrinkage(model, param=param, unpooled=modes, ax=ax)
+        parts.append(img_tag(plotting.figure_png(figure, dpi=dpi), f"shrinkage of {param}"))
+    for param in SCALING_PARAMS:
+        figure, ax = plotting.subplots(figsize=(6.5, 3.6))
+        plotting.plot_scaling(model, param=param, ax=ax)
+        parts.append(img_tag(plotting.figure_png(figure, dpi=dpi), f"{param} by model size"))
+    return "\n".join(parts)
 
-    if transfer:
-        sections.append(
-            "<h2>Transfer to new runs</h2>"
-            + transfer_section(table, model, transfer, horizons, horizon, dpi, random_seed)
-        )
-    if diagnose:
-        sections.append("<h2>Diagnostics</h2>" + diagnostics_section(table, fitted_on_table))
 
+def _page(title: str, header: str, sections: Sequence[str]) -> str:
+    """The whole HTML page: title, version and time, the header, the sections."""
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    page = (
+    return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n"
         f'<h1>{esc(title)}</h1><p class="note">bayesgrpo {esc(__version__)}, {stamp}</p>\n'
-        + header_section(table, mode)
+        + header
         + "\n"
         + "\n".join(sections)
         + "\n</body></html>\n"
     )
-    path = Path(path)
-    path.write_text(page, encoding="utf-8")
-    logger.info("wrote %s (%d bytes)", path, len(page))
-    return path
 
 
 def run_cli(args: argparse.Namespace) -> Path:
