@@ -27,6 +27,7 @@ from bayesgrpo.evaluate.backtest.cuts import (
     MIN_OBSERVED,
     UPDATE_ERRORS,
     BacktestError,
+    Cut,
     cut_points,
     planned_horizon,
     prefix_table,
@@ -205,17 +206,7 @@ def forecast_backtest(
         leaves fewer than :data:`MIN_OBSERVED` observed points, no held-out point, or a run
         with a constant reward is skipped (logged).
     """
-    methods = list(methods)
-    unknown = [m for m in methods if m != BAYES_METHOD and m not in BASELINE_FORECASTERS]
-    if unknown:
-        raise BacktestError(f"unknown methods {unknown}; choose from {[BAYES_METHOD, *BASELINE_FORECASTERS]}")
-    options = {name: dict(value) for name, value in (baseline_options or {}).items()}
-    bad_options = sorted(set(options) - set(BASELINE_FORECASTERS))
-    if bad_options:
-        raise BacktestError(
-            f"baseline_options for unknown baselines {bad_options}; baselines are "
-            f"{list(BASELINE_FORECASTERS)}"
-        )
+    methods, options = _checked_methods(methods, baseline_options)
     live: dict[str, LiveForecaster] = {}
     if BAYES_METHOD in methods:
         if populations is None:
@@ -246,82 +237,119 @@ def forecast_backtest(
                 )
                 continue
             target = cut.held_out["step"].to_numpy(dtype=float)
-            y = cut.held_out["reward"].to_numpy(dtype=float)
-            n_final = min(n_final_run, len(y))
             for method in methods:
                 seed = run_seed(random_seed, run_id, fraction, method)
                 start = time.perf_counter()
                 if method == BAYES_METHOD:
-                    try:
-                        draws, info = _bayes_forecast(live[run_id], run, cut.step, target, seed)
-                    except UPDATE_ERRORS as exc:  # one failed update must not end an hour-long backtest
-                        logger.warning(
-                            "forecast backtest: live update of run %s at cut %g failed: %s",
-                            run_id,
-                            fraction,
-                            exc,
-                        )
-                        draws, info = np.full((1, len(target)), np.nan), {"pareto_k": np.nan}
-                        status = f"live update failed: {type(exc).__name__}: {exc}"
-                    else:
-                        k = info["pareto_k"]
-                        status = "ok" if k <= 0.7 else f"unreliable live update (Pareto k {k:.2f})"
+                    draws, status = _bayes_draws(live[run_id], run, cut, target, seed, fraction)
                 else:
-                    forecast = BASELINE_FORECASTERS[method](
-                        cut.observed["step"].to_numpy(dtype=float),
-                        cut.observed["reward"].to_numpy(dtype=float),
-                        target,
-                        n_draws=n_draws,
-                        random_seed=seed,
-                        **options.get(method, {}),
-                    )
-                    draws = forecast.draws
-                    status = "ok" if not forecast.fell_back else str(forecast.info.get("fallback"))
+                    draws, status = _baseline_draws(method, cut, target, n_draws, seed, options)
                 seconds = time.perf_counter() - start
-                finite = np.all(np.isfinite(draws), axis=1)
-                row: dict[str, Any] = {"run_id": run_id, "cut": float(fraction), "method": method}
-                if finite.any():
-                    row.update(score_forecast(draws[finite], y, reward_range, n_final))
-                    if not finite.all():
-                        status += f"; {int((~finite).sum())} non-finite draws dropped"
-                else:
-                    row.update(
-                        dict.fromkeys(
-                            ("crps", "lpd", "cover50", "cover90", "width50", "width90", "final_abs_error"),
-                            np.nan,
-                        )
-                    )
-                    status = status if status.startswith("live update failed") else "no finite draw"
-                row.update(
-                    {
-                        "seconds": seconds,
-                        "cut_step": cut.step,
-                        "n_observed": len(cut.observed),
-                        "n_held_out": len(y),
-                        "n_final": n_final,
-                        "reward_range": reward_range,
-                        "status": status,
-                    }
-                )
-                rows.append(row)
+                row = {"run_id": run_id, "cut": float(fraction), "method": method}
+                rows.append(row | _scores(draws, cut, reward_range, n_final_run, status, seconds))
         logger.info("forecast backtest: run %s done", run_id)
-    columns = [
-        "run_id",
-        "cut",
-        "method",
-        "crps",
-        "lpd",
-        "cover50",
-        "cover90",
-        "width50",
-        "width90",
-        "final_abs_error",
-        "seconds",
-        "cut_step",
-        "n_observed",
-        "n_held_out",
-        "n_final",
-        "reward_range",
-        "status",
-    ]
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=FORECAST_COLUMNS)
+
+
+#: Columns of :func:`forecast_backtest`'s table.
+FORECAST_COLUMNS = [
+    "run_id",
+    "cut",
+    "method",
+    "crps",
+    "lpd",
+    "cover50",
+    "cover90",
+    "width50",
+    "width90",
+    "final_abs_error",
+    "seconds",
+    "cut_step",
+    "n_observed",
+    "n_held_out",
+    "n_final",
+    "reward_range",
+    "status",
+]
+_SCORE_COLUMNS = ("crps", "lpd", "cover50", "cover90", "width50", "width90", "final_abs_error")
+
+
+def _checked_methods(
+    methods: Sequence[str], baseline_options: Mapping[str, Mapping[str, Any]] | None
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The methods and each baseline's options, checked against the known methods."""
+    methods = list(methods)
+    unknown = [m for m in methods if m != BAYES_METHOD and m not in BASELINE_FORECASTERS]
+    if unknown:
+        raise BacktestError(f"unknown methods {unknown}; choose from {[BAYES_METHOD, *BASELINE_FORECASTERS]}")
+    options = {name: dict(value) for name, value in (baseline_options or {}).items()}
+    bad_options = sorted(set(options) - set(BASELINE_FORECASTERS))
+    if bad_options:
+        raise BacktestError(
+            f"baseline_options for unknown baselines {bad_options}; baselines are "
+            f"{list(BASELINE_FORECASTERS)}"
+        )
+    return methods, options
+
+
+def _bayes_draws(
+    live: LiveForecaster, run: RunsTable, cut: Cut, target: np.ndarray, seed: int, fraction: float
+) -> tuple[np.ndarray, str]:
+    """The live update's draws of the held-out points, and its status (a failed update is NaN)."""
+    try:
+        draws, info = _bayes_forecast(live, run, cut.step, target, seed)
+    except UPDATE_ERRORS as exc:  # one failed update must not end an hour-long backtest
+        logger.warning(
+            "forecast backtest: live update of run %s at cut %g failed: %s",
+            run.run_ids[0],
+            fraction,
+            exc,
+        )
+        return np.full((1, len(target)), np.nan), f"live update failed: {type(exc).__name__}: {exc}"
+    k = info["pareto_k"]
+    return draws, "ok" if k <= 0.7 else f"unreliable live update (Pareto k {k:.2f})"
+
+
+def _baseline_draws(
+    method: str,
+    cut: Cut,
+    target: np.ndarray,
+    n_draws: int,
+    seed: int,
+    options: Mapping[str, Mapping[str, Any]],
+) -> tuple[np.ndarray, str]:
+    """A baseline's draws of the held-out points, and its status (why it fell back, if it did)."""
+    forecast = BASELINE_FORECASTERS[method](
+        cut.observed["step"].to_numpy(dtype=float),
+        cut.observed["reward"].to_numpy(dtype=float),
+        target,
+        n_draws=n_draws,
+        random_seed=seed,
+        **options.get(method, {}),
+    )
+    return forecast.draws, "ok" if not forecast.fell_back else str(forecast.info.get("fallback"))
+
+
+def _scores(
+    draws: np.ndarray, cut: Cut, reward_range: float, n_final_run: int, status: str, seconds: float
+) -> dict[str, Any]:
+    """One forecast's scores on the held-out points (non-finite draws dropped, and said so)."""
+    y = cut.held_out["reward"].to_numpy(dtype=float)
+    n_final = min(n_final_run, len(y))
+    finite = np.all(np.isfinite(draws), axis=1)
+    if finite.any():
+        scored = score_forecast(draws[finite], y, reward_range, n_final)
+        if not finite.all():
+            status += f"; {int((~finite).sum())} non-finite draws dropped"
+    else:
+        scored = dict.fromkeys(_SCORE_COLUMNS, np.nan)
+        status = status if status.startswith("live update failed") else "no finite draw"
+    return scored | {
+        "seconds": seconds,
+        "cut_step": cut.step,
+        "n_observed": len(cut.observed),
+        "n_held_out": len(y),
+        "n_final": n_final,
+        "reward_range": reward_range,
+        "status": status,
+    }
