@@ -7,6 +7,7 @@ import math
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -225,7 +226,6 @@ def transfer_scores(
     for run_id in table.run_ids:
         if run_id not in populations:
             continue
-        population = populations[run_id]
         points = run_points(table, run_id)
         rewards = points["reward"].to_numpy(dtype=float)
         reward_range = float(rewards.max() - rewards.min())
@@ -234,95 +234,118 @@ def transfer_scores(
             continue
         run = table.select([run_id])
         metadata = run.runs.iloc[0].to_dict()
-        bounds = known_reward_bounds(metadata)
-        horizon = planned_horizon(run)
-        n_final_run = max(1, math.ceil(FINAL_FRACTION * len(points)))
-        windows = _windows(points, prefixes)
-        base = {
-            "split": split,
-            "run_id": run_id,
-            "size_b": pd.to_numeric(metadata.get("size_b"), errors="coerce"),
-            "reward_range": reward_range,
-        }
-
-        # zero-shot methods: one forecast of every point after the first, scored on every window
-        if bounds is None:
-            logger.info("transfer evaluation: run %s has no reward_min/reward_max: no zero-shot rows", run_id)
-        else:
-            all_steps = windows[WHOLE_CURVE][1]["step"].to_numpy(dtype=float)
-            metadatas = {
-                "zero_shot": zero_shot_metadata(metadata),
-                "zero_shot_initial": zero_shot_metadata(metadata, initial_reward=float(rewards[0])),
-                "population_mean": population_mean_metadata(metadata),
-            }
-            for method, meta in metadatas.items():
-                start = time.perf_counter()
-                draws, status = _predict(
-                    population,
-                    meta,
-                    horizon,
-                    all_steps,
-                    n_draws,
-                    run_seed(random_seed, split, run_id, method),
-                )
-                seconds = time.perf_counter() - start
-                for window, (_, scored) in windows.items():
-                    keep = np.isin(all_steps, scored["step"].to_numpy(dtype=float))
-                    rows.append(
-                        _row(base, window, scored, method, draws[:, keep], status, seconds, n_final_run)
-                    )
-
-        # prefix methods: the population updated by the prefix, and the prefix fitted alone
-        for fraction in prefixes:
-            window = f"after_{prefix_label(fraction)}"
-            if window not in windows:
-                logger.info(
-                    "transfer evaluation: run %s has too few points for a %g prefix", run_id, fraction
-                )
-                continue
-            observed, scored = windows[window]
-            target = scored["step"].to_numpy(dtype=float)
-            method = f"after_{prefix_label(fraction)}"
-            start = time.perf_counter()
-            draws, status = _predict(
-                population,
-                metadata,
-                horizon,
-                target,
-                n_draws,
-                run_seed(random_seed, split, run_id, method),
-                first_points=prefix_table(run, observed),
-            )
-            rows.append(
-                _row(base, window, scored, method, draws, status, time.perf_counter() - start, n_final_run)
-            )
-
-            method = f"run_alone_{prefix_label(fraction)}"
-            start = time.perf_counter()
-            forecast = forecast_exp_least_squares(
-                observed["step"].to_numpy(dtype=float),
-                observed["reward"].to_numpy(dtype=float),
-                target,
-                n_draws=n_draws,
-                random_seed=run_seed(random_seed, split, run_id, method),
-                reward_bounds=bounds,
-            )
-            status = (
-                "ok"
-                if not forecast.fell_back
-                else f"fell back to persistence: {forecast.info.get('fallback')}"
-            )
-            rows.append(
-                _row(
-                    base,
-                    window,
-                    scored,
-                    method,
-                    forecast.draws,
-                    status,
-                    time.perf_counter() - start,
-                    n_final_run,
-                )
-            )
+        held_out = _HeldOutRun(
+            split=split,
+            run_id=run_id,
+            population=populations[run_id],
+            run=run,
+            metadata=metadata,
+            first_reward=float(rewards[0]),
+            horizon=planned_horizon(run),
+            n_final=max(1, math.ceil(FINAL_FRACTION * len(points))),
+            windows=_windows(points, prefixes),
+            base={
+                "split": split,
+                "run_id": run_id,
+                "size_b": pd.to_numeric(metadata.get("size_b"), errors="coerce"),
+                "reward_range": reward_range,
+            },
+        )
+        rows.extend(_zero_shot_rows(held_out, n_draws, random_seed))
+        rows.extend(_prefix_rows(held_out, prefixes, n_draws, random_seed))
         logger.info("transfer evaluation (%s): run %s done", split, run_id)
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
+
+
+@dataclass(frozen=True)
+class _HeldOutRun:
+    """One held-out run of a split, as every method of :func:`transfer_scores` sees it."""
+
+    split: str
+    run_id: str
+    population: RewardModel
+    run: RunsTable
+    metadata: dict[str, Any]
+    first_reward: float
+    horizon: float
+    n_final: int
+    windows: dict[str, tuple[pd.DataFrame, pd.DataFrame]]
+    base: dict[str, Any]
+
+    def seed(self, random_seed: int, method: str) -> int:
+        """The seed of one method on this run, independent of the order runs are visited."""
+        return run_seed(random_seed, self.split, self.run_id, method)
+
+
+def _zero_shot_rows(held: _HeldOutRun, n_draws: int, random_seed: int) -> list[dict[str, Any]]:
+    """The zero-shot methods: one forecast of every point after the first, scored on every window."""
+    if known_reward_bounds(held.metadata) is None:
+        logger.info(
+            "transfer evaluation: run %s has no reward_min/reward_max: no zero-shot rows", held.run_id
+        )
+        return []
+    all_steps = held.windows[WHOLE_CURVE][1]["step"].to_numpy(dtype=float)
+    metadatas = {
+        "zero_shot": zero_shot_metadata(held.metadata),
+        "zero_shot_initial": zero_shot_metadata(held.metadata, initial_reward=held.first_reward),
+        "population_mean": population_mean_metadata(held.metadata),
+    }
+    rows = []
+    for method, meta in metadatas.items():
+        start = time.perf_counter()
+        draws, status = _predict(
+            held.population, meta, held.horizon, all_steps, n_draws, held.seed(random_seed, method)
+        )
+        seconds = time.perf_counter() - start
+        for window, (_, scored) in held.windows.items():
+            keep = np.isin(all_steps, scored["step"].to_numpy(dtype=float))
+            rows.append(
+                _row(held.base, window, scored, method, draws[:, keep], status, seconds, held.n_final)
+            )
+    return rows
+
+
+def _prefix_rows(
+    held: _HeldOutRun, prefixes: Sequence[float], n_draws: int, random_seed: int
+) -> list[dict[str, Any]]:
+    """The prefix methods: the population updated by the prefix, and the prefix fitted alone."""
+    rows = []
+    for fraction in prefixes:
+        window = f"after_{prefix_label(fraction)}"
+        if window not in held.windows:
+            logger.info(
+                "transfer evaluation: run %s has too few points for a %g prefix", held.run_id, fraction
+            )
+            continue
+        observed, scored = held.windows[window]
+        target = scored["step"].to_numpy(dtype=float)
+        method = f"after_{prefix_label(fraction)}"
+        start = time.perf_counter()
+        draws, status = _predict(
+            held.population,
+            held.metadata,
+            held.horizon,
+            target,
+            n_draws,
+            held.seed(random_seed, method),
+            first_points=prefix_table(held.run, observed),
+        )
+        seconds = time.perf_counter() - start
+        rows.append(_row(held.base, window, scored, method, draws, status, seconds, held.n_final))
+
+        method = f"run_alone_{prefix_label(fraction)}"
+        start = time.perf_counter()
+        forecast = forecast_exp_least_squares(
+            observed["step"].to_numpy(dtype=float),
+            observed["reward"].to_numpy(dtype=float),
+            target,
+            n_draws=n_draws,
+            random_seed=held.seed(random_seed, method),
+            reward_bounds=known_reward_bounds(held.metadata),
+        )
+        status = (
+            "ok" if not forecast.fell_back else f"fell back to persistence: {forecast.info.get('fallback')}"
+        )
+        seconds = time.perf_counter() - start
+        rows.append(_row(held.base, window, scored, method, forecast.draws, status, seconds, held.n_final))
+    return rows
