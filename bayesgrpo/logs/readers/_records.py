@@ -458,6 +458,21 @@ def tidy_run(raw: RawRun, reward: str | None = None, strict: bool = False) -> Ti
         When ``reward`` names no metric of the log, or no default reward metric is logged.
     """
     issues = _Issues(raw, strict)
+    frame = _clean_steps(_located_records(raw, issues), issues)
+    if raw.long:
+        frame, records_kept = _long_to_wide(raw, frame, issues)
+        metric_columns = [c for c in frame.columns if c not in (LOC, STEP)]
+    else:
+        frame, metric_columns, records_kept = _wide_values(frame, issues)
+    if len(frame) == 0:
+        raise EmptyLogError(f"no {raw.format} record of the file holds a usable value", raw.source)
+    frame = _sorted_by_step(frame, issues)
+    frame, reward_key = _named_metrics(raw, frame, metric_columns, reward, issues)
+    return _tidy_run(raw, frame, reward_key, records_kept, issues)
+
+
+def _located_records(raw: RawRun, issues: _Issues) -> pd.DataFrame:
+    """The raw records, each with its location (numbered from 1 when the reader gave none)."""
     frame = raw.records
     if LOC not in frame.columns:
         frame = frame.assign(**{LOC: np.arange(1, len(frame) + 1)})
@@ -467,67 +482,71 @@ def tidy_run(raw: RawRun, reward: str | None = None, strict: bool = False) -> Ti
             f"{sum(i.count for i in issues.items if i.action == 'dropped')} dropped by the reader)",
             raw.source,
         )
-    frame = _clean_steps(frame, issues)
+    return frame
 
-    if raw.long:
-        frame, kept_long = _long_to_wide(raw, frame, issues)
-        metric_columns = [c for c in frame.columns if c not in (LOC, STEP)]
-        records_kept = kept_long
-    else:
-        metric_columns = [c for c in frame.columns if c not in (LOC, STEP)]
-        coerced = {c: _coerce_values(frame[c], frame[LOC], c, issues) for c in metric_columns}
-        frame = pd.DataFrame(
-            {
-                LOC: frame[LOC].to_numpy(),
-                STEP: frame[STEP].to_numpy(),
-                **{c: v.to_numpy() for c, v in coerced.items()},
-            }
+
+def _wide_values(frame: pd.DataFrame, issues: _Issues) -> tuple[pd.DataFrame, list[str], int]:
+    """One row a record: values made numbers, empty metrics and value-less records dropped, repeated
+    steps merged; the frame, its metric columns and the records kept.
+    """
+    metric_columns = [c for c in frame.columns if c not in (LOC, STEP)]
+    coerced = {c: _coerce_values(frame[c], frame[LOC], c, issues) for c in metric_columns}
+    frame = pd.DataFrame(
+        {
+            LOC: frame[LOC].to_numpy(),
+            STEP: frame[STEP].to_numpy(),
+            **{c: v.to_numpy() for c, v in coerced.items()},
+        }
+    )
+    empty_columns = [c for c in metric_columns if frame[c].isna().all()]
+    if empty_columns and len(empty_columns) < len(metric_columns):
+        frame = frame.drop(columns=empty_columns)
+        metric_columns = [c for c in metric_columns if c not in empty_columns]
+        issues.add(
+            "empty_metric",
+            "info",
+            len(empty_columns),
+            tuple(empty_columns[:MAX_LOCATIONS]),
+            f"metric column(s) with no numeric value not kept: {empty_columns[:10]}",
         )
-        empty_columns = [c for c in metric_columns if frame[c].isna().all()]
-        if empty_columns and len(empty_columns) < len(metric_columns):
-            frame = frame.drop(columns=empty_columns)
-            metric_columns = [c for c in metric_columns if c not in empty_columns]
-            issues.add(
-                "empty_metric",
-                "info",
-                len(empty_columns),
-                tuple(empty_columns[:MAX_LOCATIONS]),
-                f"metric column(s) with no numeric value not kept: {empty_columns[:10]}",
-            )
-        no_values = (
-            frame[metric_columns].isna().all(axis=1).to_numpy()
-            if metric_columns
-            else np.ones(len(frame), bool)
+    no_values = (
+        frame[metric_columns].isna().all(axis=1).to_numpy() if metric_columns else np.ones(len(frame), bool)
+    )
+    if no_values.any():
+        issues.add(
+            "no_values",
+            "dropped",
+            int(no_values.sum()),
+            issues.where(frame.loc[no_values, LOC]),
+            "record holds no metric value; dropped",
         )
-        if no_values.any():
-            issues.add(
-                "no_values",
-                "dropped",
-                int(no_values.sum()),
-                issues.where(frame.loc[no_values, LOC]),
-                "record holds no metric value; dropped",
-            )
-            frame = frame.loc[~no_values].reset_index(drop=True)
-        before = len(frame)
-        frame, superseded = _merge_duplicate_steps(frame, metric_columns, issues)
-        records_kept = before - superseded
+        frame = frame.loc[~no_values].reset_index(drop=True)
+    before = len(frame)
+    frame, superseded = _merge_duplicate_steps(frame, metric_columns, issues)
+    return frame, metric_columns, before - superseded
 
-    if len(frame) == 0:
-        raise EmptyLogError(f"no {raw.format} record of the file holds a usable value", raw.source)
 
+def _sorted_by_step(frame: pd.DataFrame, issues: _Issues) -> pd.DataFrame:
+    """The records in step order; steps that went backwards are reported as repaired."""
     steps = frame[STEP].to_numpy()
     backwards = np.flatnonzero(np.diff(steps) < 0) + 1
-    if backwards.size:
-        issues.add(
-            "out_of_order",
-            "repaired",
-            int(backwards.size),
-            issues.where(frame[LOC].to_numpy()[backwards]),
-            f"steps out of order (step {int(steps[backwards[0]])} after step "
-            f"{int(steps[backwards[0] - 1])}); sorted by step",
-        )
-        frame = frame.sort_values(STEP, kind="stable").reset_index(drop=True)
+    if not backwards.size:
+        return frame
+    issues.add(
+        "out_of_order",
+        "repaired",
+        int(backwards.size),
+        issues.where(frame[LOC].to_numpy()[backwards]),
+        f"steps out of order (step {int(steps[backwards[0]])} after step "
+        f"{int(steps[backwards[0] - 1])}); sorted by step",
+    )
+    return frame.sort_values(STEP, kind="stable").reset_index(drop=True)
 
+
+def _named_metrics(
+    raw: RawRun, frame: pd.DataFrame, metric_columns: list[str], reward: str | None, issues: _Issues
+) -> tuple[pd.DataFrame, str]:
+    """The reward column chosen and named ``reward``, other metrics under their canonical names."""
     reward_key = _choose_reward(raw, metric_columns, reward)
     rename = {reward_key: "reward"}
     for name, canonical in raw.aliases.items():
@@ -555,7 +574,13 @@ def tidy_run(raw: RawRun, reward: str | None = None, strict: bool = False) -> Ti
         )
     if frame["reward"].notna().sum() == 0:
         raise EmptyLogError(f"metric {reward_key!r} has no finite value", raw.source)
+    return frame, reward_key
 
+
+def _tidy_run(
+    raw: RawRun, frame: pd.DataFrame, reward_key: str, records_kept: int, issues: _Issues
+) -> TidyRun:
+    """The run's points in the schema, its metadata and the account of its records."""
     metrics = [c for c in frame.columns if c not in (LOC, STEP, "reward")]
     points = pd.DataFrame(
         {
