@@ -13,6 +13,7 @@ import math
 import sys
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 EXIT_OK = 0
@@ -167,20 +168,9 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     """``bayesgrpo forecast``: fit the pooled model on logs (or the bundled runs), print each
     run's forecast final reward with its 90% interval, write a figure and the fitted model.
     """
-    from pathlib import Path
-
-    import numpy as np
-
     from bayesgrpo.model.reward_model import RewardModel
 
-    if args.bundled or not args.paths:
-        from bayesgrpo.model.datasets import load_bundled
-
-        table = load_bundled(warn=False)
-    else:
-        from bayesgrpo.logs.readers import load_runs
-
-        table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+    table = _forecast_input(args)
     summary = table.summary()
     fitted_on = table
     horizon = None
@@ -190,16 +180,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         fitted_on = _cut_table(table, args.cut)
         horizon = {row.run_id: float(row.last_step) for row in summary.itertuples()}
     if not args.json:
-        print(
-            f"{len(summary)} runs, {int(summary['n_points'].sum())} reward points, families: "
-            f"{', '.join(sorted(table.runs['family'].dropna().unique()))}"
-        )
-        what = "all logged points" if args.cut is None else f"the first {args.cut:.0%} of each run"
-        print(
-            f"fitting a {args.curve} reward-curve model with partial pooling on {what} ({args.sampler}, "
-            f"{args.chains} chains x {args.draws} draws)...",
-            flush=True,
-        )
+        _print_fit_plan(args, table, summary)
     model = RewardModel(curve=args.curve).fit(
         fitted_on,
         horizon=horizon,
@@ -210,6 +191,60 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         random_seed=args.seed,
         progressbar=not args.json and not args.quiet,
     )
+    final = _final_rewards(args, model, table, summary, fitted_on)
+    written = _write_forecast(args, model, final, table)
+    if args.json:
+        import numpy as np
+
+        json.dump(
+            {"final_reward": final.replace({np.nan: None}).to_dict("records"), "fit": model.fit_summary()},
+            sys.stdout,
+            indent=2,
+            default=str,
+        )
+        sys.stdout.write("\n")
+        return EXIT_OK
+    _print_final_rewards(args, final)
+    print()
+    diagnostics = model.diagnostics
+    assert diagnostics is not None  # set by the fit above
+    print(
+        f"fit: {diagnostics.sampler}, {diagnostics.seconds:.0f} s, {diagnostics.divergences} divergences, "
+        f"max r_hat {diagnostics.max_r_hat:.3f}, min bulk ESS {diagnostics.min_ess_bulk:.0f}"
+    )
+    for message in diagnostics.warnings:
+        print(f"warning: {message}")
+    print("wrote " + ", ".join(str(path) for path in written))
+    return EXIT_OK
+
+
+def _forecast_input(args: argparse.Namespace) -> Any:
+    """The runs ``bayesgrpo forecast`` fits: the logs given, or the bundled runs."""
+    if args.bundled or not args.paths:
+        from bayesgrpo.model.datasets import load_bundled
+
+        return load_bundled(warn=False)
+    from bayesgrpo.logs.readers import load_runs
+
+    return load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+
+
+def _print_fit_plan(args: argparse.Namespace, table: Any, summary: Any) -> None:
+    """What is about to be fitted, on what."""
+    print(
+        f"{len(summary)} runs, {int(summary['n_points'].sum())} reward points, families: "
+        f"{', '.join(sorted(table.runs['family'].dropna().unique()))}"
+    )
+    what = "all logged points" if args.cut is None else f"the first {args.cut:.0%} of each run"
+    print(
+        f"fitting a {args.curve} reward-curve model with partial pooling on {what} ({args.sampler}, "
+        f"{args.chains} chains x {args.draws} draws)...",
+        flush=True,
+    )
+
+
+def _final_rewards(args: argparse.Namespace, model: Any, table: Any, summary: Any, fitted_on: Any) -> Any:
+    """Each run's forecast final reward, and with ``--cut`` the stop decision at the cut."""
     final = model.final_reward(quantiles=(0.05, 0.5, 0.95))
     last = summary.set_index("run_id")
     final["family"] = final["run_id"].map(table.runs.set_index("run_id")["family"]).astype(str)
@@ -227,26 +262,27 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         final["stop_at_cut"] = decisions["decision"].to_numpy()
         final["p_gain_below_eps"] = decisions["probability"].to_numpy()
         final["covered_90"] = (final["q05"] <= final["last_logged"]) & (final["last_logged"] <= final["q95"])
+    return final
+
+
+def _write_forecast(args: argparse.Namespace, model: Any, final: Any, table: Any) -> list[Path]:
+    """The final rewards (CSV), the fitted model (netCDF) and the figure; the paths written."""
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     final.to_csv(out / "final_reward.csv", index=False)
     model.save(out / "model.nc")
-    figure_path = out / "forecast.png"
+    written = [out / "final_reward.csv", out / "model.nc"]
     if not args.no_figure:
         from bayesgrpo.interfaces.plotting import plot_forecast_grid
 
         figure = plot_forecast_grid(model, observed=table)
-        figure.savefig(figure_path, dpi=70)
-    diagnostics = model.diagnostics
-    if args.json:
-        json.dump(
-            {"final_reward": final.replace({np.nan: None}).to_dict("records"), "fit": model.fit_summary()},
-            sys.stdout,
-            indent=2,
-            default=str,
-        )
-        sys.stdout.write("\n")
-        return EXIT_OK
+        figure.savefig(out / "forecast.png", dpi=70)
+        written.append(out / "forecast.png")
+    return written
+
+
+def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
+    """The forecast table, and with ``--cut`` how the forecasts and stop decisions fared."""
     print()
     cut = args.cut is not None
     header = (
@@ -278,19 +314,6 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             f"reward range) >= {args.stop_prob:g}; {int((final['stop_at_cut'] == 'stop').sum())} of "
             f"{len(final)} runs would stop at the cut."
         )
-    print()
-    assert diagnostics is not None  # set by the fit above
-    print(
-        f"fit: {diagnostics.sampler}, {diagnostics.seconds:.0f} s, {diagnostics.divergences} divergences, "
-        f"max r_hat {diagnostics.max_r_hat:.3f}, min bulk ESS {diagnostics.min_ess_bulk:.0f}"
-    )
-    for message in diagnostics.warnings:
-        print(f"warning: {message}")
-    print(
-        f"wrote {out / 'final_reward.csv'}, {out / 'model.nc'}"
-        + ("" if args.no_figure else f", {figure_path}")
-    )
-    return EXIT_OK
 
 
 def _stop_rule(args: argparse.Namespace) -> Any:
