@@ -7,6 +7,7 @@ progress bar (``[250/250 1:40:29, Epoch 0/1]``), then the notebook's code.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,99 +125,11 @@ def read_notebook(source: Source, options: ReadOptions) -> list[RawRun]:
     """
     path = source.paths[0]
     label = str(path)
-    notebook = load_notebook(path)
-    cells = notebook_cells(notebook, path)
-    tables = find_tables(cells)
-    if not tables:
-        n_outputs = sum(len(c.get("outputs") or []) for c in cells if isinstance(c.get("outputs"), list))
-        raise EmptyLogError(
-            f"no training progress table (an HTML <table> after a <progress> bar, as transformers "
-            f"shows in notebooks) in {len(cells)} cell(s) with {n_outputs} output(s); was the notebook "
-            "saved with its outputs?",
-            path,
-        )
-    table, others = _choose(tables, path)
-    issues: list[ReadIssue] = []
+    table, issues = _last_complete_table(notebook_cells(load_notebook(path), path), path, label)
     where_table = f"cell {table.cell}"
-    if others:
-        issues.append(
-            ReadIssue(
-                label,
-                "other_tables",
-                "info",
-                len(others),
-                tuple(f"cell {t.cell}" for t in others[:MAX_LOCATIONS]),
-                f"{len(others)} other progress table(s) (earlier displays, re-runs or other trainings) not "
-                f"read; read the last complete one, in {where_table}",
-            )
-        )
-    names = unique_names(metric_name(h) for h in table.header[1:])
-    width = len(table.header)
-    store = ColumnStore()
-    bad: list[int] = []
-    no_log = 0
-    no_log_rows: list[int] = []
-    for number, row in enumerate(table.rows, start=1):
-        if len(row) != width:
-            if options.strict:
-                raise MalformedRecordError(
-                    f"progress table row has {len(row)} cells, the header {width}",
-                    path,
-                    f"{where_table}, {ROW_LABEL} {number}",
-                )
-            bad.append(number)
-            continue
-        record: dict[str, Any] = {}
-        for name, cell in zip(names, row[1:], strict=True):
-            if cell.strip().lower() in NO_LOG:
-                no_log += 1
-                if len(no_log_rows) < MAX_LOCATIONS and (not no_log_rows or no_log_rows[-1] != number):
-                    no_log_rows.append(number)
-                record[name] = None
-            else:
-                record[name] = cell
-        store.add(number, row[0], record)
-    dropped = len(bad) + table.partial_rows
-    if bad:
-        issues.append(
-            ReadIssue(
-                label,
-                "bad_row",
-                "dropped",
-                len(bad),
-                locations(ROW_LABEL, bad),
-                f"progress table rows ({where_table}) whose number of cells differs from the "
-                f"header's {width}; dropped",
-            )
-        )
-    if table.partial_rows or not table.closed:
-        detail = (
-            f"the progress table in {where_table} ends without closing its last row or the table "
-            f"(output saved mid-update?); {table.partial_rows} partial row(s) dropped"
-        )
-        if options.strict:
-            raise TruncatedLogError(detail, path, where_table)
-        issues.append(
-            ReadIssue(
-                label,
-                "truncated",
-                "dropped" if table.partial_rows else "info",
-                table.partial_rows,
-                (where_table,),
-                detail,
-            )
-        )
-    if no_log:
-        issues.append(
-            ReadIssue(
-                label,
-                "no_log",
-                "info",
-                no_log,
-                locations(ROW_LABEL, no_log_rows),
-                "cells reading 'No Log' (metric not logged at that step) treated as missing",
-            )
-        )
+    rows = _table_rows(table, path, where_table, options.strict)
+    issues.extend(_row_issues(table, rows, path, where_table, options.strict))
+    store, dropped = rows.store, len(rows.bad) + table.partial_rows
     if len(store) == 0:
         raise EmptyLogError(f"the progress table in {where_table} has no complete row yet", path, where_table)
     issues.append(
@@ -284,3 +197,122 @@ def _metadata(
             )
         )
     return metadata, count
+
+
+def _last_complete_table(
+    cells: list[dict[str, Any]], path: Path, label: str
+) -> tuple[ProgressTable, list[ReadIssue]]:
+    """The notebook's last complete progress table, and a note on the others it holds."""
+    tables = find_tables(cells)
+    if not tables:
+        n_outputs = sum(len(c.get("outputs") or []) for c in cells if isinstance(c.get("outputs"), list))
+        raise EmptyLogError(
+            f"no training progress table (an HTML <table> after a <progress> bar, as transformers "
+            f"shows in notebooks) in {len(cells)} cell(s) with {n_outputs} output(s); was the notebook "
+            "saved with its outputs?",
+            path,
+        )
+    table, others = _choose(tables, path)
+    issues: list[ReadIssue] = []
+    if others:
+        issues.append(
+            ReadIssue(
+                label,
+                "other_tables",
+                "info",
+                len(others),
+                tuple(f"cell {t.cell}" for t in others[:MAX_LOCATIONS]),
+                f"{len(others)} other progress table(s) (earlier displays, re-runs or other trainings) not "
+                f"read; read the last complete one, in cell {table.cell}",
+            )
+        )
+    return table, issues
+
+
+@dataclass
+class _TableRows:
+    """A progress table's rows filed as columns, and what did not fit."""
+
+    store: ColumnStore
+    bad: list[int] = field(default_factory=list)
+    no_log: int = 0
+    no_log_rows: list[int] = field(default_factory=list)
+
+
+def _table_rows(table: ProgressTable, path: Path, where_table: str, strict: bool) -> _TableRows:
+    """File every row whose cells match the header; ``No Log`` cells are missing values."""
+    names = unique_names(metric_name(h) for h in table.header[1:])
+    width = len(table.header)
+    rows = _TableRows(ColumnStore())
+    for number, row in enumerate(table.rows, start=1):
+        if len(row) != width:
+            if strict:
+                raise MalformedRecordError(
+                    f"progress table row has {len(row)} cells, the header {width}",
+                    path,
+                    f"{where_table}, {ROW_LABEL} {number}",
+                )
+            rows.bad.append(number)
+            continue
+        record: dict[str, Any] = {}
+        for name, cell in zip(names, row[1:], strict=True):
+            if cell.strip().lower() in NO_LOG:
+                rows.no_log += 1
+                if len(rows.no_log_rows) < MAX_LOCATIONS and (
+                    not rows.no_log_rows or rows.no_log_rows[-1] != number
+                ):
+                    rows.no_log_rows.append(number)
+                record[name] = None
+            else:
+                record[name] = cell
+        rows.store.add(number, row[0], record)
+    return rows
+
+
+def _row_issues(
+    table: ProgressTable, rows: _TableRows, path: Path, where_table: str, strict: bool
+) -> list[ReadIssue]:
+    """What was dropped or repaired among the table's rows: bad rows, a cut table, ``No Log``."""
+    label = str(path)
+    issues: list[ReadIssue] = []
+    if rows.bad:
+        issues.append(
+            ReadIssue(
+                label,
+                "bad_row",
+                "dropped",
+                len(rows.bad),
+                locations(ROW_LABEL, rows.bad),
+                f"progress table rows ({where_table}) whose number of cells differs from the "
+                f"header's {len(table.header)}; dropped",
+            )
+        )
+    if table.partial_rows or not table.closed:
+        detail = (
+            f"the progress table in {where_table} ends without closing its last row or the table "
+            f"(output saved mid-update?); {table.partial_rows} partial row(s) dropped"
+        )
+        if strict:
+            raise TruncatedLogError(detail, path, where_table)
+        issues.append(
+            ReadIssue(
+                label,
+                "truncated",
+                "dropped" if table.partial_rows else "info",
+                table.partial_rows,
+                (where_table,),
+                detail,
+            )
+        )
+    if rows.no_log:
+        issues.append(
+            ReadIssue(
+                label,
+                "no_log",
+                "info",
+                rows.no_log,
+                locations(ROW_LABEL, rows.no_log_rows),
+                "cells reading 'No Log' (metric not logged at that step) treated as missing",
+            )
+        )
+    return issues
