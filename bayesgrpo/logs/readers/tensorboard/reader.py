@@ -111,85 +111,8 @@ def read_tensorboard(source: Source, options: ReadOptions) -> list[RawRun]:
     paths = event_file_order(source.paths)
     label = source.label
     scan, results = read_event_files(paths, options.strict)
-    issues: list[ReadIssue] = []
-    skipped_files = 0
-    for result in results:
-        name = result.path.name
-        if result.size == 0:
-            if len(paths) == 1:
-                raise EmptyLogError("empty event file (0 bytes): the writer never flushed", result.path)
-            issues.append(
-                ReadIssue(
-                    label,
-                    "empty_file",
-                    "info",
-                    0,
-                    (name,),
-                    f"{name} is empty (0 bytes); nothing read from it",
-                )
-            )
-        elif result.garbage:
-            message = (
-                f"not a TensorBoard event file: none of its {result.size} bytes starts a record with valid "
-                "checksums (a TFRecord starts with an 8-byte length and its masked CRC-32C)"
-            )
-            if len(paths) == 1 or options.strict:
-                raise LogReadError(message, result.path, "byte 0")
-            skipped_files += 1
-            issues.append(
-                ReadIssue(
-                    label,
-                    "not_event_file",
-                    "dropped",
-                    1,
-                    (f"{name} byte 0",),
-                    f"{name}: {message}; file skipped",
-                )
-            )
-    for problem in scan.problems.values():
-        issues.append(
-            ReadIssue(
-                label,
-                problem.kind,
-                "dropped",
-                problem.count,
-                tuple(problem.locations),
-                problem.details[0]
-                + (f" (and {problem.count - 1} more like it)" if problem.count > 1 else ""),
-            )
-        )
-    if scan.non_scalar:
-        parts = [
-            f"{kind} {count}"
-            + (
-                f" ({', '.join(repr(t) for t in scan.non_scalar_tags.get(kind, []))})"
-                if scan.non_scalar_tags.get(kind)
-                else ""
-            )
-            for kind, count in scan.non_scalar.most_common()
-        ]
-        issues.append(
-            ReadIssue(
-                label,
-                "non_scalar",
-                "info",
-                sum(scan.non_scalar.values()),
-                (),
-                "summaries that are not scalars are not read as metrics: " + "; ".join(parts),
-            )
-        )
-    for where, step in scan.restarts:
-        issues.append(
-            ReadIssue(
-                label,
-                "restart",
-                "info",
-                1,
-                (where,),
-                f"the writer restarted at step {step} (SessionLog START, a resumed run): TensorBoard would "
-                f"hide earlier values at steps >= {step}; here steps logged again keep their latest value",
-            )
-        )
+    issues, skipped_files = _file_issues(results, label, single_file=len(paths) == 1, strict=options.strict)
+    issues.extend(_scan_issues(scan, label))
     n_values = len(scan.values)
     if n_values == 0:
         found = ", ".join(f"{kind} {count}" for kind, count in scan.non_scalar.most_common()) or "none"
@@ -228,3 +151,95 @@ def read_tensorboard(source: Source, options: ReadOptions) -> list[RawRun]:
             long=True,
         )
     ]
+
+
+def _file_issues(
+    results: list[FileResult], label: str, *, single_file: bool, strict: bool
+) -> tuple[list[ReadIssue], int]:
+    """Notes on empty files and files that are not event files (an error for a lone file); the
+    number of files skipped.
+    """
+    issues: list[ReadIssue] = []
+    skipped_files = 0
+    for result in results:
+        name = result.path.name
+        if result.size == 0:
+            if single_file:
+                raise EmptyLogError("empty event file (0 bytes): the writer never flushed", result.path)
+            issues.append(
+                ReadIssue(
+                    label,
+                    "empty_file",
+                    "info",
+                    0,
+                    (name,),
+                    f"{name} is empty (0 bytes); nothing read from it",
+                )
+            )
+        elif result.garbage:
+            message = (
+                f"not a TensorBoard event file: none of its {result.size} bytes starts a record with valid "
+                "checksums (a TFRecord starts with an 8-byte length and its masked CRC-32C)"
+            )
+            if single_file or strict:
+                raise LogReadError(message, result.path, "byte 0")
+            skipped_files += 1
+            issues.append(
+                ReadIssue(
+                    label,
+                    "not_event_file",
+                    "dropped",
+                    1,
+                    (f"{name} byte 0",),
+                    f"{name}: {message}; file skipped",
+                )
+            )
+    return issues, skipped_files
+
+
+def _scan_issues(scan: EventScan, label: str) -> list[ReadIssue]:
+    """What the scan dropped (damaged records), passed over (non-scalar summaries) and met (restarts)."""
+    issues = [
+        ReadIssue(
+            label,
+            problem.kind,
+            "dropped",
+            problem.count,
+            tuple(problem.locations),
+            problem.details[0] + (f" (and {problem.count - 1} more like it)" if problem.count > 1 else ""),
+        )
+        for problem in scan.problems.values()
+    ]
+    if scan.non_scalar:
+        parts = [
+            f"{kind} {count}"
+            + (
+                f" ({', '.join(repr(t) for t in scan.non_scalar_tags.get(kind, []))})"
+                if scan.non_scalar_tags.get(kind)
+                else ""
+            )
+            for kind, count in scan.non_scalar.most_common()
+        ]
+        issues.append(
+            ReadIssue(
+                label,
+                "non_scalar",
+                "info",
+                sum(scan.non_scalar.values()),
+                (),
+                "summaries that are not scalars are not read as metrics: " + "; ".join(parts),
+            )
+        )
+    for where, step in scan.restarts:
+        issues.append(
+            ReadIssue(
+                label,
+                "restart",
+                "info",
+                1,
+                (where,),
+                f"the writer restarted at step {step} (SessionLog START, a resumed run): TensorBoard would "
+                f"hide earlier values at steps >= {step}; here steps logged again keep their latest value",
+            )
+        )
+    return issues
