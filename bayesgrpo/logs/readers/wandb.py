@@ -49,7 +49,7 @@ import csv
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 import pandas as pd
@@ -377,106 +377,24 @@ def read_wandb_csv(source: Source, options: ReadOptions) -> list[RawRun]:
 def _read(handle: TextIO, path: Path, options: ReadOptions) -> list[RawRun]:
     """Stream the file: header, then one line at a time into per-run columns."""
     reader = csv.reader(handle, strict=True)
-    try:
-        header = next(reader, [])
-    except csv.Error as exc:
-        raise LogReadError(f"the header is not valid CSV ({exc})", path, "line 1") from exc
-    if not any(cell.strip() for cell in header):
-        raise EmptyLogError(
-            "no header on line 1 (the file is empty or starts with a blank line): a W&B panel "
-            "export has a header line, then one line per x value",
-            path,
-        )
-    layout = _layout(header, _known_metrics(options), path, options.strict)
+    layout = _layout(_header(reader, path), _known_metrics(options), path, options.strict)
     runs = {name: _RunRecords(columns) for name, columns in layout.runs.items()}
-
-    bad: list[_BadLine] = []
-    no_value_lines: list[int] = []
-    ignored_values = 0
-    n_lines = 0
-    last_record_line = 0
-    end = reader.line_num
-    while True:
-        line = end + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            end = reader.line_num
-            last_record_line = line
-            bad.append(_BadLine(line, f"invalid quoting: {exc}", _EOF_IN_QUOTES in str(exc)))
-            continue
-        end = reader.line_num
-        if not row:  # a blank line holds nothing; W&B writes none
-            continue
-        if options.strict and bad:
-            raise _strict_error(bad[0], False, layout.width, path)
-        n_lines += 1
-        last_record_line = line
-        if len(row) != layout.width:
-            bad.append(_BadLine(line, f"found {len(row)}", len(row) < layout.width))
-            continue
-        step = _cell(row[0])
-        added = [records.add(row, line, step) for records in runs.values()]
-        ignored_values += sum(1 for index in layout.ignored if row[index].strip())
-        if not any(added):
-            no_value_lines.append(line)
-    if options.strict and bad:
-        raise _strict_error(bad[0], bad[0].line == last_record_line, layout.width, path)
-    logger.debug("%s: %d data line(s), %d run(s), %d bad line(s)", path, n_lines, len(runs), len(bad))
-
-    issues = list(layout.notes)
-    if layout.ignored and ignored_values:
-        issues.append(
-            ReadIssue(
-                str(path),
-                "unknown_column_values",
-                "info",
-                ignored_values,
-                (),
-                "values in columns that are no run's, not read",
-            )
-        )
-    if no_value_lines:
-        issues.append(
-            ReadIssue(
-                str(path),
-                "no_run_value",
-                "info",
-                len(no_value_lines),
-                tuple(f"line {n}" for n in no_value_lines[:MAX_LOCATIONS]),
-                f"line(s) with a {layout.x_axis!r} value but no run value: no record",
-            )
-        )
+    lines = _read_lines(reader, layout, runs, path, options.strict)
+    logger.debug(
+        "%s: %d data line(s), %d run(s), %d bad line(s)", path, lines.n_lines, len(runs), len(lines.bad)
+    )
+    issues, dropped = _panel_issues(layout, runs, lines, path)
     empty_runs = [name for name, records in runs.items() if not records.locs]
-    if empty_runs:
-        issues.append(
-            ReadIssue(
-                str(path),
-                "empty_run",
-                "info",
-                len(empty_runs),
-                tuple(empty_runs[:MAX_LOCATIONS]),
-                f"run(s) of the panel with no value at all, not read: {empty_runs[:5]}",
-            )
-        )
-    dropped = 0
-    if bad:
-        issue = _bad_lines_issue(bad, last_record_line, layout.width, path)
-        issues.append(issue)
-        dropped = issue.count
     if len(empty_runs) == len(runs):
         raise EmptyLogError(
-            f"no run of the panel has a value ({len(runs)} run(s) in the header, {n_lines} data line(s), "
-            f"{dropped} line(s) that could not be read)",
+            f"no run of the panel has a value ({len(runs)} run(s) in the header, {lines.n_lines} data "
+            f"line(s), {dropped} line(s) that could not be read)",
             path,
         )
     candidates = REWARD_CANDIDATES
     counted = [m for m in layout.metrics if m not in INTERNAL_METRICS]
     if len(counted) == 1 and counted[0] not in candidates:
         candidates = candidates + (counted[0],)
-
     raws: list[RawRun] = []
     for name, records in runs.items():
         if not records.locs:
@@ -497,6 +415,116 @@ def _read(handle: TextIO, path: Path, options: ReadOptions) -> list[RawRun]:
             )
         )
     return raws
+
+
+def _header(reader: Any, path: Path) -> list[str]:
+    """The header line, checked to be CSV and not blank."""
+    try:
+        header: list[str] = next(reader, [])
+    except csv.Error as exc:
+        raise LogReadError(f"the header is not valid CSV ({exc})", path, "line 1") from exc
+    if not any(cell.strip() for cell in header):
+        raise EmptyLogError(
+            "no header on line 1 (the file is empty or starts with a blank line): a W&B panel "
+            "export has a header line, then one line per x value",
+            path,
+        )
+    return header
+
+
+@dataclass
+class _Lines:
+    """What the data lines held beside their values: bad lines, lines with no run value."""
+
+    bad: list[_BadLine] = field(default_factory=list)
+    no_value_lines: list[int] = field(default_factory=list)
+    ignored_values: int = 0
+    n_lines: int = 0
+    last_record_line: int = 0
+
+
+def _read_lines(
+    reader: Any, layout: _Layout, runs: dict[str, _RunRecords], path: Path, strict: bool
+) -> _Lines:
+    """Every data line into the runs' columns; a bad line is kept aside (or, strict, an error)."""
+    lines = _Lines()
+    end = reader.line_num
+    while True:
+        line = end + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            end = reader.line_num
+            lines.last_record_line = line
+            lines.bad.append(_BadLine(line, f"invalid quoting: {exc}", _EOF_IN_QUOTES in str(exc)))
+            continue
+        end = reader.line_num
+        if not row:  # a blank line holds nothing; W&B writes none
+            continue
+        if strict and lines.bad:
+            raise _strict_error(lines.bad[0], False, layout.width, path)
+        lines.n_lines += 1
+        lines.last_record_line = line
+        if len(row) != layout.width:
+            lines.bad.append(_BadLine(line, f"found {len(row)}", len(row) < layout.width))
+            continue
+        step = _cell(row[0])
+        added = [records.add(row, line, step) for records in runs.values()]
+        lines.ignored_values += sum(1 for index in layout.ignored if row[index].strip())
+        if not any(added):
+            lines.no_value_lines.append(line)
+    if strict and lines.bad:
+        raise _strict_error(lines.bad[0], lines.bad[0].line == lines.last_record_line, layout.width, path)
+    return lines
+
+
+def _panel_issues(
+    layout: _Layout, runs: dict[str, _RunRecords], lines: _Lines, path: Path
+) -> tuple[list[ReadIssue], int]:
+    """The read report of the panel, and how many lines were dropped."""
+    issues = list(layout.notes)
+    if layout.ignored and lines.ignored_values:
+        issues.append(
+            ReadIssue(
+                str(path),
+                "unknown_column_values",
+                "info",
+                lines.ignored_values,
+                (),
+                "values in columns that are no run's, not read",
+            )
+        )
+    if lines.no_value_lines:
+        issues.append(
+            ReadIssue(
+                str(path),
+                "no_run_value",
+                "info",
+                len(lines.no_value_lines),
+                tuple(f"line {n}" for n in lines.no_value_lines[:MAX_LOCATIONS]),
+                f"line(s) with a {layout.x_axis!r} value but no run value: no record",
+            )
+        )
+    empty_runs = [name for name, records in runs.items() if not records.locs]
+    if empty_runs:
+        issues.append(
+            ReadIssue(
+                str(path),
+                "empty_run",
+                "info",
+                len(empty_runs),
+                tuple(empty_runs[:MAX_LOCATIONS]),
+                f"run(s) of the panel with no value at all, not read: {empty_runs[:5]}",
+            )
+        )
+    dropped = 0
+    if lines.bad:
+        issue = _bad_lines_issue(lines.bad, lines.last_record_line, layout.width, path)
+        issues.append(issue)
+        dropped = issue.count
+    return issues, dropped
 
 
 __all__ = [
