@@ -504,7 +504,11 @@ def _smoothed_last(table: Any) -> dict[str, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (kept free of heavy imports)."""
+    """The argument parser (kept free of heavy imports).
+
+    One function on purpose: it is the table of every verb and option, read top to bottom as
+    ``bayesgrpo --help`` prints it.
+    """
     parser = argparse.ArgumentParser(
         prog="bayesgrpo",
         description="Forecast, stop and transfer RL fine-tuning reward curves (GRPO, PPO, DAPO, RLOO).",

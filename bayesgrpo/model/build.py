@@ -390,6 +390,9 @@ def create_reward_model(
 ) -> pm.Model:
     """Build the PyMC model of all runs in ``data``.
 
+    One function on purpose: it is the model, one ``pm.Model`` block that reads top to bottom as
+    the hierarchy (population means, group effects, run parameters, curve, likelihood).
+
     Parameters
     ----------
     data : ModelData

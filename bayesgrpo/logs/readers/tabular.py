@@ -78,6 +78,8 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
     own or has another number of cells than the header; a bad last line without line end is a
     line cut while being written (``truncated``). A good last line without line end is kept,
     with an ``info`` note (its last value may be cut). Blank lines are skipped, not counted.
+    One function on purpose: the line-by-line state machine of the reader (header, rows, the
+    last line) is clearest in one loop.
     """
     issues: list[ReadIssue] = []
     header: list[str] | None = None

@@ -162,7 +162,11 @@ class _Layout:
 
 
 def _layout(header: list[str], known: frozenset[str], path: Path, strict: bool) -> _Layout:
-    """Map every header cell to (run, metric column), or to nothing (reported)."""
+    """Map every header cell to (run, metric column), or to nothing (reported).
+
+    One function on purpose: the header's state machine (x-axis, run columns, band columns,
+    repeated names) in one pass.
+    """
     x_axis = header[0]
     if split_column(x_axis, known) is not None or x_axis.endswith(tuple(BAND_SUFFIXES)):
         raise LogReadError(

@@ -336,6 +336,10 @@ def read_trl_console(source: Source, options: ReadOptions) -> list[RawRun]:
 
 
 def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assumed: bool) -> list[ReadIssue]:
+    """The console reader's report: one entry per kind of damage or repair the scan met.
+
+    One function on purpose: a flat list of independent report entries, one block each.
+    """
     issues: list[ReadIssue] = []
     if state.bad:
         issues.append(
