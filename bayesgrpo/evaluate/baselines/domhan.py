@@ -328,51 +328,31 @@ def forecast_domhan_ensemble(
     x_ends = np.array([x[0], x_max])  # first observed point and the horizon (t = 1)
 
     try:
-        fitted, dropped, ml_params = [], {}, []
-        for family in DOMHAN_FAMILIES:
-            params, reason = _fit_family_ml(family, x, y, x_ends, y_lim_range, n_ml_starts, rng)
-            if params is None:
-                dropped[family.name] = reason
-            else:
-                fitted.append(family)
-                ml_params.append(params)
-        if not fitted:
+        ensemble, theta_ml, dropped = _ml_ensemble(x, y, x_ends, y_lim_range, n_ml_starts, rng)
+        if ensemble is None:
             return persistence_fallback(
                 name, prefix, n_draws, rng, "no curve family could be fitted", start, families_dropped=dropped
             )
-        sizes = np.cumsum([0] + [len(f.params) for f in fitted])
-        ensemble = _Ensemble(
-            tuple(fitted), tuple(slice(a, b) for a, b in pairwise(sizes)), x, y, x_ends, y_lim_range
-        )
-        theta_ml = np.concatenate(ml_params + [np.zeros(1), np.ones(len(fitted))])
-        with np.errstate(all="ignore"):
-            residual = y - ensemble.mean(theta_ml[None, :], x)[0]
-        theta_ml[ensemble.n_params] = float(np.clip(residual.std(), 1e-4, 1.0))
         chain, acceptance, walkers = _run_emcee(ensemble, theta_ml, n_walkers, n_steps, init_ball, rng)
     except FIT_ERRORS as exc:
         return persistence_fallback(name, prefix, n_draws, rng, f"{type(exc).__name__}: {exc}", start)
 
     samples = chain[burn:].reshape(-1, ensemble.ndim)
-    with np.errstate(all="ignore"):
-        pick = rng.integers(0, samples.shape[0], size=max(4 * n_draws, 64))
-        mean = ensemble.mean(samples[pick], x_target)
-        finite = np.all(np.isfinite(mean), axis=1)
-    if not finite.any():
+    draws_norm = _predictive_draws(ensemble, samples, x_target, n_draws, rng)
+    if draws_norm is None:
         return persistence_fallback(
             name, prefix, n_draws, rng, "no posterior sample gives finite predictions", start
         )
-    rows = np.flatnonzero(finite)[rng.integers(0, int(finite.sum()), size=n_draws)]
-    sigma, _ = ensemble.split(samples[pick[rows]])
-    draws_norm = mean[rows] + sigma[:, None] * rng.standard_normal((n_draws, x_target.size))
-    draws = lo + span * draws_norm
     sigma_all, weights_all = ensemble.split(samples)
     weights_all = weights_all / weights_all.sum(axis=1, keepdims=True)
     info = {
         "status": "ok",
         "fallback": None,
-        "families": [f.name for f in fitted],
+        "families": [f.name for f in ensemble.families],
         "families_dropped": dropped,
-        "weights": {f.name: float(w) for f, w in zip(fitted, weights_all.mean(axis=0), strict=True)},
+        "weights": {
+            f.name: float(w) for f, w in zip(ensemble.families, weights_all.mean(axis=0), strict=True)
+        },
         "sigma": float(np.median(sigma_all) * span),
         "acceptance": acceptance,
         "n_walkers": walkers,
@@ -383,7 +363,57 @@ def forecast_domhan_ensemble(
         **base_info(prefix),
     }
     info["seconds"] = time.perf_counter() - start
-    return BaselineForecast(name, prefix.target_steps, draws, info)
+    return BaselineForecast(name, prefix.target_steps, lo + span * draws_norm, info)
+
+
+def _ml_ensemble(
+    x: np.ndarray,
+    y: np.ndarray,
+    x_ends: np.ndarray,
+    y_lim_range: tuple[float, float],
+    n_ml_starts: int,
+    rng: np.random.Generator,
+) -> tuple[_Ensemble | None, np.ndarray, dict[str, str]]:
+    """Every family fitted by maximum likelihood, the ensemble of those that fit, its starting
+    point (the families' estimates, a noise scale from the residuals, equal weights) and why the
+    others were dropped; no ensemble when none fits.
+    """
+    fitted, dropped, ml_params = [], {}, []
+    for family in DOMHAN_FAMILIES:
+        params, reason = _fit_family_ml(family, x, y, x_ends, y_lim_range, n_ml_starts, rng)
+        if params is None:
+            dropped[family.name] = reason
+        else:
+            fitted.append(family)
+            ml_params.append(params)
+    if not fitted:
+        return None, np.empty(0), dropped
+    sizes = np.cumsum([0] + [len(f.params) for f in fitted])
+    ensemble = _Ensemble(
+        tuple(fitted), tuple(slice(a, b) for a, b in pairwise(sizes)), x, y, x_ends, y_lim_range
+    )
+    theta_ml = np.concatenate(ml_params + [np.zeros(1), np.ones(len(fitted))])
+    with np.errstate(all="ignore"):
+        residual = y - ensemble.mean(theta_ml[None, :], x)[0]
+    theta_ml[ensemble.n_params] = float(np.clip(residual.std(), 1e-4, 1.0))
+    return ensemble, theta_ml, dropped
+
+
+def _predictive_draws(
+    ensemble: _Ensemble, samples: np.ndarray, x_target: np.ndarray, n_draws: int, rng: np.random.Generator
+) -> np.ndarray | None:
+    """``n_draws`` draws of the normalised reward at ``x_target`` (curve plus noise) from posterior
+    samples whose predictions are finite; None when none is.
+    """
+    with np.errstate(all="ignore"):
+        pick = rng.integers(0, samples.shape[0], size=max(4 * n_draws, 64))
+        mean = ensemble.mean(samples[pick], x_target)
+        finite = np.all(np.isfinite(mean), axis=1)
+    if not finite.any():
+        return None
+    rows = np.flatnonzero(finite)[rng.integers(0, int(finite.sum()), size=n_draws)]
+    sigma, _ = ensemble.split(samples[pick[rows]])
+    return np.asarray(mean[rows] + sigma[:, None] * rng.standard_normal((n_draws, x_target.size)))
 
 
 def _run_emcee(
