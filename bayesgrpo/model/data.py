@@ -369,12 +369,7 @@ def prepare(
     horizons = _horizons(table, horizon)
     per_step = _step_to_progress(table, progress)
     horizon_progress = np.maximum(step_progress(horizons.reindex(runs["run_id"]).to_numpy()), 1.0) * per_step
-    if progress == "step":
-        progress_scale = horizon_progress.copy()
-    elif progress == "epoch":
-        progress_scale = np.ones(len(runs))
-    else:
-        progress_scale = np.full(len(runs), float(np.median(horizon_progress)))
+    progress_scale = _progress_scale(progress, horizon_progress)
 
     known_lower = _metadata_value(runs, "reward_min").to_numpy()
     known_upper = _metadata_value(runs, "reward_max").to_numpy()
@@ -387,14 +382,8 @@ def prepare(
     for i, run_id in enumerate(runs["run_id"]):
         frame = by_run[run_id]
         reward = frame["reward"].to_numpy(dtype=float)
-        if np.isfinite(known_lower[i]) and np.isfinite(known_upper[i]) and known_upper[i] > known_lower[i]:
-            lower[i], upper[i] = known_lower[i], known_upper[i]
-            sources.append("metadata")
-        else:
-            low, high = float(reward.min()), float(reward.max())
-            width = high - low if high > low else max(abs(high), 1.0)
-            lower[i], upper[i] = low - bounds_margin * width, high + bounds_margin * width
-            sources.append("data")
+        lower[i], upper[i], source = _run_bounds(reward, known_lower[i], known_upper[i], bounds_margin)
+        sources.append(source)
         t = step_progress(frame["step"].to_numpy(dtype=float)) * per_step[i] / progress_scale[i]
         y = (reward - lower[i]) / (upper[i] - lower[i])
         n_points[i] = len(t)
@@ -404,13 +393,7 @@ def prepare(
         rows_y.append(y_b)
         rows_scale.append(s_b)
 
-    width = max(len(r) for r in rows_t)
-    shape = (len(runs), width)
-    t_matrix, y_matrix = np.zeros(shape), np.zeros(shape)
-    scale_matrix, mask = np.ones(shape), np.zeros(shape, dtype=bool)
-    for i, (t, y, s) in enumerate(zip(rows_t, rows_y, rows_scale, strict=True)):
-        t_matrix[i, : len(t)], y_matrix[i, : len(t)], scale_matrix[i, : len(t)] = t, y, s
-        mask[i, : len(t)] = True
+    t_matrix, y_matrix, scale_matrix, mask = _padded(rows_t, rows_y, rows_scale)
 
     family_index, families = _labels(runs, "family")
     task_index, tasks = _labels(runs, "task")
@@ -442,3 +425,40 @@ def prepare(
         samples_standardizer=samples_standardizer,
         step_to_progress=per_step.astype(float),
     )
+
+
+def _progress_scale(progress: str, horizon_progress: np.ndarray) -> np.ndarray:
+    """The unit of each run's normalised progress: its horizon (steps), one epoch, or the median
+    horizon (samples, compute).
+    """
+    if progress == "step":
+        return horizon_progress.copy()
+    if progress == "epoch":
+        return np.ones(len(horizon_progress))
+    return np.full(len(horizon_progress), float(np.median(horizon_progress)))
+
+
+def _run_bounds(
+    reward: np.ndarray, known_lower: float, known_upper: float, bounds_margin: float
+) -> tuple[float, float, str]:
+    """A run's reward bounds and where they come from: the stated range ("metadata"), or the
+    observed range widened by ``bounds_margin`` of it on each side ("data").
+    """
+    if np.isfinite(known_lower) and np.isfinite(known_upper) and known_upper > known_lower:
+        return known_lower, known_upper, "metadata"
+    low, high = float(reward.min()), float(reward.max())
+    width = high - low if high > low else max(abs(high), 1.0)
+    return low - bounds_margin * width, high + bounds_margin * width, "data"
+
+
+def _padded(
+    rows_t: list[np.ndarray], rows_y: list[np.ndarray], rows_scale: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Runs' rows as ``(run, point)`` matrices padded to the longest, and the mask of real points."""
+    shape = (len(rows_t), max(len(r) for r in rows_t))
+    t_matrix, y_matrix = np.zeros(shape), np.zeros(shape)
+    scale_matrix, mask = np.ones(shape), np.zeros(shape, dtype=bool)
+    for i, (t, y, s) in enumerate(zip(rows_t, rows_y, rows_scale, strict=True)):
+        t_matrix[i, : len(t)], y_matrix[i, : len(t)], scale_matrix[i, : len(t)] = t, y, s
+        mask[i, : len(t)] = True
+    return t_matrix, y_matrix, scale_matrix, mask
