@@ -297,39 +297,7 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
         raise LogReadError(f"cannot read: {exc}", path) from exc
     if len(frame) == 0:
         raise EmptyLogError(f"no data row among {n_read} line(s)", path)
-    columns = dict(options.columns or {})
-    step_column = _pick(frame, columns.pop("step", None), STEP_NAMES, "step", path)
-    if step_column is None:
-        raise LogReadError(
-            f"no step column (looked for {list(STEP_NAMES)}); pass columns={{'step': '<name>'}}. Columns: "
-            f"{[c for c in frame.columns if c != LOC][:20]}",
-            path,
-        )
-    run_column = _pick(
-        frame, columns.pop("run_id", None), RUN_NAMES if "run_id" in frame.columns else (), "run_id", path
-    )
-    reward_column = columns.pop("reward", None)
-    if reward_column is not None:
-        _pick(frame, reward_column, (), "reward", path)
-    for canonical, source_name in columns.items():  # a typo in any entry is an error, not ignored
-        _pick(frame, source_name, (), canonical, path)
-    aliases = {**TABLE_ALIASES, **{source_name: canonical for canonical, source_name in columns.items()}}
-    candidates = ((reward_column,) if reward_column else ()) + REWARD_CANDIDATES
-    if step_column != STEP and STEP in frame.columns:
-        # the table's own 'step' column is a metric like any other once another column is the step
-        logged = _free_name(frame, "step_logged")
-        frame = frame.rename(columns={STEP: logged})
-        issues.append(
-            ReadIssue(
-                str(path),
-                "renamed_column",
-                "info",
-                1,
-                (),
-                f"column 'step' kept as {logged!r}: {step_column!r} is the step",
-            )
-        )
-    frame = frame.rename(columns={step_column: STEP})
+    frame, run_column, candidates, aliases = _mapped_columns(frame, options, path, issues)
     groups: list[tuple[str, pd.DataFrame, str]]
     if run_column is not None:
         frame, no_run = _split_off_missing_run_ids(frame, run_column, label, path, options.strict)
@@ -363,3 +331,44 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
             )
         )
     return runs
+
+
+def _mapped_columns(
+    frame: pd.DataFrame, options: ReadOptions, path: Path, issues: list[ReadIssue]
+) -> tuple[pd.DataFrame, str | None, tuple[str, ...], dict[str, str]]:
+    """The table with its step column named ``step``; its run column, reward candidates and
+    metric aliases, each column the user mapped checked to exist.
+    """
+    columns = dict(options.columns or {})
+    step_column = _pick(frame, columns.pop("step", None), STEP_NAMES, "step", path)
+    if step_column is None:
+        raise LogReadError(
+            f"no step column (looked for {list(STEP_NAMES)}); pass columns={{'step': '<name>'}}. Columns: "
+            f"{[c for c in frame.columns if c != LOC][:20]}",
+            path,
+        )
+    run_column = _pick(
+        frame, columns.pop("run_id", None), RUN_NAMES if "run_id" in frame.columns else (), "run_id", path
+    )
+    reward_column = columns.pop("reward", None)
+    if reward_column is not None:
+        _pick(frame, reward_column, (), "reward", path)
+    for canonical, source_name in columns.items():  # a typo in any entry is an error, not ignored
+        _pick(frame, source_name, (), canonical, path)
+    aliases = {**TABLE_ALIASES, **{source_name: canonical for canonical, source_name in columns.items()}}
+    candidates = ((reward_column,) if reward_column else ()) + REWARD_CANDIDATES
+    if step_column != STEP and STEP in frame.columns:
+        # the table's own 'step' column is a metric like any other once another column is the step
+        logged = _free_name(frame, "step_logged")
+        frame = frame.rename(columns={STEP: logged})
+        issues.append(
+            ReadIssue(
+                str(path),
+                "renamed_column",
+                "info",
+                1,
+                (),
+                f"column 'step' kept as {logged!r}: {step_column!r} is the step",
+            )
+        )
+    return frame.rename(columns={step_column: STEP}), run_column, candidates, aliases
