@@ -110,6 +110,30 @@ def verl_jsonl_run(lines: JsonLines, source: Source, options: ReadOptions) -> Ra
             if key not in (STEP, "data"):
                 extra.setdefault(str(key), []).append(loc)
         store.add(loc, record.get(STEP), flatten_metrics(data))
+    issues = _line_issues(lines, no_data, extra, label)
+    nan_issue = store.nan_issue(label, "line")
+    if nan_issue is not None:
+        issues.append(nan_issue)
+    logger.debug("read %s: %d records, %d metrics", path, len(store), len(store.values))
+    return RawRun(
+        run_id=options.run_id or source.run_id,
+        source=label,
+        format=JSONL_FORMAT,
+        records=store.frame(),
+        records_read=lines.n_read,
+        issues=issues,
+        reward_candidates=REWARD_CANDIDATES,
+        aliases=metric_aliases(list(store.values)),
+        location_label="line",
+    )
+
+
+def _line_issues(
+    lines: JsonLines, no_data: list[int], extra: dict[str, list[int]], label: str
+) -> list[ReadIssue]:
+    """The file logger's read report: lines that are not objects, a cut last line, records with no
+    ``data`` object, keys beside ``step`` and ``data``.
+    """
     issues: list[ReadIssue] = []
     broken = [n for n in lines.bad if n != lines.cut_line]
     if broken:
@@ -158,21 +182,7 @@ def verl_jsonl_run(lines: JsonLines, source: Source, options: ReadOptions) -> Ra
                 f"keys beside 'step' and 'data' ({sorted(extra)[:5]}) are not metrics; not read",
             )
         )
-    nan_issue = store.nan_issue(label, "line")
-    if nan_issue is not None:
-        issues.append(nan_issue)
-    logger.debug("read %s: %d records, %d metrics", path, len(store), len(store.values))
-    return RawRun(
-        run_id=options.run_id or source.run_id,
-        source=label,
-        format=JSONL_FORMAT,
-        records=store.frame(),
-        records_read=lines.n_read,
-        issues=issues,
-        reward_candidates=REWARD_CANDIDATES,
-        aliases=metric_aliases(list(store.values)),
-        location_label="line",
-    )
+    return issues
 
 
 def read_verl_jsonl(source: Source, options: ReadOptions) -> list[RawRun]:
