@@ -316,6 +316,88 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
         )
 
 
+def _stop_horizons(args: argparse.Namespace, table: Any, last_step: Any) -> dict[str, float]:
+    """Each run's horizon: ``--horizon``, else the total steps its logs state; past it is an error."""
+    import pandas as pd
+
+    horizons: dict[str, float] = {}
+    for run_id in table.run_ids:
+        planned = table.runs.set_index("run_id").loc[run_id].get("total_steps")
+        horizon = (
+            args.horizon if args.horizon is not None else (float(planned) if pd.notna(planned) else None)
+        )
+        if horizon is None:
+            raise SystemExit(f"run {run_id!r}: no --horizon given and its logs state no total_steps")
+        if horizon < last_step[run_id]:
+            raise SystemExit(
+                f"run {run_id!r} is already at step {last_step[run_id]:.0f}, past the horizon {horizon:g}"
+            )
+        horizons[run_id] = float(horizon)
+    return horizons
+
+
+def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: dict[str, float]) -> Any:
+    """Each run conditioned live on the population (``--population`` or the shipped one), decided."""
+    import pandas as pd
+
+    from bayesgrpo.model.datasets import bundled_population
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.questions.stopping import decisions_table
+
+    population = RewardModel.load(args.population) if args.population else bundled_population()
+    live = LiveForecaster(population, random_seed=args.seed)
+    rows = []
+    for run_id in table.run_ids:
+        update = live.update(table.select([run_id]), horizon=horizons[run_id])
+        decision = rule.decide(update.curve_draws, update.step, horizons[run_id])[0]
+        rows.append(decisions_table([decision]).assign(run_id=run_id, pareto_k=update.posterior.pareto_k))
+    return pd.concat(rows, ignore_index=True)
+
+
+def _fitted_decisions(
+    args: argparse.Namespace, table: Any, rule: Any, horizons: dict[str, float], last_step: Any
+) -> Any:
+    """The pooled model fitted on the runs (with the bundled ones unless ``--no-bundled``), decided."""
+    import numpy as np
+    import pandas as pd
+
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.stopping import decisions_table
+
+    fitted_on = table
+    if not args.no_bundled:
+        from bayesgrpo.logs.table import RunsTable
+        from bayesgrpo.model.datasets import load_bundled
+
+        bundled = load_bundled(warn=False)
+        clash = set(bundled.run_ids) & set(table.run_ids)
+        if clash:
+            raise SystemExit(f"run ids {sorted(clash)[:3]} are also bundled run ids; pass --no-bundled")
+        fitted_on = RunsTable(
+            points=pd.concat([table.points, bundled.points], ignore_index=True),
+            runs=pd.concat([table.runs, bundled.runs], ignore_index=True),
+            report=table.report,
+        )
+    if not args.json:
+        print(
+            f"fitting the pooled model on {len(table.run_ids)} run(s)"
+            + ("" if args.no_bundled else " and the 60 bundled runs")
+            + "...",
+            flush=True,
+        )
+    model = RewardModel(curve=args.curve).fit(
+        fitted_on,
+        horizon=horizons,
+        draws=args.draws,
+        tune=args.tune,
+        random_seed=args.seed,
+        progressbar=not args.json and not args.quiet,
+    )
+    steps = np.array([last_step[r] for r in table.run_ids], dtype=float)
+    return decisions_table(rule.decide(model.curve_draws().select(table.run_ids), steps))
+
+
 def _stop_rule(args: argparse.Namespace) -> Any:
     from bayesgrpo.questions.stopping import BudgetRule, PlateauRule, TargetRule
 
@@ -341,74 +423,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
     runs alone; it implies ``--fit``).
     """
     import numpy as np
-    import pandas as pd
 
     from bayesgrpo.logs.readers import load_runs
-    from bayesgrpo.questions.stopping import decisions_table
 
     table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
     rule = _stop_rule(args)
     last_step = table.points.dropna(subset=["reward"]).groupby("run_id")["step"].max()
-    horizons: dict[str, float] = {}
-    for run_id in table.run_ids:
-        planned = table.runs.set_index("run_id").loc[run_id].get("total_steps")
-        horizon = (
-            args.horizon if args.horizon is not None else (float(planned) if pd.notna(planned) else None)
-        )
-        if horizon is None:
-            raise SystemExit(f"run {run_id!r}: no --horizon given and its logs state no total_steps")
-        if horizon < last_step[run_id]:
-            raise SystemExit(
-                f"run {run_id!r} is already at step {last_step[run_id]:.0f}, past the horizon {horizon:g}"
-            )
-        horizons[run_id] = float(horizon)
-    rows = []
+    horizons = _stop_horizons(args, table, last_step)
     if not (args.fit or args.no_bundled):
-        from bayesgrpo.model.datasets import bundled_population
-        from bayesgrpo.model.reward_model import RewardModel
-        from bayesgrpo.questions.live import LiveForecaster
-
-        population = RewardModel.load(args.population) if args.population else bundled_population()
-        live = LiveForecaster(population, random_seed=args.seed)
-        for run_id in table.run_ids:
-            update = live.update(table.select([run_id]), horizon=horizons[run_id])
-            decision = rule.decide(update.curve_draws, update.step, horizons[run_id])[0]
-            rows.append(decisions_table([decision]).assign(run_id=run_id, pareto_k=update.posterior.pareto_k))
-        frame = pd.concat(rows, ignore_index=True)
+        frame = _live_decisions(args, table, rule, horizons)
     else:
-        from bayesgrpo.model.reward_model import RewardModel
-
-        fitted_on = table
-        if not args.no_bundled:
-            from bayesgrpo.logs.table import RunsTable
-            from bayesgrpo.model.datasets import load_bundled
-
-            bundled = load_bundled(warn=False)
-            clash = set(bundled.run_ids) & set(table.run_ids)
-            if clash:
-                raise SystemExit(f"run ids {sorted(clash)[:3]} are also bundled run ids; pass --no-bundled")
-            fitted_on = RunsTable(
-                points=pd.concat([table.points, bundled.points], ignore_index=True),
-                runs=pd.concat([table.runs, bundled.runs], ignore_index=True),
-                report=table.report,
-            )
-        if not args.json:
-            print(
-                f"fitting the pooled model on {len(table.run_ids)} run(s)"
-                + ("" if args.no_bundled else " and the 60 bundled runs")
-                + "...",
-                flush=True,
-            )
-        model = RewardModel(curve=args.curve).fit(
-            fitted_on,
-            horizon=horizons,
-            draws=args.draws,
-            tune=args.tune,
-            random_seed=args.seed,
-            progressbar=not args.json and not args.quiet,
-        )
-        steps = np.array([last_step[r] for r in table.run_ids], dtype=float)
-        frame = decisions_table(rule.decide(model.curve_draws().select(table.run_ids), steps))
+        frame = _fitted_decisions(args, table, rule, horizons, last_step)
     if args.json:
         json.dump(frame.replace({np.nan: None}).to_dict("records"), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
