@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
@@ -181,15 +182,7 @@ def plot_runs(
     if color_by == "family":
         colors = family_colors(list(meta["family"]))
     else:
-        sizes = np.asarray(meta["size_b"], dtype=float)
-        known = sizes[np.isfinite(sizes) & (sizes > 0)]
-        low, high = (known.min(), known.max()) if known.size else (1.0, 10.0)
-        if high <= low:
-            low, high = low / 2.0, high * 2.0
-        norm = LogNorm(vmin=low, vmax=high)
-
-        # viridis without its palest yellows, which vanish on white
-        cmap = ListedColormap(colormaps["viridis"](np.linspace(0.0, 0.85, 256)))
+        norm, cmap = _size_colors(np.asarray(meta["size_b"], dtype=float))
     labelled: set[str] = set()
     for run_id in table.run_ids:
         frame = grouped.get(run_id)
@@ -198,20 +191,9 @@ def plot_runs(
         frame = frame[np.isfinite(frame[metric].to_numpy(dtype=float))].sort_values("step")
         if frame.empty:
             continue
-        y = frame[metric].to_numpy(dtype=float)
-        if smooth > 0:
-            window = max(1, round(smooth * len(y)))
-            y = (
-                frame[metric]
-                .rolling(window, center=True, min_periods=max(1, window // 2))
-                .mean()
-                .to_numpy(dtype=float)
-            )
+        y = _curve_values(frame[metric], smooth)
         if normalise:
-            low_b, high_b = float(meta.loc[run_id, "reward_min"]), float(meta.loc[run_id, "reward_max"])
-            if not (np.isfinite(low_b) and np.isfinite(high_b) and high_b > low_b):
-                low_b, high_b = float(y.min()), float(y.max())
-            y = (y - low_b) / (high_b - low_b) if high_b > low_b else y - low_b
+            y = _on_its_range(y, float(meta.loc[run_id, "reward_min"]), float(meta.loc[run_id, "reward_max"]))
         style = "-"
         if color_by == "family":
             key = family_of(meta.loc[run_id, "family"])
@@ -228,28 +210,58 @@ def plot_runs(
     if color_by == "size_b":
         mappable = ScalarMappable(norm=norm, cmap=cmap)
         ax.figure.colorbar(mappable, ax=ax, label="model size (B parameters)")
-    handles, labels = ax.get_legend_handles_labels()
-    if labels:
-        order = sorted(
-            range(len(labels)), key=lambda i: (labels[i].endswith(UNKNOWN_LABEL), labels[i].lower())
-        )
-        legend = ax.legend(
-            [handles[i] for i in order],
-            [labels[i] for i in order],
-            fontsize=7,
-            frameon=False,
-            title="family" if color_by == "family" else None,
-            title_fontsize=7,
-        )
-        for line in legend.get_lines():
-            line.set_linewidth(2.0)
-            line.set_alpha(1.0)
+    _sorted_legend(ax, title="family" if color_by == "family" else None)
     if logx:
         ax.set_xscale("symlog", linthresh=1.0)
     ax.set_xlabel("step")
     ax.set_ylabel(f"{metric} (share of its range)" if normalise else metric)
     ax.set_title(f"{len(table.run_ids)} runs", fontsize=9)
     return ax
+
+
+def _size_colors(sizes: np.ndarray) -> tuple[LogNorm, ListedColormap]:
+    """A log colour scale over the known model sizes (viridis without its palest yellows)."""
+    known = sizes[np.isfinite(sizes) & (sizes > 0)]
+    low, high = (known.min(), known.max()) if known.size else (1.0, 10.0)
+    if high <= low:
+        low, high = low / 2.0, high * 2.0
+    # viridis without its palest yellows, which vanish on white
+    return LogNorm(vmin=low, vmax=high), ListedColormap(colormaps["viridis"](np.linspace(0.0, 0.85, 256)))
+
+
+def _curve_values(values: pd.Series, smooth: float) -> np.ndarray:
+    """A run's values, smoothed by a centred rolling mean over ``smooth`` of its points when > 0."""
+    y = values.to_numpy(dtype=float)
+    if smooth <= 0:
+        return y
+    window = max(1, round(smooth * len(y)))
+    return values.rolling(window, center=True, min_periods=max(1, window // 2)).mean().to_numpy(dtype=float)
+
+
+def _on_its_range(y: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Values as shares of the run's stated reward range (its own range when none is stated)."""
+    if not (np.isfinite(low) and np.isfinite(high) and high > low):
+        low, high = float(y.min()), float(y.max())
+    return (y - low) / (high - low) if high > low else y - low
+
+
+def _sorted_legend(ax: Axes, title: str | None) -> None:
+    """The legend sorted by label, unknown last, its lines drawn thick and opaque."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not labels:
+        return
+    order = sorted(range(len(labels)), key=lambda i: (labels[i].endswith(UNKNOWN_LABEL), labels[i].lower()))
+    legend = ax.legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        fontsize=7,
+        frameon=False,
+        title=title,
+        title_fontsize=7,
+    )
+    for line in legend.get_lines():
+        line.set_linewidth(2.0)
+        line.set_alpha(1.0)
 
 
 def _one_run(cd: Any, index: int) -> Any:
