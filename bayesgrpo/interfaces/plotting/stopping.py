@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -196,50 +196,11 @@ def plot_t80(
     offsets = np.linspace(-0.2, 0.2, len(chosen)) if len(chosen) > 1 else [0.0]
     beyond_labelled = False
     for j, (fraction, offset) in enumerate(zip(chosen, offsets, strict=True)):
-        part = table[table["fraction"] == fraction]
-        y = part["run_id"].map(row).to_numpy(dtype=float) + offset
-        s = part["run_id"].map(scale).to_numpy(dtype=float)
-        median = part["median"].to_numpy(dtype=float) / s
-        lower = part["lower"].to_numpy(dtype=float) / s
-        upper = part["upper"].to_numpy(dtype=float) / s
-        shown = np.minimum(median, limit)
-        ax.errorbar(
-            shown,
-            y,
-            xerr=[shown - np.minimum(lower, limit), np.minimum(upper, limit) - shown],
-            fmt="o",
-            color=f"C{j}",
-            markersize=3,
-            elinewidth=1,
-            capsize=0,
-            label=f"{fraction:.0%} of the gain",
+        beyond = None if beyond_labelled else f"beyond {max_ratio:g}x the horizon"
+        beyond_labelled |= _draw_steps_to_fraction(
+            ax, table[table["fraction"] == fraction], row, scale, limit, offset, j, fraction, beyond
         )
-        over = median > limit
-        if over.any():
-            ax.plot(
-                np.full(over.sum(), limit),
-                y[over],
-                ">",
-                color=f"C{j}",
-                markersize=5,
-                label="_nolegend_" if beyond_labelled else f"beyond {max_ratio:g}x the horizon",
-            )
-            beyond_labelled = True
-    if relative:
-        ax.axvline(1.0, color="k", linewidth=1, linestyle="--", label="horizon")
-        ax.set_xlabel(f"step / horizon (median and {interval:.0%} interval)")
-        ax.set_xlim(0.0, limit * 1.02)
-    else:
-        ax.plot(
-            horizons.reindex(order).to_numpy(),
-            np.arange(n_runs),
-            "|",
-            color="k",
-            markersize=8,
-            label="horizon",
-        )
-        ax.set_xlabel(f"step (median and {interval:.0%} interval)")
-        ax.set_xlim(0.0, limit * 1.02 if np.isfinite(limit) else None)
+    _mark_horizons(ax, relative, horizons.reindex(order).to_numpy(), limit, interval)
     ax.set_yticks(np.arange(n_runs))
     ax.set_yticklabels([short_label(r, 45) for r in order], fontsize=6 if n_runs > 20 else 8)
     ax.set_ylim(n_runs - 0.5, -0.5)
@@ -248,3 +209,60 @@ def plot_t80(
         "steps to " + ", ".join(f"{f:.0%}" for f in chosen) + " of each run's total gain", fontsize=9
     )
     return ax
+
+
+def _draw_steps_to_fraction(
+    ax: Axes,
+    part: pd.DataFrame,
+    row: Mapping[str, int],
+    scale: pd.Series,
+    limit: float,
+    offset: float,
+    j: int,
+    fraction: float,
+    beyond_label: str | None,
+) -> bool:
+    """One fraction's steps, a point and interval a run, cut at ``limit`` (an arrow beyond it);
+    whether any arrow was drawn.
+    """
+    y = part["run_id"].map(row).to_numpy(dtype=float) + offset
+    s = part["run_id"].map(scale).to_numpy(dtype=float)
+    median = part["median"].to_numpy(dtype=float) / s
+    lower = part["lower"].to_numpy(dtype=float) / s
+    upper = part["upper"].to_numpy(dtype=float) / s
+    shown = np.minimum(median, limit)
+    ax.errorbar(
+        shown,
+        y,
+        xerr=[shown - np.minimum(lower, limit), np.minimum(upper, limit) - shown],
+        fmt="o",
+        color=f"C{j}",
+        markersize=3,
+        elinewidth=1,
+        capsize=0,
+        label=f"{fraction:.0%} of the gain",
+    )
+    over = median > limit
+    if not over.any():
+        return False
+    ax.plot(
+        np.full(over.sum(), limit),
+        y[over],
+        ">",
+        color=f"C{j}",
+        markersize=5,
+        label="_nolegend_" if beyond_label is None else beyond_label,
+    )
+    return True
+
+
+def _mark_horizons(ax: Axes, relative: bool, horizons: np.ndarray, limit: float, interval: float) -> None:
+    """The horizon: one dashed line at 1 on the relative axis, else a tick on each run's row."""
+    if relative:
+        ax.axvline(1.0, color="k", linewidth=1, linestyle="--", label="horizon")
+        ax.set_xlabel(f"step / horizon (median and {interval:.0%} interval)")
+        ax.set_xlim(0.0, limit * 1.02)
+        return
+    ax.plot(horizons, np.arange(len(horizons)), "|", color="k", markersize=8, label="horizon")
+    ax.set_xlabel(f"step (median and {interval:.0%} interval)")
+    ax.set_xlim(0.0, limit * 1.02 if np.isfinite(limit) else None)
