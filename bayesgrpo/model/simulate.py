@@ -15,7 +15,7 @@ import pandas as pd
 
 from bayesgrpo.logs.report import ReadReport
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
-from bayesgrpo.model.curves import get_curve, reward_curve
+from bayesgrpo.model.curves import CurveFamily, get_curve, reward_curve
 
 
 @dataclass(frozen=True)
@@ -103,36 +103,15 @@ def simulate_runs(
     log_size = np.log(size_of)
     z_size = (log_size - log_size.mean()) / (log_size.std() if log_size.std() > 0 else 1.0)
 
-    centres = {"r0": -1.5, "asymptote": 0.8}
-    centres.update({name: prior.log_centre for name, prior in spec.priors.items()})
-    family_effect = {f: {p: rng.normal(0, family_spread) for p in centres} for f in families}
-    unconstrained: dict[str, np.ndarray] = {}
-    for p, centre in centres.items():
-        values = np.array([centre + family_effect[f][p] for f in family_of]) + rng.normal(
-            0, run_spread, n_runs
-        )
-        if p == "asymptote":
-            values = values + size_slope_asymptote * z_size
-        unconstrained[p] = values
-    # keep shapes in a range a run can show (a knee inside the run, not far beyond it)
-    if "tau" in unconstrained:
-        unconstrained["tau"] = np.clip(unconstrained["tau"], np.log(0.05), np.log(1.0))
-    if "t_mid" in unconstrained:
-        unconstrained["t_mid"] = np.clip(unconstrained["t_mid"], np.log(0.05), np.log(1.0))
+    unconstrained = _run_parameters(
+        spec, families, family_of, z_size, family_spread, run_spread, size_slope_asymptote, rng
+    )
     r0 = 1 / (1 + np.exp(-unconstrained["r0"]))
     asymptote = 1 / (1 + np.exp(-unconstrained["asymptote"]))
     shapes = {name: np.exp(unconstrained[name]) for name in spec.shape_params}
     r1 = reward_curve(curve, 1.0, r0, asymptote, **shapes)
 
-    rows = []
-    for i in range(n_runs):
-        steps = np.arange(0, int(np.ceil(steps_per_run[i] * fractions[i])) + 1)
-        t = steps / steps_per_run[i]
-        mean = reward_curve(curve, t, r0[i], asymptote[i], **{k: v[i] for k, v in shapes.items()})
-        reward = mean + noises[i] * rng.standard_t(nu, size=len(t))
-        rows.append(pd.DataFrame({"run_id": f"sim{i:03d}", "step": steps, "reward": reward}))
-    points = pd.concat(rows, ignore_index=True)
-    points["run_id"] = points["run_id"].astype("string")
+    points = _simulated_points(curve, r0, asymptote, shapes, steps_per_run, fractions, noises, nu, rng)
     runs = coerce_metadata(
         pd.DataFrame(
             {
@@ -165,3 +144,59 @@ def simulate_runs(
     return SimulatedRuns(
         table=RunsTable(points=points, runs=runs, report=ReadReport()), truth=truth, curve=curve
     )
+
+
+def _run_parameters(
+    spec: CurveFamily,
+    families: Sequence[str],
+    family_of: list[str],
+    z_size: np.ndarray,
+    family_spread: float,
+    run_spread: float,
+    size_slope_asymptote: float,
+    rng: np.random.Generator,
+) -> dict[str, np.ndarray]:
+    """Each run's parameters on their unconstrained scales: centre + family effect + run effect
+    (+ the size slope of the asymptote), time scales kept to a knee inside the run.
+    """
+    centres = {"r0": -1.5, "asymptote": 0.8}
+    centres.update({name: prior.log_centre for name, prior in spec.priors.items()})
+    family_effect = {f: {p: rng.normal(0, family_spread) for p in centres} for f in families}
+    unconstrained: dict[str, np.ndarray] = {}
+    for p, centre in centres.items():
+        values = np.array([centre + family_effect[f][p] for f in family_of]) + rng.normal(
+            0, run_spread, len(family_of)
+        )
+        if p == "asymptote":
+            values = values + size_slope_asymptote * z_size
+        unconstrained[p] = values
+    # keep shapes in a range a run can show (a knee inside the run, not far beyond it)
+    if "tau" in unconstrained:
+        unconstrained["tau"] = np.clip(unconstrained["tau"], np.log(0.05), np.log(1.0))
+    if "t_mid" in unconstrained:
+        unconstrained["t_mid"] = np.clip(unconstrained["t_mid"], np.log(0.05), np.log(1.0))
+    return unconstrained
+
+
+def _simulated_points(
+    curve: str,
+    r0: np.ndarray,
+    asymptote: np.ndarray,
+    shapes: dict[str, np.ndarray],
+    steps_per_run: np.ndarray,
+    fractions: np.ndarray,
+    noises: np.ndarray,
+    nu: float,
+    rng: np.random.Generator,
+) -> pd.DataFrame:
+    """Every run's logged points: its curve at each observed step plus Student-t noise."""
+    rows = []
+    for i in range(len(r0)):
+        steps = np.arange(0, int(np.ceil(steps_per_run[i] * fractions[i])) + 1)
+        t = steps / steps_per_run[i]
+        mean = reward_curve(curve, t, r0[i], asymptote[i], **{k: v[i] for k, v in shapes.items()})
+        reward = mean + noises[i] * rng.standard_t(nu, size=len(t))
+        rows.append(pd.DataFrame({"run_id": f"sim{i:03d}", "step": steps, "reward": reward}))
+    points = pd.concat(rows, ignore_index=True)
+    points["run_id"] = points["run_id"].astype("string")
+    return points
