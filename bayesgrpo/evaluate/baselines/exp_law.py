@@ -11,17 +11,14 @@ import time
 import numpy as np
 
 from bayesgrpo.evaluate.baselines.base import (
-    FIT_ERRORS,
     BaselineForecast,
-    base_info,
     check_positive_int,
     edge_points,
     prepare_prefix,
 )
 from bayesgrpo.evaluate.baselines.least_squares import (
     LeastSquaresLaw,
-    bootstrap_forecast,
-    fit_least_squares,
+    fitted_law_forecast,
     reward_box,
 )
 from bayesgrpo.evaluate.baselines.persistence import persistence_fallback
@@ -119,29 +116,20 @@ def forecast_exp_least_squares(
             for tau in (0.2 * t_end, t_end, 5.0 * t_end)
         ]
     )
-    try:
-        theta_hat, _ = fit_least_squares(_EXP_LAW, t, y, math.nan, starts, lower, upper)
-        draws, info = bootstrap_forecast(
-            _EXP_LAW,
-            prefix,
-            theta_hat=theta_hat,
-            r0_hat=math.nan,
-            n_head=n_edge,
-            lower=lower,
-            upper=upper,
-            n_boot=n_boot,
-            n_draws=n_draws,
-            rng=rng,
-        )
-    except FIT_ERRORS as exc:
-        return persistence_fallback(name, prefix, n_draws, rng, f"{type(exc).__name__}: {exc}", start)
-    info = {
-        "status": "ok",
-        "fallback": None,
-        **info,
-        "tau_steps": info["params"]["tau"] * prefix.horizon,
-        "bounds": {"A": (low, high), "R0": (low, high), "tau": tuple(tau_range)},
-        **base_info(prefix),
-    }
-    info["seconds"] = time.perf_counter() - start
-    return BaselineForecast(name, prefix.target_steps, draws, info)
+    return fitted_law_forecast(
+        _EXP_LAW,
+        prefix,
+        r0_hat=math.nan,
+        n_head=n_edge,
+        starts=starts,
+        lower=lower,
+        upper=upper,
+        n_boot=n_boot,
+        n_draws=n_draws,
+        rng=rng,
+        start=start,
+        details=lambda params: {
+            "tau_steps": params["tau"] * prefix.horizon,
+            "bounds": {"A": (low, high), "R0": (low, high), "tau": tuple(tau_range)},
+        },
+    )

@@ -8,6 +8,7 @@ fit of a :class:`LeastSquaresLaw` and its residual bootstrap.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,14 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from bayesgrpo.evaluate.baselines.base import BaselineInputError, Prefix
+from bayesgrpo.evaluate.baselines.base import (
+    FIT_ERRORS,
+    BaselineForecast,
+    BaselineInputError,
+    Prefix,
+    base_info,
+)
+from bayesgrpo.evaluate.baselines.persistence import persistence_fallback
 
 # --------------------------------------------------------------------------------------------
 # Least-squares laws with residual bootstrap
@@ -201,3 +209,44 @@ def bootstrap_forecast(
         "n_boot_failed": int((~good).sum()),
     }
     return draws, info
+
+
+def fitted_law_forecast(
+    law: LeastSquaresLaw,
+    prefix: Prefix,
+    *,
+    r0_hat: float,
+    n_head: int,
+    starts: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    n_boot: int,
+    n_draws: int,
+    rng: np.random.Generator,
+    start: float,
+    details: Callable[[dict[str, float]], dict[str, Any]],
+) -> BaselineForecast:
+    """Fit ``law`` to the prefix by least squares and forecast by residual bootstrap.
+
+    A fit that fails falls back to persistence. ``details`` maps the fitted parameters to the
+    law's own entries of ``info`` (its time scale in steps, its bounds...).
+    """
+    try:
+        theta_hat, _ = fit_least_squares(law, prefix.t, prefix.rewards, r0_hat, starts, lower, upper)
+        draws, info = bootstrap_forecast(
+            law,
+            prefix,
+            theta_hat=theta_hat,
+            r0_hat=r0_hat,
+            n_head=n_head,
+            lower=lower,
+            upper=upper,
+            n_boot=n_boot,
+            n_draws=n_draws,
+            rng=rng,
+        )
+    except FIT_ERRORS as exc:
+        return persistence_fallback(law.name, prefix, n_draws, rng, f"{type(exc).__name__}: {exc}", start)
+    info = {"status": "ok", "fallback": None, **info, **details(info["params"]), **base_info(prefix)}
+    info["seconds"] = time.perf_counter() - start
+    return BaselineForecast(law.name, prefix.target_steps, draws, info)

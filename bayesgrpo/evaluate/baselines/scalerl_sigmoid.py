@@ -11,17 +11,14 @@ import time
 import numpy as np
 
 from bayesgrpo.evaluate.baselines.base import (
-    FIT_ERRORS,
     BaselineForecast,
-    base_info,
     check_positive_int,
     edge_points,
     prepare_prefix,
 )
 from bayesgrpo.evaluate.baselines.least_squares import (
     LeastSquaresLaw,
-    bootstrap_forecast,
-    fit_least_squares,
+    fitted_law_forecast,
     reward_box,
 )
 from bayesgrpo.evaluate.baselines.persistence import persistence_fallback
@@ -139,31 +136,22 @@ def forecast_scalerl_sigmoid(
         lower = np.array([low, log_c[0], log_b[0]])
         upper = np.array([high, log_c[1], log_b[1]])
     r0_hat = math.nan if fit_r0 else head
-    try:
-        theta_hat, _ = fit_least_squares(law, t, y, r0_hat, starts, lower, upper)
-        draws, info = bootstrap_forecast(
-            law,
-            prefix,
-            theta_hat=theta_hat,
-            r0_hat=r0_hat,
-            n_head=n_head,
-            lower=lower,
-            upper=upper,
-            n_boot=n_boot,
-            n_draws=n_draws,
-            rng=rng,
-        )
-    except FIT_ERRORS as exc:
-        return persistence_fallback(name, prefix, n_draws, rng, f"{type(exc).__name__}: {exc}", start)
-    info = {
-        "status": "ok",
-        "fallback": None,
-        **info,
-        "c_mid_steps": info["params"]["C_mid"] * prefix.horizon,
-        "r0_fitted": bool(fit_r0),
-        "n_head": n_head,
-        "bounds": {"A": (low, high), "C_mid": tuple(c_mid_range), "B": tuple(b_range)},
-        **base_info(prefix),
-    }
-    info["seconds"] = time.perf_counter() - start
-    return BaselineForecast(name, prefix.target_steps, draws, info)
+    return fitted_law_forecast(
+        law,
+        prefix,
+        r0_hat=r0_hat,
+        n_head=n_head,
+        starts=starts,
+        lower=lower,
+        upper=upper,
+        n_boot=n_boot,
+        n_draws=n_draws,
+        rng=rng,
+        start=start,
+        details=lambda params: {
+            "c_mid_steps": params["C_mid"] * prefix.horizon,
+            "r0_fitted": bool(fit_r0),
+            "n_head": n_head,
+            "bounds": {"A": (low, high), "C_mid": tuple(c_mid_range), "B": tuple(b_range)},
+        },
+    )
