@@ -27,7 +27,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table  # noqa: E402
+from _markdown import markdown_table
 
 RESULTS = HERE / "results"
 

@@ -313,7 +313,7 @@ def install(
         Undoes the installation.
     """
     if tracking_cls is None:
-        from verl.utils.tracking import Tracking as tracking_cls  # type: ignore[no-redef]
+        from verl.utils.tracking import Tracking as tracking_cls  # type: ignore[no-redef]  # the default class
     original = getattr(tracking_cls, "__init__")  # noqa: B009 - the class's own __init__, replaced below
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:

@@ -89,7 +89,7 @@ def plot_transfer(
         labels.append(f"{short_label(name, 40)} ({what})")
         end = max(end, float(table["step"].max()))
         if name in truth_ids:
-            points = truth_table.run(name)  # type: ignore[union-attr]
+            points = truth_table.run(name)  # type: ignore[union-attr]  # checked not None above
             (logged,) = ax.plot(points["step"], points["reward"], ".", color=color, markersize=2.5, alpha=0.8)
             handles.append(logged)
             labels.append(f"{short_label(name, 40)}: logged")

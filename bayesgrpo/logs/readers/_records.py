@@ -127,6 +127,7 @@ class _Issues:
                 self.raw.source,
                 where,
             )
+        # action is one of ReadIssue's literals by construction (the readers pass constants)
         self.items.append(ReadIssue(self.raw.source, kind, action, count, locations, detail))  # type: ignore[arg-type]
 
 

@@ -249,7 +249,7 @@ def discover(
         if detected == "tensorboard":
             tensorboard_dirs.setdefault(path.parent, []).append(path)
         elif detected == "trl-state" and _CHECKPOINT_DIR.match(path.parent.name):
-            number = int(_CHECKPOINT_DIR.match(path.parent.name).group(1))  # type: ignore[union-attr]
+            number = int(_CHECKPOINT_DIR.match(path.parent.name).group(1))  # type: ignore[union-attr]  # matched above
             states.setdefault(path.parent.parent, []).append((number, path))
         else:
             sources.append(Source(detected, (path,), _run_id_for(path)))

@@ -69,7 +69,7 @@ def _quote(cell: str) -> str:
 def _cell(value: object) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return ""
-    return js_number(float(value))  # type: ignore[arg-type]
+    return js_number(float(value))  # type: ignore[arg-type]  # anything float() takes
 
 
 def write_wandb_csv(
