@@ -22,8 +22,8 @@ nb.cells = [
     code("table.summary()[[\"run_id\", \"family\", \"size_b\", \"n_points\", \"first_step\", \"last_step\"]].head(8)"),
     md("## Where will each run end?\n\nFit the pooled model on the first half of every run "
        "(the second half is what we forecast), then read each run's final reward with its 90% interval."),
-    code("from bayesgrpo.interfaces.cli import _cut_table\n\n"
-         "half = _cut_table(table, 0.5)\n"
+    code("from bayesgrpo.interfaces.cli import cut_table\n\n"
+         "half = cut_table(table, 0.5)\n"
          "horizon = dict(zip(table.summary()[\"run_id\"], table.summary()[\"last_step\"].astype(float)))\n"
          "model = bayesgrpo.RewardModel().fit(half, horizon=horizon, draws=DRAWS, tune=DRAWS, random_seed=1, progressbar=False)\n"
          "{k: v for k, v in model.fit_summary().items() if k in (\"sampler\", \"seconds\", \"max_r_hat\", \"min_ess_bulk\", \"divergences\", \"parametrisation\")}"),

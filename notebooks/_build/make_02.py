@@ -17,11 +17,11 @@ nb.cells = [
        "- **partial**: runs pooled around family means with size and start-level slopes (the default);\n"
        "- **complete**: one curve for all runs.\n\n"
        "Set `BAYESGRPO_NOTEBOOK_FAST=1` for a quick run with few draws (CI does)."),
-    code("import os\n\nimport numpy as np\nimport pandas as pd\n\nimport bayesgrpo\nfrom bayesgrpo.interfaces.cli import _cut_table\n"
+    code("import os\n\nimport numpy as np\nimport pandas as pd\n\nimport bayesgrpo\nfrom bayesgrpo.interfaces.cli import cut_table\n"
          "from bayesgrpo.evaluate.scores import crps_from_draws, interval_coverage\n\n"
          "FAST = os.environ.get(\"BAYESGRPO_NOTEBOOK_FAST\") == \"1\"\nDRAWS = 60 if FAST else 500\n\n"
          "table = bayesgrpo.load_bundled(warn=False)\nsummary = table.summary().set_index(\"run_id\")\n"
-         "cut = _cut_table(table, 0.25)\n"
+         "cut = cut_table(table, 0.25)\n"
          "horizon = summary[\"last_step\"].astype(float).to_dict()\n"
          "cut_step = cut.points.groupby(\"run_id\")[\"step\"].max()"),
     code("models = {}\nfor pooling in (\"none\", \"partial\", \"complete\"):\n"

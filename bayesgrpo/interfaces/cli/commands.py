@@ -1,18 +1,17 @@
-"""The ``bayesgrpo`` command line.
+"""The verbs of the ``bayesgrpo`` command: ``runs``, ``demo``, ``forecast``, ``stop``, ``watch``,
+``diagnose`` and ``report``.
 
-Subcommands import what they need when they run, so ``bayesgrpo --help`` starts fast and never
-imports PyMC.
+Each verb imports what it needs when it runs, so ``bayesgrpo --help`` starts fast and never
+imports PyMC (``benchmarks/cli_startup.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import sys
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +132,7 @@ def _print_table(table: Any, args: argparse.Namespace) -> None:
             print(line)
 
 
-def _cut_table(table: Any, fraction: float) -> Any:
+def cut_table(table: Any, fraction: float) -> Any:
     """The first ``fraction`` of each run's logged steps (for forecasting what followed)."""
     import numpy as np
 
@@ -177,7 +176,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     if args.cut is not None:
         if not 0 < args.cut < 1:
             raise SystemExit("--cut must be a fraction between 0 and 1")
-        fitted_on = _cut_table(table, args.cut)
+        fitted_on = cut_table(table, args.cut)
         horizon = {row.run_id: float(row.last_step) for row in summary.itertuples()}
     if not args.json:
         _print_fit_plan(args, table, summary)
@@ -526,276 +525,3 @@ def _smoothed_last(table: Any) -> dict[str, float]:
         tail = max(3, len(reward) // 10)
         out[str(run_id)] = float(np.mean(reward[-tail:])) if reward.size else float("nan")
     return out
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (kept free of heavy imports).
-
-    One function on purpose: it is the table of every verb and option, read top to bottom as
-    ``bayesgrpo --help`` prints it.
-    """
-    parser = argparse.ArgumentParser(
-        prog="bayesgrpo",
-        description="Forecast, stop and transfer RL fine-tuning reward curves (GRPO, PPO, DAPO, RLOO).",
-    )
-    from bayesgrpo._version import __version__
-    from bayesgrpo.model.curves import DEFAULT_CURVE
-
-    parser.add_argument("--version", action="version", version=f"bayesgrpo {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    def model_flags(p: argparse.ArgumentParser, cut: float | None, output: str) -> None:
-        p.add_argument(
-            "--curve",
-            default=DEFAULT_CURVE,
-            help=f"curve family (default {DEFAULT_CURVE}; weibull, exp, logistic, power, oscillator)",
-        )
-        p.add_argument(
-            "--sampler", default="numpyro", help="numpyro (default), nutpie, pymc, advi, pathfinder"
-        )
-        p.add_argument("--draws", type=int, default=500, help="posterior draws per chain")
-        p.add_argument("--tune", type=int, default=500, help="tuning steps per chain")
-        p.add_argument("--chains", type=int, default=2)
-        p.add_argument("--seed", type=int, default=1)
-        p.add_argument(
-            "--cut",
-            type=float,
-            default=cut,
-            help="fit on this fraction of each run and forecast the rest"
-            + (f" (default {cut})" if cut else ""),
-        )
-        p.add_argument(
-            "--eps",
-            type=float,
-            default=0.01,
-            help="with --cut: plateau rule threshold, share of the reward range",
-        )
-        p.add_argument("--stop-prob", type=float, default=0.9, help="with --cut: plateau rule probability")
-        p.add_argument(
-            "--output",
-            default=output,
-            help=f"folder for final_reward.csv, model.nc and forecast.png (default {output})",
-        )
-        p.add_argument("--no-figure", action="store_true", help="skip the figure")
-
-    def rule_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--rule", choices=["plateau", "budget", "target"], default="plateau")
-        p.add_argument(
-            "--eps",
-            type=float,
-            default=0.01,
-            help="plateau (and P(plateau)): gain that counts as nothing, share of the reward range (default "
-            "0.01)",
-        )
-        p.add_argument("--absolute", action="store_true", help="plateau: --eps in reward units instead")
-        p.add_argument(
-            "--prob",
-            type=float,
-            default=0.9,
-            help="plateau/target: probability the decision needs (default 0.9)",
-        )
-        p.add_argument("--cost-per-step", type=float, help="budget: cost of one more step")
-        p.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
-        p.add_argument("--target", type=float, help="target: the reward to reach")
-
-    def output_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.add_argument("-q", "--quiet", action="store_true", help="no reader report")
-        p.add_argument("-v", "--verbose", action="store_true", help="list notes as well as repairs")
-
-    runs = sub.add_parser(
-        "runs", help="summarise training logs: one line per run, and what was repaired or skipped"
-    )
-    runs.add_argument("paths", nargs="+", help="log files or folders (read recursively)")
-    runs.add_argument(
-        "--format",
-        help="force a format (tensorboard, verl-console, verl-jsonl, trl-state, trl-console, notebook, "
-        "wandb-csv, csv, jsonl, parquet)",
-    )
-    runs.add_argument("--reward", help="metric to use as the reward (default: each format's train reward)")
-    runs.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
-    runs.add_argument("--columns", help="plain tables: step=COL,reward=COL,run_id=COL")
-    runs.add_argument("--logging-steps", type=int, help="TRL console logs: the trainer's logging_steps")
-    runs.add_argument(
-        "--strict", action="store_true", help="fail at the first record that would be repaired or dropped"
-    )
-    runs.add_argument(
-        "--skip-unreadable", action="store_true", help="skip (and report) files that cannot be read"
-    )
-    output_flags(runs)
-    runs.set_defaults(handler=cmd_runs)
-
-    demo = sub.add_parser(
-        "demo",
-        help="the main job: fit the bundled real runs on their first half, forecast where each ends, check "
-        "it, say when to stop",
-    )
-    output_flags(demo)
-    model_flags(demo, cut=0.5, output="bayesgrpo-demo")
-    demo.set_defaults(handler=cmd_demo)
-
-    forecast = sub.add_parser("forecast", help="fit the pooled model and forecast each run's final reward")
-    forecast.add_argument("paths", nargs="*", help="log files or folders (default: the bundled runs)")
-    forecast.add_argument("--bundled", action="store_true", help="use the bundled real runs")
-    forecast.add_argument("--reward", help="metric to use as the reward")
-    forecast.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
-    output_flags(forecast)
-    model_flags(forecast, cut=None, output="out")
-    forecast.set_defaults(handler=cmd_forecast)
-
-    stop = sub.add_parser(
-        "stop", help="should each run stop now? decision, probability, expected remaining gain, reason"
-    )
-    stop.add_argument("paths", nargs="+", help="log files or folders of the runs in progress")
-    stop.add_argument(
-        "--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)"
-    )
-    rule_flags(stop)
-    stop.add_argument(
-        "--population",
-        help="a fitted model (model.nc from `bayesgrpo forecast`); default the population shipped with "
-        "bayesgrpo",
-    )
-    stop.add_argument(
-        "--fit",
-        action="store_true",
-        help="fit the pooled model on the runs and the bundled runs instead of a live update (minutes)",
-    )
-    stop.add_argument(
-        "--no-bundled", action="store_true", help="fit the pooled model on the runs alone (implies --fit)"
-    )
-    stop.add_argument("--reward", help="metric to use as the reward")
-    stop.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
-    stop.add_argument("--curve", default=DEFAULT_CURVE, help="with --fit: the curve family")
-    stop.add_argument("--draws", type=int, default=500)
-    stop.add_argument("--tune", type=int, default=500)
-    stop.add_argument("--seed", type=int, default=1)
-    output_flags(stop)
-    stop.set_defaults(handler=cmd_stop)
-
-    diag = sub.add_parser(
-        "diagnose",
-        help="failure modes in each run's signals: collapse, stall, degeneracy, entropy collapse, reward "
-        "hacking, oscillation",
-    )
-    diag.add_argument("paths", nargs="*", help="log files or folders (default: the bundled runs)")
-    diag.add_argument("--bundled", action="store_true", help="diagnose the bundled real runs")
-    diag.add_argument("--model", help="a fitted model (model.nc): stall judged by its posterior")
-    diag.add_argument(
-        "--oscillation",
-        action="store_true",
-        help="also test each run for ringing (oscillator vs overdamped curves by LOO; a few seconds a run)",
-    )
-    diag.add_argument("--min-severity", choices=["info", "warning", "high"], default="info")
-    diag.add_argument("--reward", help="metric to use as the reward")
-    diag.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
-    output_flags(diag)
-    diag.set_defaults(handler=cmd_diagnose)
-
-    report = sub.add_parser(
-        "report",
-        help="a self-contained HTML report: forecasts, stop decisions, phases, pooling, transfer, "
-        "diagnostics",
-    )
-    report.add_argument("paths", nargs="+", help="log files or folders")
-    report.add_argument(
-        "-o", "--output", default="report.html", help="the HTML file to write (default report.html)"
-    )
-    report.add_argument(
-        "--population", help="a fitted model (model.nc): condition each run on it live instead of fitting"
-    )
-    report.add_argument(
-        "--draws", type=int, default=500, help="without --population: posterior draws per chain"
-    )
-    report.add_argument("--tune", type=int, default=500, help="without --population: tuning steps per chain")
-    report.add_argument(
-        "--horizon",
-        type=float,
-        help="the step each run is planned to end at (default: its total_steps, else its last step)",
-    )
-    report.add_argument(
-        "--transfer-size",
-        type=float,
-        action="append",
-        help="predict a new run of this size in B parameters (repeatable)",
-    )
-    report.add_argument(
-        "--transfer-family", help="family of the transfer runs (default: the most common in the logs)"
-    )
-    report.add_argument(
-        "--transfer-task", help="task of the transfer runs (default: the most common in the logs)"
-    )
-    report.add_argument(
-        "--eps",
-        type=float,
-        default=0.01,
-        help="plateau rule: gain that counts as nothing, share of the reward range (default 0.01)",
-    )
-    report.add_argument(
-        "--prob", type=float, default=0.9, help="plateau rule: probability the decision needs (default 0.9)"
-    )
-    report.add_argument(
-        "--history-points", type=int, default=8, help="cuts of each run's stop-probability history (0: none)"
-    )
-    report.add_argument("--no-diagnose", action="store_true", help="leave out the diagnostics section")
-    report.add_argument("--reward", help="metric to use as the reward")
-    report.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
-    report.add_argument("--seed", type=int, default=1)
-    report.add_argument("-q", "--quiet", action="store_true", help="print nothing")
-    report.set_defaults(handler=cmd_report)
-
-    watch = sub.add_parser(
-        "watch",
-        help="follow growing logs (verl/TRL console, trainer_state.json, TensorBoard): live forecast and "
-        "stop advice per run",
-    )
-    watch.add_argument(
-        "paths", nargs="+", help="log files or folders; they may still be empty or not exist yet"
-    )
-    watch.add_argument(
-        "--population", help="a fitted model (model.nc); default the population shipped with bayesgrpo"
-    )
-    watch.add_argument(
-        "--horizon", type=float, help="the step each run is planned to end at (default: its total_steps)"
-    )
-    rule_flags(watch)
-    watch.add_argument("--interval", type=float, default=5.0, help="seconds between polls (default 5)")
-    watch.add_argument("--once", action="store_true", help="print one table (or JSON object) and exit")
-    watch.add_argument("--polls", type=int, help="stop after this many polls (default: until Ctrl-C)")
-    watch.add_argument("--json", action="store_true", help="one JSON object per poll, one per line")
-    watch.add_argument(
-        "--smooth",
-        type=int,
-        default=10,
-        help="current reward = mean of this many last logged rewards (default 10)",
-    )
-    watch.add_argument("--format", help="force a format (as `bayesgrpo runs --format`)")
-    watch.add_argument("--reward", help="metric to use as the reward")
-    watch.add_argument(
-        "--metadata", help="CSV or YAML of run metadata keyed by run_id (family, size_b: a sharper prior)"
-    )
-    watch.add_argument("--logging-steps", type=int, help="TRL console logs: the trainer's logging_steps")
-    watch.add_argument("--seed", type=int, default=1)
-    watch.set_defaults(handler=cmd_watch)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``bayesgrpo`` command."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return EXIT_OK
-    from bayesgrpo.errors import BayesGRPOError
-
-    try:
-        return int(args.handler(args))
-    except BayesGRPOError as exc:
-        print(f"bayesgrpo: error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

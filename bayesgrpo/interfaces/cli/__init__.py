@@ -1,0 +1,37 @@
+"""The ``bayesgrpo`` command line.
+
+:func:`main` parses the arguments (:mod:`~bayesgrpo.interfaces.cli.parser`) and runs the verb
+(:mod:`~bayesgrpo.interfaces.cli.commands`). Subcommands import what they need when they run, so
+``bayesgrpo --help`` starts fast and never imports PyMC.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.interfaces.cli.commands import EXIT_OK, EXIT_USER_ERROR, cut_table
+from bayesgrpo.interfaces.cli.parser import build_parser
+
+__all__ = ["EXIT_OK", "EXIT_USER_ERROR", "build_parser", "cut_table", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``bayesgrpo`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return int(args.handler(args))
+    except BayesGRPOError as exc:
+        print(f"bayesgrpo: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover - python -m with the old path bayesgrpo.cli
+    sys.exit(main())
