@@ -225,3 +225,14 @@ def test_stop_refuses_a_horizon_the_run_has_passed(tmp_path):
         assert "past the horizon 10" in str(exc)
     else:
         raise AssertionError("expected SystemExit")
+
+
+def test_forecast_of_plain_csvs_without_metadata_prints_every_run(tmp_path, capsys, mocked):
+    folder = _write_simulated_runs(tmp_path)  # the metadata file is not passed: no family, no size
+    code = main(["forecast", str(folder / "logs"), "--output", str(tmp_path / "out"), "--no-figure"])
+    assert code == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("sim")]
+    assert len(rows) == 3
+    final = pd.read_csv(tmp_path / "out" / "final_reward.csv")
+    assert len(final) == 3 and final["q50"].notna().all()

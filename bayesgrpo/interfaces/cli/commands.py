@@ -246,7 +246,7 @@ def _final_rewards(args: argparse.Namespace, model: Any, table: Any, summary: An
     """Each run's forecast final reward, and with ``--cut`` the stop decision at the cut."""
     final = model.final_reward(quantiles=(0.05, 0.5, 0.95))
     last = summary.set_index("run_id")
-    final["family"] = final["run_id"].map(table.runs.set_index("run_id")["family"]).astype(str)
+    final["family"] = final["run_id"].map(table.runs.set_index("run_id")["family"])  # missing stays missing
     final["size_b"] = final["run_id"].map(last["size_b"])
     final["last_logged"] = final["run_id"].map(_smoothed_last(table))
     if args.cut is not None:
@@ -293,7 +293,8 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
         run_id = row.run_id if len(row.run_id) <= 44 else row.run_id[:41] + "..."
         interval = f"{row.q50:8.3g} [{row.q05:.3g}, {row.q95:.3g}]"
         size = _format_number(row.size_b)
-        line = f"{run_id:<44} {row.family[:8]:<8} {size:>6} {row.horizon_step:>7} {interval:>30}"
+        family = row.family[:8] if isinstance(row.family, str) else "-"  # no family in the metadata
+        line = f"{run_id:<44} {family:<8} {size:>6} {row.horizon_step:>7} {interval:>30}"
         if cut:
             mark = " " if row.covered_90 else "!"
             stop = f"{row.stop_at_cut} (P={row.p_gain_below_eps:.2f})"
