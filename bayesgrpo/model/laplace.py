@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import arviz as az
 import numpy as np
@@ -39,10 +39,6 @@ from threadpoolctl import ThreadpoolController
 from bayesgrpo.errors import BayesGRPOError, LiveUpdateWarning
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.priors import curve_params
-
-if TYPE_CHECKING:
-    pass
-
 
 logger = logging.getLogger(__name__)
 

@@ -9,16 +9,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.reward_model import RewardModel
-
-
 from bayesgrpo.evaluate.backtest.cuts import BacktestError, planned_horizon, run_points, run_seed
 from bayesgrpo.evaluate.backtest.forecast import live_forecasters, logged_reward_draws
 from bayesgrpo.evaluate.backtest.smoothing import rolling_mean, smoothing_window
 from bayesgrpo.evaluate.backtest.stopping import check_indices, update_at_check
 from bayesgrpo.questions.stopping import prob_gain_below
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
 
 logger = logging.getLogger(__name__)
 

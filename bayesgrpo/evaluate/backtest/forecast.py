@@ -13,12 +13,6 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.evaluate import scores
-
-if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.reward_model import RewardModel
-
-
 from bayesgrpo.evaluate.backtest.cuts import (
     BAYES_METHOD,
     DEFAULT_CUTS,
@@ -38,6 +32,10 @@ from bayesgrpo.evaluate.baselines import BASELINE_FORECASTERS
 from bayesgrpo.model.laplace import LiveUpdateWarning
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import reward_at
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
 
 logger = logging.getLogger(__name__)
 

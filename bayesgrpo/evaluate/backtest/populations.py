@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
-
-
 from bayesgrpo.evaluate.backtest.cuts import BacktestError
 from bayesgrpo.model.reward_model import RewardModel
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
 
 logger = logging.getLogger(__name__)
 

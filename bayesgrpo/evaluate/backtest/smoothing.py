@@ -7,13 +7,7 @@ the run's best smoothed reward or its end.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
-
-if TYPE_CHECKING:
-    pass
-
 
 from bayesgrpo.evaluate.backtest.cuts import SMOOTHING_FRACTION, BacktestError
 

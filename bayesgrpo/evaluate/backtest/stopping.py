@@ -18,12 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.live import LiveForecaster
-
-
 from bayesgrpo.evaluate import baselines
 from bayesgrpo.evaluate.backtest.cuts import (
     SMOOTHING_FRACTION,
@@ -36,6 +30,11 @@ from bayesgrpo.evaluate.backtest.cuts import (
 from bayesgrpo.evaluate.backtest.forecast import live_forecasters
 from bayesgrpo.evaluate.backtest.smoothing import reward_given_up, smoothed_reward
 from bayesgrpo.model.laplace import LiveUpdateWarning
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.live import LiveForecaster
 
 logger = logging.getLogger(__name__)
 

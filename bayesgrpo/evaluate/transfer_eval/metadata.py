@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from bayesgrpo.questions.live import stated_reward_range
-
-if TYPE_CHECKING:
-    pass
-
 
 #: Metadata a zero-shot prediction uses besides the reward range (the population mean drops all).
 COVARIATES: tuple[str, ...] = ("family", "size_b", "task", "samples_per_step", "batch_size", "group_size")

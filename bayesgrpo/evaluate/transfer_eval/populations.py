@@ -12,12 +12,11 @@ from bayesgrpo.evaluate.backtest.cuts import (
     BacktestError,
 )
 from bayesgrpo.evaluate.backtest.populations import held_out_populations
+from bayesgrpo.evaluate.transfer_eval.metadata import known_reward_bounds
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.reward_model import RewardModel
-
-from bayesgrpo.evaluate.transfer_eval.metadata import known_reward_bounds
 
 # --------------------------------------------------------------------------------------------
 # Leave one size out

@@ -25,12 +25,6 @@ from bayesgrpo.evaluate.backtest.cuts import (
     run_points,
     run_seed,
 )
-
-if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.transfer import TransferPrediction
-
 from bayesgrpo.evaluate.baselines import forecast_exp_least_squares
 from bayesgrpo.evaluate.transfer_eval.metadata import (
     known_reward_bounds,
@@ -41,6 +35,11 @@ from bayesgrpo.evaluate.transfer_eval.metadata import (
 from bayesgrpo.model.laplace import PARETO_K_LIMIT, LiveUpdateWarning
 from bayesgrpo.questions.stopping import reward_at
 from bayesgrpo.questions.transfer import predict_new_run
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.transfer import TransferPrediction
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +239,7 @@ def transfer_scores(
             population=populations[run_id],
             run=run,
             metadata=metadata,
+            bounds=known_reward_bounds(metadata),
             first_reward=float(rewards[0]),
             horizon=planned_horizon(run),
             n_final=max(1, math.ceil(FINAL_FRACTION * len(points))),
@@ -266,6 +266,7 @@ class _HeldOutRun:
     population: RewardModel
     run: RunsTable
     metadata: dict[str, Any]
+    bounds: tuple[float, float] | None
     first_reward: float
     horizon: float
     n_final: int
@@ -279,7 +280,7 @@ class _HeldOutRun:
 
 def _zero_shot_rows(held: _HeldOutRun, n_draws: int, random_seed: int) -> list[dict[str, Any]]:
     """The zero-shot methods: one forecast of every point after the first, scored on every window."""
-    if known_reward_bounds(held.metadata) is None:
+    if held.bounds is None:
         logger.info(
             "transfer evaluation: run %s has no reward_min/reward_max: no zero-shot rows", held.run_id
         )
@@ -341,7 +342,7 @@ def _prefix_rows(
             target,
             n_draws=n_draws,
             random_seed=held.seed(random_seed, method),
-            reward_bounds=known_reward_bounds(held.metadata),
+            reward_bounds=held.bounds,
         )
         status = (
             "ok" if not forecast.fell_back else f"fell back to persistence: {forecast.info.get('fallback')}"

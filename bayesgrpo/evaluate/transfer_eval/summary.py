@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pandas as pd
 
 from bayesgrpo.evaluate.backtest.cuts import (
     BacktestError,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 # --------------------------------------------------------------------------------------------
 # Summaries

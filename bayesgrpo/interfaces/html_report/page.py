@@ -14,15 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.errors import BayesGRPOError
-
-if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.draws import CurveDraws
-    from bayesgrpo.questions.stopping import StoppingRule
-
-
 from bayesgrpo._version import __version__
+from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces import plotting
 from bayesgrpo.interfaces.html_report.markup import CSS, esc, img_tag
 from bayesgrpo.interfaces.html_report.runs import ReportRun, planned_horizons, run_rows, split_by_run
@@ -44,6 +37,11 @@ from bayesgrpo.questions.history import default_rule, stop_history
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.shrinkage import laplace_modes
 from bayesgrpo.questions.stopping import PlateauRule, steps_to_fraction
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.draws import CurveDraws
+    from bayesgrpo.questions.stopping import StoppingRule
 
 logger = logging.getLogger(__name__)
 

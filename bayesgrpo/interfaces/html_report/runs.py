@@ -9,15 +9,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.interfaces.html_report.markup import fmt_text
+from bayesgrpo.questions.history import run_horizon
+from bayesgrpo.questions.stopping import CurveDraws, phase, reward_at
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.questions.stopping import StoppingRule
-
-
-from bayesgrpo.interfaces.html_report.markup import fmt_text
-from bayesgrpo.questions.history import run_horizon
-from bayesgrpo.questions.stopping import CurveDraws, phase, reward_at
 
 #: Logged rewards averaged into a run's "reward now".
 RECENT_POINTS = 5

@@ -8,18 +8,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions.stopping import StoppingRule
-
-
 from bayesgrpo.interfaces import plotting
 from bayesgrpo.interfaces.html_report.markup import esc, fmt_number, fmt_text, html_cell, html_table, img_tag
 from bayesgrpo.interfaces.html_report.runs import RECENT_POINTS, ReportRun
 from bayesgrpo.questions.diagnostics import diagnose
 from bayesgrpo.questions.stopping import steps_to_fraction
 from bayesgrpo.questions.transfer import predict_new_run
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions.stopping import StoppingRule
 
 #: Fractions of the total gain shown by the t80 figure.
 T80_FRACTIONS: tuple[float, ...] = (0.8,)

@@ -6,15 +6,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    import pandas as pd
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
-    from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.reward_model import RewardModel
-
 from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import ListedColormap, LogNorm
@@ -29,6 +20,14 @@ from bayesgrpo.interfaces.plotting.style import (
     short_label,
 )
 from bayesgrpo.questions.stopping import CurveDraws, reward_at
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
 
 
 def plot_forecast(

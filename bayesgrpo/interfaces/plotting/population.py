@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
-    from bayesgrpo.logs.table import RunsTable
-    from bayesgrpo.model.reward_model import RewardModel
-
-import textwrap
-from collections.abc import Mapping
-
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
 
@@ -28,6 +20,12 @@ from bayesgrpo.interfaces.plotting.style import (
     short_label,
 )
 from bayesgrpo.questions.shrinkage import param_label, scaling_table, shrinkage_table
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
 
 
 def plot_transfer(

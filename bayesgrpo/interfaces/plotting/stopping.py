@@ -6,11 +6,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
-
 import pandas as pd
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
@@ -18,6 +13,9 @@ from matplotlib.patches import Patch
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.plotting.style import PHASE_COLORS, pyplot, short_label
 from bayesgrpo.questions.stopping import CurveDraws, steps_to_fraction
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 
 def _rule_probability_label(history: Any) -> str:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,9 +27,6 @@ from bayesgrpo.errors import (
 )
 from bayesgrpo.logs.readers import Source, detect_format, discover, load_runs, merge_metadata
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger(__name__)
 

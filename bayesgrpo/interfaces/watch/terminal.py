@@ -8,21 +8,19 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from bayesgrpo.errors import (
-    BayesGRPOError,
-)
-
-if TYPE_CHECKING:
-    from bayesgrpo.questions.stopping import StoppingRule
-
-
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from bayesgrpo.errors import (
+    BayesGRPOError,
+)
 from bayesgrpo.interfaces.watch.follow import ReadSettings
 from bayesgrpo.interfaces.watch.watcher import INTERVAL, RunStatus, Watcher
+
+if TYPE_CHECKING:
+    from bayesgrpo.questions.stopping import StoppingRule
 
 # --------------------------------------------------------------------------------------------
 # Rendering (no logic: statuses in, text out)

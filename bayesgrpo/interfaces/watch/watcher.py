@@ -17,16 +17,14 @@ import pandas as pd
 from bayesgrpo.errors import (
     BayesGRPOError,
 )
+from bayesgrpo.interfaces.watch.follow import LogFollower, ReadSettings, WatchTarget, short_error
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.questions.live import live_forecaster
+from bayesgrpo.questions.stopping import prob_gain_below, reward_at
 
 if TYPE_CHECKING:
     from bayesgrpo.questions.live import LiveForecaster
     from bayesgrpo.questions.stopping import StoppingRule
-
-
-from bayesgrpo.interfaces.watch.follow import LogFollower, ReadSettings, WatchTarget, short_error
-from bayesgrpo.questions.stopping import prob_gain_below, reward_at
 
 logger = logging.getLogger(__name__)
 

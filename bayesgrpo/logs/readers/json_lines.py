@@ -10,12 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bayesgrpo.errors import EmptyLogError, MalformedRecordError, TruncatedLogError
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass

@@ -14,17 +14,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
+from bayesgrpo.errors import (
+    EmptyLogError,
+    LogReadError,
+    MalformedRecordError,
+    TruncatedLogError,
+    UnknownMetricError,
+)
 from bayesgrpo.logs.readers._common import locations, unique_names
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
+from bayesgrpo.logs.readers.json_lines import JsonLines, read_json_lines
+from bayesgrpo.logs.readers.verl.jsonl import is_verl_jsonl, verl_jsonl_run
 from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.readers.base import ReadOptions, Source
-
-from bayesgrpo.errors import UnknownMetricError
-from bayesgrpo.logs.readers.json_lines import JsonLines, read_json_lines
-from bayesgrpo.logs.readers.verl.jsonl import is_verl_jsonl, verl_jsonl_run
 
 STEP_NAMES = ("step", "Step", "global_step", "_step", "train/global_step", "iteration")
 RUN_NAMES = ("run_id", "run", "Run", "name")

@@ -10,9 +10,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:
-    from bayesgrpo.logs.table import RunsTable
-
 from bayesgrpo.questions.diagnostics.advantage import ZERO_STD_TOL, detect_advantage_degeneracy
 from bayesgrpo.questions.diagnostics.entropy import detect_policy_concentration
 from bayesgrpo.questions.diagnostics.finding import FINDING_COLUMNS, SEVERITIES, Finding
@@ -21,6 +18,9 @@ from bayesgrpo.questions.diagnostics.oscillation import detect_oscillation
 from bayesgrpo.questions.diagnostics.reward import STALL_EPS, detect_collapse, detect_stall, reward_at_ceiling
 from bayesgrpo.questions.diagnostics.trend import MIN_POINTS, clean_series, end_level, smoothed
 from bayesgrpo.questions.stopping import prob_gain_below
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
 
 logger = logging.getLogger(__name__)
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 from bayesgrpo.questions.diagnostics.finding import ACTIONS, Finding
 from bayesgrpo.questions.diagnostics.trend import (

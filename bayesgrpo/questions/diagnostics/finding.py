@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bayesgrpo.errors import BayesGRPOError
-
-if TYPE_CHECKING:
-    pass
-
 
 #: Severities, mildest first.
 SEVERITIES: tuple[str, ...] = ("info", "warning", "high")

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    pass
 
 from bayesgrpo.questions.diagnostics.finding import ACTIONS, Finding
 from bayesgrpo.questions.diagnostics.trend import (

@@ -15,18 +15,14 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.model.curves import CURVES, asymptote_from_levels, oscillator_omega, reward_curve_by_levels
-
-if TYPE_CHECKING:
-    pass
-
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.model.curves import CURVES, asymptote_from_levels, oscillator_omega, reward_curve_by_levels
 from bayesgrpo.model.data import prepare
 from bayesgrpo.model.priors import curve_params, default_priors
 from bayesgrpo.questions.diagnostics.finding import ACTIONS, Finding

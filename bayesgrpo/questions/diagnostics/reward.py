@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from bayesgrpo.errors import BayesGRPOError
-
-if TYPE_CHECKING:
-    pass
-
 from bayesgrpo.questions.diagnostics.finding import ACTIONS, Finding
 from bayesgrpo.questions.diagnostics.trend import (
     EDGE_MIN_POINTS,

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from bayesgrpo.errors import BayesGRPOError
-
-if TYPE_CHECKING:
-    pass
-
 
 # --- shared -----------------------------------------------------------------------------------
 #: One-sided significance level of the Mann-Kendall trend tests.

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.curves import time_to_fraction
-
-if TYPE_CHECKING:
-    pass
-
 from bayesgrpo.model.draws import CurveDraws, gain_share, per_run
 
 #: Fractions of the total gain of :func:`steps_to_fraction` ("t80", "t90", "t95").

@@ -6,17 +6,13 @@ The rule that assigns a phase is stated in :mod:`bayesgrpo.questions.stopping`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.curves import get_curve, time_to_fraction
-
-if TYPE_CHECKING:
-    pass
-
 from bayesgrpo.model.draws import CurveDraws, gain_share, gain_share_rate, per_run
 
 #: The phases, in the order a rising curve goes through them (codes of :func:`phase_draws`).

@@ -9,17 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.curves import get_curve
-
-if TYPE_CHECKING:
-    pass
-
 from bayesgrpo.model.draws import CurveDraws, gain_share
 from bayesgrpo.questions.stopping.gain import (
     check_eps,

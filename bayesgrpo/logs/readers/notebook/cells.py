@@ -7,9 +7,10 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, TruncatedLogError
+from bayesgrpo.logs.readers.notebook.code import code_metadata
 from bayesgrpo.logs.readers.trl.columns import (
     TRL_ALIASES,
     json_error_place,
@@ -18,11 +19,6 @@ from bayesgrpo.logs.readers.trl.columns import (
 from bayesgrpo.logs.readers.trl.console import parse_dict_line
 from bayesgrpo.logs.readers.trl.metadata import BannerParser, summary_metadata
 from bayesgrpo.logs.readers.trl.state import json_is_cut
-
-if TYPE_CHECKING:
-    pass
-
-from bayesgrpo.logs.readers.notebook.code import code_metadata
 
 NOTEBOOK_ALIASES: dict[str, str] = {**TRL_ALIASES, "Training Loss": "loss"}
 ROW_LABEL = "table row"

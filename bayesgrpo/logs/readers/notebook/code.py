@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Any
 
 #: ``GRPOConfig(...)`` keywords -> metadata names.
 CONFIG_METADATA: dict[str, str] = {

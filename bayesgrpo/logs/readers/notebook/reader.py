@@ -14,15 +14,6 @@ from typing import TYPE_CHECKING, Any
 from bayesgrpo.errors import EmptyLogError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._common import locations, unique_names
 from bayesgrpo.logs.readers._records import RawRun
-from bayesgrpo.logs.readers.trl.columns import (
-    ColumnStore,
-    trl_run,
-)
-from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
-
-if TYPE_CHECKING:
-    from bayesgrpo.logs.readers.base import ReadOptions, Source
-
 from bayesgrpo.logs.readers.notebook.cells import (
     NO_LOG,
     NOTEBOOK_ALIASES,
@@ -33,6 +24,14 @@ from bayesgrpo.logs.readers.notebook.cells import (
     load_notebook,
     notebook_cells,
 )
+from bayesgrpo.logs.readers.trl.columns import (
+    ColumnStore,
+    trl_run,
+)
+from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.readers.base import ReadOptions, Source
 
 _BAR_COUNT = re.compile(r"\[\s*(\d+)\s*/\s*(\d+)")
 _BAR_ELAPSED = re.compile(r"\[\s*\d+\s*/\s*\d+\s+(\d+(?::\d{2}){1,2})")

@@ -8,14 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy as np
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c as _python_crc32c
-
-if TYPE_CHECKING:
-    pass
-
 
 _MASK_DELTA = 0xA282EAD8
 

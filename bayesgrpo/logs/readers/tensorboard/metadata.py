@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TypeGuard
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Any, TypeGuard
 
 # --------------------------------------------------------------------------------------------
 # Metadata stated by TRL / transformers

@@ -13,6 +13,8 @@ import pandas as pd
 
 from bayesgrpo.errors import EmptyLogError, LogReadError
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
+from bayesgrpo.logs.readers.tensorboard.metadata import metadata_from_texts
+from bayesgrpo.logs.readers.tensorboard.records import EventScan, FileResult, event_file_order, scan_file
 from bayesgrpo.logs.readers.trl.columns import TRL_ALIASES, TRL_REWARD_CANDIDATES
 from bayesgrpo.logs.readers.verl.lines import REWARD_CANDIDATES as VERL_REWARD_CANDIDATES
 from bayesgrpo.logs.readers.verl.lines import metric_aliases as verl_metric_aliases
@@ -20,10 +22,6 @@ from bayesgrpo.logs.report import ReadIssue
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.readers.base import ReadOptions, Source
-
-
-from bayesgrpo.logs.readers.tensorboard.metadata import metadata_from_texts
-from bayesgrpo.logs.readers.tensorboard.records import EventScan, FileResult, event_file_order, scan_file
 
 logger = logging.getLogger(__name__)
 

@@ -16,20 +16,15 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, types_pb2
 
 from bayesgrpo.errors import LogReadError, MalformedRecordError, TruncatedLogError
-from bayesgrpo.logs.report import MAX_LOCATIONS
-
-if TYPE_CHECKING:
-    pass
-
-
 from bayesgrpo.logs.readers.tensorboard.crc import length_crcs, masked_crc32c
+from bayesgrpo.logs.report import MAX_LOCATIONS
 
 CHUNK_BYTES = 1 << 20  # 1 MiB: as fast as larger windows, and a small peak memory
 _HEADER = 12  # uint64 length + uint32 masked crc of the length

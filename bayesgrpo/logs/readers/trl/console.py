@@ -13,11 +13,6 @@ from typing import TYPE_CHECKING, Any
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._common import locations
 from bayesgrpo.logs.readers._records import RawRun
-from bayesgrpo.logs.report import ReadIssue
-
-if TYPE_CHECKING:
-    from bayesgrpo.logs.readers.base import ReadOptions, Source
-
 from bayesgrpo.logs.readers.trl.columns import ColumnStore, is_number, trl_run
 from bayesgrpo.logs.readers.trl.metadata import (
     BannerParser,
@@ -26,6 +21,10 @@ from bayesgrpo.logs.readers.trl.metadata import (
     is_summary,
     summary_metadata,
 )
+from bayesgrpo.logs.report import ReadIssue
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.readers.base import ReadOptions, Source
 
 # --------------------------------------------------------------------------------------------
 # console dict lines

@@ -10,14 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from bayesgrpo.logs.report import ReadIssue
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 from bayesgrpo.logs.readers.trl.columns import STATE_EXTRA, STATE_METADATA, SUMMARY_MARKERS, finite_number
+from bayesgrpo.logs.report import ReadIssue
 
 # --------------------------------------------------------------------------------------------
 # the trainer's start banner (console and notebooks)

@@ -12,11 +12,6 @@ from typing import TYPE_CHECKING, Any
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._common import locations
 from bayesgrpo.logs.readers._records import RawRun
-from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
-
-if TYPE_CHECKING:
-    from bayesgrpo.logs.readers.base import ReadOptions, Source
-
 from bayesgrpo.logs.readers.trl.columns import (
     ColumnStore,
     byte_offset,
@@ -25,6 +20,10 @@ from bayesgrpo.logs.readers.trl.columns import (
     trl_run,
 )
 from bayesgrpo.logs.readers.trl.metadata import is_eval, is_summary, state_metadata, summary_metadata
+from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.readers.base import ReadOptions, Source
 
 # --------------------------------------------------------------------------------------------
 # trainer_state.json

@@ -1,6 +1,6 @@
 """The verl console reader: columns accumulated block by block from the step lines of a log.
 
-:func:`read_verl_console` scans the file once : step lines go to the column store
+:func:`read_verl_console` scans the file once: step lines go to the column store
 (parsed :data:`CHUNK_ROWS` lines at a time with pyarrow), every other line to
 the metadata scanner. The result is one :class:`~bayesgrpo.logs.readers._records.RawRun`.
 """
@@ -18,11 +18,6 @@ import pandas as pd
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
-from bayesgrpo.logs.report import ReadIssue
-
-if TYPE_CHECKING:
-    from bayesgrpo.logs.readers.base import ReadOptions, Source
-
 from bayesgrpo.logs.readers.verl.config import MetadataScanner
 from bayesgrpo.logs.readers.verl.lines import (
     ANSI_ESCAPE,
@@ -37,11 +32,16 @@ from bayesgrpo.logs.readers.verl.lines import (
     parse_values,
     split_fields,
 )
+from bayesgrpo.logs.report import ReadIssue
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.readers.base import ReadOptions, Source
+
+logger = logging.getLogger(__name__)
+
 
 # --------------------------------------------------------------------------------------------
 # accumulation
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass

@@ -14,20 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 from bayesgrpo.errors import LogReadError, MalformedRecordError
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
+from bayesgrpo.logs.readers.json_lines import read_json_lines
+from bayesgrpo.logs.readers.trl.columns import ColumnStore
+from bayesgrpo.logs.readers.verl.lines import JSONL_FORMAT, REWARD_CANDIDATES, metric_aliases
 from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.readers.base import ReadOptions, Source
     from bayesgrpo.logs.readers.json_lines import JsonLines
 
-from bayesgrpo.logs.readers.json_lines import read_json_lines
-from bayesgrpo.logs.readers.trl.columns import ColumnStore
-from bayesgrpo.logs.readers.verl.lines import JSONL_FORMAT, REWARD_CANDIDATES, metric_aliases
+logger = logging.getLogger(__name__)
+
 
 # --------------------------------------------------------------------------------------------
 # verl's file logger (trainer.logger=['file']): one JSON object per step
-
-logger = logging.getLogger(__name__)
 
 
 def is_verl_jsonl(records: Sequence[Any]) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -19,10 +18,6 @@ import pyarrow.compute as pc
 
 from bayesgrpo.errors import LogReadError
 from bayesgrpo.logs.report import MAX_LOCATIONS
-
-if TYPE_CHECKING:
-    pass
-
 
 logger = logging.getLogger(__name__)
 
