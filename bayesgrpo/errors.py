@@ -91,6 +91,19 @@ class ModelConfigError(BayesGRPOError):
     """
 
 
+class FitTooLargeError(BayesGRPOError, MemoryError):
+    """A fit would need more memory than the machine has free; raised before sampling starts.
+
+    Carries ``needed_bytes`` and ``available_bytes``; the message names the population's size and
+    the faster path (fewer draws, ``sampler="advi"`` or ``"pathfinder"``).
+    """
+
+    def __init__(self, message: str, needed_bytes: int, available_bytes: int) -> None:
+        super().__init__(message)
+        self.needed_bytes = needed_bytes
+        self.available_bytes = available_bytes
+
+
 class NotFittedError(BayesGRPOError):
     """A method needs a fitted model (``RewardModel.predict``, ``LiveForecaster`` on an unfitted one...)."""
 

@@ -9,11 +9,17 @@ Usage::
 
     python benchmarks/sampler_speed.py                        # nutpie, pymc, numpyro, advi, pathfinder
     python benchmarks/sampler_speed.py --samplers nutpie pymc --draws 500 --tune 500
+
+Each fit's result is kept in ``results/sampler_speed_runs.jsonl`` under its settings and a hash of
+the model code (``bayesgrpo/model``), so a cut run resumes where it stopped and a changed model is
+measured afresh. The table also says which of the targets each fit meets: no divergence, r_hat
+<= 1.01, bulk and tail ESS >= 400, at most 60 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -25,14 +31,42 @@ from bayesgrpo.model.curves import DEFAULT_CURVE
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+CACHE = RESULTS / "sampler_speed_runs.jsonl"
+MODEL_CODE = HERE.parent / "bayesgrpo" / "model"
+
+#: What a default fit of the bundled runs must reach (issue 16): r_hat, bulk and tail ESS, wall s.
+TARGETS = {"max_r_hat": 1.01, "min_ess": 400.0, "wall": 60.0}
+
+
+def model_code_hash() -> str:
+    """A short hash of the model package's source: a cached fit is reused only for the same code."""
+    digest = hashlib.sha256()
+    for path in sorted(MODEL_CODE.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def meets_targets(result: dict) -> str:
+    """The targets a fit misses, in words, or "all"."""
+    missed = []
+    if result["divergences"]:
+        missed.append("divergences")
+    if not result["max_r_hat"] <= TARGETS["max_r_hat"]:
+        missed.append("r_hat")
+    if not min(result["min_ess_bulk"], result["min_ess_tail"]) >= TARGETS["min_ess"]:
+        missed.append("ESS")
+    if not result["wall"] <= TARGETS["wall"]:
+        missed.append("time")
+    return "all" if not missed else "misses " + ", ".join(missed)
+
 
 CHILD = r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
 from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
-sampler, curve, draws, tune, chains, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
-int(sys.argv[5]), int(sys.argv[6])
+sampler, curve = sys.argv[1], sys.argv[2]
+draws, tune, chains, seed = (int(value) for value in sys.argv[3:7])
 table = load_bundled(warn=False)
 start = time.perf_counter()
 model = RewardModel(curve=curve).fit(table, sampler=sampler, draws=draws, tune=tune, chains=chains,
@@ -85,12 +119,26 @@ def main() -> None:
     parser.add_argument("--out", default=str(RESULTS / "sampler_speed.md"))
     args = parser.parse_args()
 
+    code = model_code_hash()
+    cached: dict[str, dict] = {}
+    if CACHE.exists():
+        for line in CACHE.read_text().splitlines():
+            entry = json.loads(line)
+            cached[entry["key"]] = entry
     rows = []
     for seed in args.seeds:
         for sampler in args.samplers:
-            result = run(sampler, args, seed)
-            result.setdefault("sampler", sampler)
-            result["seed"] = seed
+            key = f"{sampler}|{args.curve}|{args.draws}|{args.tune}|{args.chains}|{seed}|{code}"
+            if key in cached:
+                result = cached[key]
+            else:
+                result = run(sampler, args, seed)
+                result.setdefault("sampler", sampler)
+                result["seed"] = seed
+                result["key"] = key
+                if "error" not in result:
+                    with CACHE.open("a") as handle:
+                        handle.write(json.dumps(result, default=float) + "\n")
             print(json.dumps(result, default=float), flush=True)
             rows.append(result)
     lines = [
@@ -101,16 +149,18 @@ def main() -> None:
         f"{' '.join(map(str, args.seeds))}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. Wall "
         "time includes compilation, tuning and sampling. ESS: minimum bulk ESS over parameters. Ratio: "
-        "ESS/s over PyMC's default NUTS fitted with the same seed.",
+        "ESS/s over PyMC's default NUTS fitted with the same seed. Targets: 0 divergences, r_hat <= "
+        f"{TARGETS['max_r_hat']}, bulk and tail ESS >= {TARGETS['min_ess']:.0f}, "
+        f"wall <= {TARGETS['wall']:.0f} s. Model code {code}.",
         "",
         "| seed | sampler | wall s | compile s | divergences | max r_hat | min bulk ESS | min tail ESS | "
-        "ESS/s | ESS/s vs PyMC NUTS |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "ESS/s | ESS/s vs PyMC NUTS | targets met |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary: dict[str, list[tuple[float, float, float]]] = {}
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['seed']} | {r['sampler']} | failed: {r['error']} | | | | | | | |")
+            lines.append(f"| {r['seed']} | {r['sampler']} | failed: {r['error']} | | | | | | | | |")
             continue
         reference = next(
             (x for x in rows if x["sampler"] == "pymc" and x["seed"] == r["seed"] and "error" not in x), None
@@ -121,7 +171,7 @@ def main() -> None:
         lines.append(
             f"| {r['seed']} | {r['sampler']} | {r['wall']:.0f} | {r['compile_seconds']:.0f} | "
             f"{r['divergences']} | {r['max_r_hat']:.3f} | {r['min_ess_bulk']:.0f} | {r['min_ess_tail']:.0f} "
-            f"| {ess_per_s:.2f} | {ratio:.1f}x |"
+            f"| {ess_per_s:.2f} | {ratio:.1f}x | {meets_targets(r)} |"
         )
     lines += [
         "",

@@ -29,8 +29,14 @@ from bayesgrpo.model.curves import CURVES, DEFAULT_CURVE, get_curve
 from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
 from bayesgrpo.model.draws import CurveDraws
 from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
-from bayesgrpo.model.priors import merge_priors, priors_from_dict, priors_to_dict
-from bayesgrpo.model.sampling import DEFAULT_SAMPLER, FitDiagnostics, sample_model
+from bayesgrpo.model.priors import curve_params, merge_priors, priors_from_dict, priors_to_dict
+from bayesgrpo.model.sampling import (
+    DEFAULT_SAMPLER,
+    FitDiagnostics,
+    check_fit_fits_in_memory,
+    sample_model,
+    use_cores_for_chains,
+)
 
 if TYPE_CHECKING:
     import pymc as pm
@@ -208,7 +214,18 @@ class RewardModel:
         -------
         RewardModel
             ``self``, fitted: ``idata``, ``data`` and ``diagnostics`` are set.
+
+        Raises
+        ------
+        FitTooLargeError
+            Before any work, when the draws of this many runs would not fit in the memory free
+            (``bayesgrpo.model.sampling.fit_memory_bytes``); the message names the faster paths.
         """
+        check_fit_fits_in_memory(len(runs.run_ids), len(curve_params(self.curve)), draws, chains)
+        if sampler == "numpyro":
+            # before the build: its per-run Laplace fits start JAX, after which the CPU device
+            # count is fixed and the chains would run one after the other
+            use_cores_for_chains(chains)
         model = self.build(runs, horizon)
         idata, diagnostics = sample_model(
             model,

@@ -1,13 +1,16 @@
 """Samplers for the reward-curve model, and the checks every fit reports in plain words.
 
-``nutpie`` (Rust NUTS, JAX-compiled gradients) is the default: measured fastest per effective
-sample on the bundled runs (``benchmarks/sampler_speed.py``). PyMC's own NUTS, numpyro (JAX)
-and the approximations ADVI and Pathfinder are available for comparison and for speed.
+numpyro's NUTS (JAX) is the default: measured fastest per effective sample on the bundled runs
+(``benchmarks/sampler_speed.py``). Its chains run in parallel, one per CPU core, when JAX has not
+started yet in the process (:func:`use_cores_for_chains`). PyMC's own NUTS, nutpie (Rust NUTS,
+JAX gradients) and the approximations ADVI and Pathfinder are available for comparison and speed.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -16,15 +19,131 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BayesGRPOError, FitTooLargeError
 
 logger = logging.getLogger(__name__)
 
+_DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=(\d+)")
+
 SAMPLERS: tuple[str, ...] = ("nutpie", "pymc", "numpyro", "advi", "pathfinder")
-#: numpyro's NUTS (JAX): on the bundled runs the fastest sampler whose chains agree, 41x PyMC's
-#: default NUTS in ESS per second and 30 s a fit (median of 3 seeds); nutpie is close behind
-#: (26x, 46 s). ``benchmarks/results/sampler_speed.md``.
+#: numpyro's NUTS (JAX): on the bundled runs the sampler with the most effective draws per second
+#: (``benchmarks/results/sampler_speed.md``).
 DEFAULT_SAMPLER = "numpyro"
+
+
+def use_cores_for_chains(chains: int) -> int:
+    """Give JAX one CPU device per chain (up to the cores there are), so chains run in parallel.
+
+    numpyro runs chains in parallel over JAX devices, and JAX has one CPU device unless
+    ``--xla_force_host_platform_device_count`` says otherwise before it starts: on one device
+    the chains run one after the other (a 2-chain fit of the bundled runs, 500 + 500 draws: 121 s,
+    against 65 s in parallel). PyMC's JAX module asks for 100 devices when it is imported, which
+    splits XLA's CPU thread pool 100 ways: a gradient of the bundled-runs model took 110 us there
+    and 88 us with 2 devices (``benchmarks/results/jax_devices.md``), the same fit 68 s and 65 s
+    (``benchmarks/experiments/sampler_mixing.py``). So, when JAX has not started in this process,
+    a device count above the cores (PyMC's) is replaced by one device per chain, up to the cores;
+    a count the user set within the cores is kept, and a JAX that has started is left as it is.
+
+    Parameters
+    ----------
+    chains : int
+
+    Returns
+    -------
+    int
+        The CPU devices JAX has (fixed once it starts).
+    """
+    import jax
+    from jax._src import xla_bridge
+
+    cores = os.cpu_count() or 1
+    wanted = max(1, min(chains, cores))
+    flags = os.environ.get("XLA_FLAGS", "")
+    asked = [int(count) for count in _DEVICE_COUNT_FLAG.findall(flags)]
+    # private in JAX but stable since 0.4; without it, assume started (leave JAX as it is)
+    started = getattr(xla_bridge, "backends_are_initialized", lambda: True)()
+    if not started and not (asked and asked[-1] <= cores):
+        # last on the line: PyMC's import prepends its own and XLA takes the last
+        kept = _DEVICE_COUNT_FLAG.sub("", flags).split()
+        os.environ["XLA_FLAGS"] = " ".join([*kept, f"--xla_force_host_platform_device_count={wanted}"])
+    return int(jax.local_device_count())
+
+
+#: Values a fit stores per run and draw, per curve parameter (the run's value, its sampled
+#: coordinate, and a share of the derived draws) and besides (noise, asymptote).
+STORED_PER_RUN_PARAMETER = 3
+STORED_PER_RUN_EXTRA = 4
+#: Copies of the stored draws alive at a fit's peak (the sampler's arrays, their NumPy copy, the
+#: InferenceData, the diagnostics' stacks), and the memory of the process before any draw:
+#: measured on simulated populations of 100 and 1,000 runs (``benchmarks/results/scale.md``).
+PEAK_COPIES = 4.0
+BASELINE_BYTES = 2 * 2**30
+
+
+def fit_memory_bytes(n_runs: int, n_parameters: int, draws: int, chains: int) -> int:
+    """The memory a fit of ``n_runs`` runs is expected to reach at its peak, in bytes.
+
+    Parameters
+    ----------
+    n_runs : int
+    n_parameters : int
+        Curve parameters per run (levels and shape), noise not counted.
+    draws, chains : int
+
+    Returns
+    -------
+    int
+    """
+    per_draw = n_runs * (STORED_PER_RUN_PARAMETER * n_parameters + STORED_PER_RUN_EXTRA)
+    return int(BASELINE_BYTES + PEAK_COPIES * 8 * per_draw * draws * chains)
+
+
+def available_memory_bytes() -> int | None:
+    """Memory the system can give this process now (``MemAvailable``), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_fit_fits_in_memory(
+    n_runs: int, n_parameters: int, draws: int, chains: int, available: int | None = None
+) -> None:
+    """Raise before any work when a fit would need more memory than the machine has free.
+
+    Parameters
+    ----------
+    n_runs, n_parameters, draws, chains : int
+        As for :func:`fit_memory_bytes`.
+    available : int, optional
+        Free memory in bytes (default: :func:`available_memory_bytes`; unknown skips the check).
+
+    Raises
+    ------
+    FitTooLargeError
+        Naming the population's size, the memory needed and free, and the faster paths.
+    """
+    available = available_memory_bytes() if available is None else available
+    needed = fit_memory_bytes(n_runs, n_parameters, draws, chains)
+    if available is None or needed <= available:
+        return
+    fitting = max(1, int((available - BASELINE_BYTES) / max(needed - BASELINE_BYTES, 1) * draws))
+    raise FitTooLargeError(
+        f"a fit of {n_runs} runs x {n_parameters} curve parameters with {chains} chains x {draws} draws "
+        f"would need about {needed / 2**30:.1f} GiB at its peak and {available / 2**30:.1f} GiB is free. "
+        f"Ask for fewer draws (about {fitting} would fit), fit with sampler='advi' or 'pathfinder' "
+        "(the population's approximation in a fraction of the time; per-run live updates stay exact, "
+        "benchmarks/results/scale.md), or fit a subset of the runs.",
+        needed,
+        available,
+    )
 
 
 @dataclass
@@ -173,6 +292,8 @@ def sample_model(
             low_rank_modified_mass_matrix=low_rank_mass_matrix,
         )
     elif sampler in ("pymc", "numpyro"):
+        if sampler == "numpyro":
+            use_cores_for_chains(chains)  # numpyro's "parallel" chains: one per JAX device
         with model:
             idata = pm.sample(
                 draws=draws,

@@ -1,0 +1,157 @@
+"""Issue 16, one change at a time: what each sampler setting or model change does to mixing.
+
+Every variant fits the 60 bundled runs once (2 chains, ``--draws`` + ``--tune``, default 500 +
+500) in its own process and reports wall time (build, compile, tune, sample), divergences, the
+worst r_hat, the smallest bulk and tail ESS over the model's parameters, the mean leapfrog steps
+per draw and the adapted step size. Results are appended to
+``benchmarks/experiments/results/sampler_mixing.jsonl`` (one line per fit, so a cut session
+loses only the fit in flight); ``--table`` prints them as markdown.
+
+Variants (sampler settings, on the package as it is):
+
+- ``devices100``: PyMC's own JAX set-up, 100 CPU devices (what ``fit`` did before issue 16).
+- ``devices2``: one CPU device per chain (``sampling.use_cores_for_chains``, the default now).
+- ``sequential``: chains one after the other (numpyro's fallback on one device).
+- ``dense``: numpyro with a dense mass matrix over all 469 parameters.
+- ``ta80``: target acceptance 0.8 instead of 0.9.
+- ``nutpie_lowrank``: nutpie (JAX gradients) with its low-rank modified mass matrix.
+
+Model variants (``patches/model_variants.diff`` applied to a copy of the package, then one of):
+
+- ``slowpool``: the slow term's share and time (``odds``, ``ratio``) without family, size and
+  start effects: one population mean and spread each.
+- ``offset``: runs normalised by their own range get their own level means
+  (``<p>_data_level``) instead of an offset from the population mean.
+- ``ortho``: the start's pull on the other parameters measured from the start's own expected
+  value (family and size effects included), not from the population mean.
+
+Usage::
+
+    python benchmarks/experiments/sampler_mixing.py devices2 devices100 --seed 1
+    python benchmarks/experiments/sampler_mixing.py --table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+RESULTS = HERE / "results" / "sampler_mixing.jsonl"
+PATCH = HERE / "patches" / "model_variants.diff"
+MODEL_FLAGS = {"slowpool": "SLOWPOOL", "offset": "OFFSET", "ortho": "ORTHO"}
+VARIANTS = ("devices100", "devices2", "sequential", "dense", "ta80", "nutpie_lowrank", *MODEL_FLAGS)
+
+CHILD = r"""
+import json, os, sys, time, warnings
+variant, draws, tune, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+warnings.simplefilter("ignore")
+import pymc as pm
+import pymc.sampling.jax  # noqa: F401  (sets its 100 CPU devices)
+if variant != "devices100":
+    os.environ["XLA_FLAGS"] += " --xla_force_host_platform_device_count=2"  # XLA takes the last
+from bayesgrpo.model.datasets import load_bundled
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.model.sampling import diagnose
+import bayesgrpo.model.build as build
+table = load_bundled(warn=False)
+start = time.perf_counter()
+model = RewardModel().build(table)
+if variant == "nutpie_lowrank":
+    import nutpie
+    compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax")
+    idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=2, cores=2, seed=seed, progress_bar=False,
+        target_accept=0.9, low_rank_modified_mass_matrix=True)
+else:
+    kwargs = {"chain_method": "sequential" if variant == "sequential" else "parallel", "nuts_kwargs": {}}
+    if variant == "dense":
+        kwargs["nuts_kwargs"]["dense_mass"] = True
+    with model:
+        idata = pm.sample(draws=draws, tune=tune, chains=2, target_accept=0.8 if variant == "ta80" else 0.9,
+            random_seed=seed, progressbar=False, nuts_sampler="numpyro", compute_convergence_checks=False,
+            nuts_sampler_kwargs=kwargs)
+wall = time.perf_counter() - start
+found = diagnose(idata, variant, wall)
+stats = idata.sample_stats
+steps = "n_steps" if "n_steps" in stats else "tree_size"
+print(json.dumps(dict(variant=variant, seed=seed, draws=draws, tune=tune, wall=wall,
+    divergences=found.divergences, max_r_hat=found.max_r_hat, min_ess_bulk=found.min_ess_bulk,
+    min_ess_tail=found.min_ess_tail, patched=hasattr(build, "_EXP"),
+    steps=float(stats[steps].mean()), step_size=float(stats["step_size"].mean()))))
+"""
+
+
+def run_variant(variant: str, args: argparse.Namespace) -> dict:
+    """Fit the bundled runs with one variant in a fresh process (a patched copy for model variants)."""
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as scratch:
+        if variant in MODEL_FLAGS:
+            shutil.copytree(REPO / "bayesgrpo", Path(scratch) / "bayesgrpo")
+            subprocess.run(["patch", "-p1", "-s", "-i", str(PATCH)], cwd=scratch, check=True)
+            env["PYTHONPATH"] = scratch
+            env["BGEXP"] = MODEL_FLAGS[variant]
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, variant, str(args.draws), str(args.tune), str(args.seed)],
+            env=env,
+            cwd=scratch,  # not the repository: ``python -c`` puts the working directory first on the path
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        return {"variant": variant, "seed": args.seed, "error": done.stderr.strip().splitlines()[-1][:200]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table() -> str:
+    """The fits so far as a markdown table, in the order they were run."""
+    lines = [
+        "| variant | seed | draws + tune | wall s | divergences | max r_hat | min bulk ESS | min tail ESS "
+        "| steps / draw | step size |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for line in RESULTS.read_text().splitlines() if RESULTS.exists() else []:
+        r = json.loads(line)
+        if "error" in r:
+            lines.append(f"| {r['variant']} | {r['seed']} | failed: {r['error']} | | | | | | | |")
+            continue
+        lines.append(
+            f"| {r['variant']} | {r['seed']} | {r['draws']} + {r['tune']} | {r['wall']:.0f} "
+            f"| {r['divergences']} "
+            f"| {r['max_r_hat']:.3f} | {r['min_ess_bulk']:.0f} | {r['min_ess_tail']:.0f} | {r['steps']:.0f} "
+            f"| {r['step_size']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Run the variants named on the command line, or print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("variants", nargs="*", help=f"any of {', '.join(VARIANTS)}")
+    parser.add_argument("--draws", type=int, default=500)
+    parser.add_argument("--tune", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--table", action="store_true", help="print the results so far")
+    args = parser.parse_args()
+    unknown = sorted(set(args.variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variant(s) {unknown}; choose from {', '.join(VARIANTS)}")
+    for variant in args.variants:
+        result = run_variant(variant, args)
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        with RESULTS.open("a") as handle:
+            handle.write(json.dumps(result) + "\n")
+        print(json.dumps(result), flush=True)
+    if args.table or not args.variants:
+        print(table())
+
+
+if __name__ == "__main__":
+    main()

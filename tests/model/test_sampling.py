@@ -1,0 +1,97 @@
+"""How the samplers use the machine: numpyro's chains one per CPU core, set before JAX starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bayesgrpo.errors import FitTooLargeError
+from bayesgrpo.model import sampling
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.model.sampling import BASELINE_BYTES, check_fit_fits_in_memory, fit_memory_bytes
+from bayesgrpo.model.simulate import simulate_runs
+
+PROBE = r"""
+import json, os
+from bayesgrpo.model.sampling import use_cores_for_chains
+devices = use_cores_for_chains(2)
+print(json.dumps({"devices": devices, "flags": os.environ.get("XLA_FLAGS", "")}))
+"""
+
+
+def _probe(env_flags: str | None, prelude: str = "") -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    if env_flags is not None:
+        env["XLA_FLAGS"] = env_flags
+    env["JAX_PLATFORMS"] = "cpu"
+    out = subprocess.run(
+        [sys.executable, "-c", prelude + PROBE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_fresh_process_gets_one_cpu_device_per_chain_up_to_the_cores() -> None:
+    found = _probe(None)
+    assert found["devices"] == min(2, os.cpu_count() or 1)
+    assert f"--xla_force_host_platform_device_count={found['devices']}" in found["flags"]
+
+
+def test_a_device_count_the_user_set_within_the_cores_is_kept() -> None:
+    found = _probe("--xla_force_host_platform_device_count=1 --xla_cpu_enable_fast_math=false")
+    assert found["devices"] == 1
+    assert found["flags"] == "--xla_force_host_platform_device_count=1 --xla_cpu_enable_fast_math=false"
+
+
+def test_pymcs_hundred_devices_become_one_per_chain_and_stay_so_after_its_import() -> None:
+    prelude = "import pymc.sampling.jax\n"  # prepends --xla_force_host_platform_device_count=100
+    found = _probe("--xla_cpu_enable_fast_math=false", prelude=prelude)
+    assert found["devices"] == min(2, os.cpu_count() or 1)
+    assert "=100" not in found["flags"] and "--xla_cpu_enable_fast_math=false" in found["flags"]
+    again = _probe(
+        None,
+        prelude="from bayesgrpo.model.sampling import use_cores_for_chains\n"
+        "use_cores_for_chains(2); import pymc.sampling.jax\n",
+    )
+    assert again["devices"] == min(2, os.cpu_count() or 1)
+
+
+def test_jax_already_started_is_left_as_it_is() -> None:
+    found = _probe(None, prelude="import jax; jax.devices()\n")
+    assert found["devices"] == 1
+    assert found["flags"] == ""
+
+
+def test_a_fit_too_large_for_free_memory_is_refused_before_any_work_with_the_way_out() -> None:
+
+    needed = fit_memory_bytes(10_000, 6, 1000, 2)
+    check_fit_fits_in_memory(10_000, 6, 1000, 2, available=needed)  # just fits: no error
+    with pytest.raises(FitTooLargeError) as raised:
+        check_fit_fits_in_memory(10_000, 6, 1000, 2, available=needed // 2)
+    message = str(raised.value)
+    assert "10000 runs" in message and "GiB" in message and "advi" in message and "fewer draws" in message
+    assert raised.value.needed_bytes == needed and isinstance(raised.value, MemoryError)
+
+
+def test_fit_memory_grows_linearly_in_runs_and_draws() -> None:
+
+    one = fit_memory_bytes(1000, 6, 1000, 2) - BASELINE_BYTES
+    assert fit_memory_bytes(10_000, 6, 1000, 2) - BASELINE_BYTES == 10 * one
+    assert fit_memory_bytes(1000, 6, 2000, 2) - BASELINE_BYTES == 2 * one
+
+
+def test_reward_model_fit_checks_memory_before_building(monkeypatch) -> None:
+
+    monkeypatch.setattr(sampling, "available_memory_bytes", lambda: 1)
+    model = RewardModel()
+    with pytest.raises(FitTooLargeError, match="3 runs"):
+        model.fit(simulate_runs(3, random_seed=0).table, draws=10, tune=10)
+    assert model.data is None  # nothing was built
