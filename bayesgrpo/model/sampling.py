@@ -74,8 +74,9 @@ def use_cores_for_chains(chains: int) -> int:
 STORED_PER_RUN_PARAMETER = 3
 STORED_PER_RUN_EXTRA = 4
 #: Copies of the stored draws alive at a fit's peak (the sampler's arrays, their NumPy copy, the
-#: InferenceData, the diagnostics' stacks), and the memory of the process before any draw:
-#: measured on simulated populations of 100 and 1,000 runs (``benchmarks/results/scale.md``).
+#: InferenceData, the diagnostics' stacks), and the memory of the process before any draw. An
+#: upper bound, not a fit: the peaks measured on simulated populations (0.7-1.6 GiB for 100 and
+#: 1,000 runs, ``benchmarks/results/scale.md``) sit below what it gives (2.1-2.7 GiB).
 PEAK_COPIES = 4.0
 BASELINE_BYTES = 2 * 2**30
 

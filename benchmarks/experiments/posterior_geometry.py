@@ -3,6 +3,7 @@
 Fits the 60 bundled runs with ``RewardModel().fit`` at its defaults (seed ``--seed``), then prints
 
 - the 12 parameters with the smallest bulk ESS (and their worst r_hat), and
+- the posterior mean and sd of every spread and slope, and
 - the 12 strongest posterior correlations between scalar parameters and within each run's block
   of whitened coordinates (sampled scale: spreads on their log, effects and run values as drawn).
 
@@ -70,6 +71,11 @@ def main() -> None:
     print("| parameter | min bulk ESS | max r_hat |\n|---|---|---|")
     for ess, rhat, name in worst:
         print(f"| {name} | {ess:.0f} | {rhat:.3f} |")
+    spreads = [n for n in posterior.data_vars if n.endswith(("_sd", "_slope"))]
+    summary = az.summary(idata, var_names=spreads, kind="stats")
+    print("\n| spread or slope | mean | sd |\n|---|---|---|")
+    for name, row in summary.iterrows():
+        print(f"| {name} | {row['mean']:+.3f} | {row['sd']:.3f} |")
     draws, labels = columns(posterior)
     keep = draws.std(axis=0) > 0
     draws, labels = draws[:, keep], [label for label, k in zip(labels, keep, strict=True) if k]

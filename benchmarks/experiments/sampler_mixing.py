@@ -94,6 +94,7 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         if variant in MODEL_FLAGS:
             shutil.copytree(REPO / "bayesgrpo", Path(scratch) / "bayesgrpo")
+            (Path(scratch) / "data").symlink_to(REPO / "data")  # the bundled runs, beside the package
             subprocess.run(["patch", "-p1", "-s", "-i", str(PATCH)], cwd=scratch, check=True)
             env["PYTHONPATH"] = scratch
             env["BGEXP"] = MODEL_FLAGS[variant]
