@@ -35,7 +35,6 @@ from bayesgrpo.model.sampling import (
     FitDiagnostics,
     check_fit_fits_in_memory,
     sample_model,
-    use_cores_for_chains,
 )
 
 if TYPE_CHECKING:
@@ -222,10 +221,6 @@ class RewardModel:
             (``bayesgrpo.model.sampling.fit_memory_bytes``); the message names the faster paths.
         """
         check_fit_fits_in_memory(len(runs.run_ids), len(curve_params(self.curve)), draws, chains)
-        if sampler == "numpyro":
-            # before the build: its per-run Laplace fits start JAX, after which the CPU device
-            # count is fixed and the chains would run one after the other
-            use_cores_for_chains(chains)
         model = self.build(runs, horizon)
         idata, diagnostics = sample_model(
             model,
