@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 #: Prefix of every metric the callback logs (TensorBoard shows them as ``train/bayesgrpo/...``).
 PREFIX = "bayesgrpo/"
-#: Interval of ``forecast_final_low`` / ``forecast_final_high``.
+#: Interval of the ``forecast_final_predictive_*`` and ``forecast_final_curve_*`` bands.
 FORECAST_INTERVAL = 0.9
 #: Label of the in-memory log history in the read report.
 HISTORY_SOURCE = "state.log_history"
@@ -241,23 +241,33 @@ def forecast_metrics(
     Returns
     -------
     dict
-        ``bayesgrpo/p_plateau``, ``bayesgrpo/expected_gain``, ``bayesgrpo/forecast_final``,
-        ``bayesgrpo/forecast_final_low``, ``bayesgrpo/forecast_final_high``, ``bayesgrpo/stop``,
-        as Python floats.
+        ``bayesgrpo/p_plateau``, ``bayesgrpo/expected_gain``, ``bayesgrpo/forecast_final`` (the
+        expected reward at the horizon), the ``interval`` band of a logged reward there
+        (``bayesgrpo/forecast_final_predictive_low``/``_high``: noise included; left out when
+        the update carries no noise draws) and of the expected curve
+        (``bayesgrpo/forecast_final_curve_low``/``_high``), ``bayesgrpo/pareto_k`` (above 0.7 the
+        update came from its MCMC fallback), ``bayesgrpo/stop``, as Python floats.
     """
     draws = update.curve_draws
     p_plateau = prob_gain_below(draws, update.step, update.horizon_step, eps=eps, relative=relative)[0]
     final = reward_at(draws, [update.horizon_step])[:, 0, 0]
     tail = (1.0 - interval) / 2.0
-    low, high = np.quantile(final, [tail, 1.0 - tail])
-    return {
+    metrics = {
         f"{PREFIX}p_plateau": float(p_plateau),
         f"{PREFIX}expected_gain": float(decision.expected_gain),
         f"{PREFIX}forecast_final": float(final.mean()),
-        f"{PREFIX}forecast_final_low": float(low),
-        f"{PREFIX}forecast_final_high": float(high),
-        f"{PREFIX}stop": 1.0 if decision.stop else 0.0,
     }
+    if update.noise_sd is not None:
+        low, _, high = update.final_interval(interval, band="predictive")
+        metrics[f"{PREFIX}forecast_final_predictive_low"] = low
+        metrics[f"{PREFIX}forecast_final_predictive_high"] = high
+    low, high = np.quantile(final, [tail, 1.0 - tail])
+    metrics[f"{PREFIX}forecast_final_curve_low"] = float(low)
+    metrics[f"{PREFIX}forecast_final_curve_high"] = float(high)
+    if update.posterior is not None:
+        metrics[f"{PREFIX}pareto_k"] = float(update.posterior.pareto_k)
+    metrics[f"{PREFIX}stop"] = 1.0 if decision.stop else 0.0
+    return metrics
 
 
 @dataclass(frozen=True)

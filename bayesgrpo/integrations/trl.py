@@ -14,7 +14,11 @@
    ``bayesgrpo/p_plateau``                   ``P(R(T) - R(s) < eps)``, eps of the rule
    ``bayesgrpo/expected_gain``               expected reward still to gain by the horizon
    ``bayesgrpo/forecast_final``              expected reward at the horizon (posterior mean)
-   ``bayesgrpo/forecast_final_low``/``_high``  its 90% interval (5% and 95% quantiles)
+   ``bayesgrpo/forecast_final_predictive_*`` 90% band (``_low``/``_high``: 5% and 95%) of a
+                                             logged reward at the horizon, noise included
+   ``bayesgrpo/forecast_final_curve_*``      90% band of the expected reward there (narrower)
+   ``bayesgrpo/pareto_k``                    the live update's importance-weight diagnostic
+                                             (above 0.7 it answered from its MCMC fallback)
    ``bayesgrpo/stop``                        1.0 when the rule says stop, else 0.0
    ========================================= ==================================================
 

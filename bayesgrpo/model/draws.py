@@ -89,6 +89,14 @@ class CurveDraws:
         Default horizon ``T`` (in steps) of the stopping questions.
     run_ids : sequence of str, optional
         Names of the runs; default ``"0"``, ``"1"``...
+    step_offset : float
+        Updates before step 1 (``t = (step - step_offset) / step_scale``).
+    noise_sd : ndarray of shape (S, R) or (S,), optional
+        Per draw, the Student-t scale of one logged reward's noise around the curve, reward units.
+        With it the draws also answer for a logged reward (:func:`predictive_at`: the
+        *predictive* band); without it only for the expected curve.
+    noise_df : float or ndarray of shape (S,)
+        The noise's degrees of freedom (infinite: Gaussian).
 
     Raises
     ------
@@ -104,6 +112,8 @@ class CurveDraws:
     horizon_step: np.ndarray | float | None = None
     run_ids: tuple[str, ...] | None = None
     step_offset: float = 0.0
+    noise_sd: np.ndarray | None = None
+    noise_df: np.ndarray | float = float("inf")
 
     def __post_init__(self) -> None:
         family = get_curve(self.curve)
@@ -166,6 +176,30 @@ class CurveDraws:
         if len(run_ids) != n_runs:
             raise BayesGRPOError(f"{len(run_ids)} run_ids given for {n_runs} runs.")
         object.__setattr__(self, "run_ids", run_ids)
+        self._check_noise(first.shape[0], n_runs)
+
+    def _check_noise(self, n_draws: int, n_runs: int) -> None:
+        """Validate and freeze ``noise_sd`` as (S, R) and ``noise_df`` as (S,)."""
+        df = np.asarray(self.noise_df, dtype=float)
+        df = np.full(n_draws, float(df)) if df.ndim == 0 else df.reshape(-1)
+        if df.shape != (n_draws,) or not np.all(df > 0):
+            raise BayesGRPOError(f"noise_df must be one positive number or one per draw ({n_draws}).")
+        object.__setattr__(self, "noise_df", frozen_array(df))
+        if self.noise_sd is None:
+            return
+        sd = np.asarray(self.noise_sd, dtype=float)
+        if sd.ndim == 1:
+            sd = sd[:, None]
+        if sd.shape != (n_draws, n_runs) or not np.all(np.isfinite(sd) & (sd >= 0)):
+            raise BayesGRPOError(
+                f"noise_sd must be finite, >= 0 and of shape ({n_draws}, {n_runs}); got shape {sd.shape}."
+            )
+        object.__setattr__(self, "noise_sd", frozen_array(sd))
+
+    @property
+    def has_noise(self) -> bool:
+        """Whether the draws carry the noise of a logged reward (the predictive band is available)."""
+        return self.noise_sd is not None
 
     @classmethod
     def from_model_data(
@@ -181,7 +215,8 @@ class CurveDraws:
         draws : mapping of str to ndarray
             ``run_draws(posterior, curve)``: ``r0``, ``r1``, ``asymptote`` in normalised reward
             (``y = (r - lower) / (upper - lower)``), shape parameters in normalised progress, each
-            ``(S, R)``; ``sigma`` and ``nu`` are ignored.
+            ``(S, R)``; ``sigma`` (normalised reward) and ``nu``, where given, become the noise of
+            a logged reward (``noise_sd``, ``noise_df``).
         data : ModelData
             The fit data: reward bounds ``lower``/``upper``, ``progress_scale`` and
             ``step_to_progress`` (``t = step * step_to_progress / progress_scale``), ``horizon_step``
@@ -224,6 +259,12 @@ class CurveDraws:
             data.n_runs,
             curve,
         )
+        noise_sd: np.ndarray | None = None
+        noise_df: np.ndarray | float = float("inf")
+        if "sigma" in draws:
+            noise_sd = np.asarray(draws["sigma"], dtype=float) * width
+            df = np.asarray(draws.get("nu", float("inf")), dtype=float)
+            noise_df = df.reshape(-1) if df.ndim else float(df)
         return cls(
             curve=curve,
             params=params,
@@ -233,6 +274,8 @@ class CurveDraws:
             horizon_step=np.asarray(data.horizon_step, dtype=float),
             run_ids=tuple(data.run_ids),
             step_offset=float(updates_before_step),
+            noise_sd=noise_sd,
+            noise_df=noise_df,
         )
 
     @property
@@ -277,6 +320,7 @@ class CurveDraws:
             reward_scale=np.asarray(self.reward_scale)[index],
             horizon_step=None if self.horizon_step is None else np.asarray(self.horizon_step)[index],
             run_ids=tuple(run_ids),
+            noise_sd=None if self.noise_sd is None else np.asarray(self.noise_sd)[:, index],
         )
 
     def to_t(self, steps: np.ndarray) -> np.ndarray:
@@ -327,3 +371,63 @@ def reward_at(cd: CurveDraws, steps: Any) -> np.ndarray:
         raise BayesGRPOError("steps must be finite and >= 0.")
     g = gain_share(cd, cd.to_t(steps))
     return np.asarray(cd.params["r0"][:, :, None] + cd.total_gain[:, :, None] * g)
+
+
+#: The two bands draws answer for: a logged reward (curve plus noise) and the expected curve.
+BANDS: tuple[str, ...] = ("predictive", "curve")
+#: The band drawn around logged points unless another is asked for.
+DEFAULT_BAND = "predictive"
+
+
+def check_band(band: str) -> str:
+    """``band`` when it is one of :data:`BANDS`, else a clear error."""
+    if band not in BANDS:
+        raise BayesGRPOError(
+            f"unknown band {band!r}: 'predictive' (a logged reward, noise included) or 'curve' (the "
+            "expected reward)"
+        )
+    return band
+
+
+def predictive_at(cd: CurveDraws, steps: Any, rng: np.random.Generator | int | None = None) -> np.ndarray:
+    """Draws of a logged reward at steps: the curve plus one logged point's Student-t noise.
+
+    Parameters
+    ----------
+    cd : CurveDraws
+        With ``noise_sd`` (a fitted model's or a live update's draws carry it).
+    steps : array_like
+        As :func:`reward_at`.
+    rng : numpy Generator or seed, optional
+
+    Returns
+    -------
+    ndarray, shape (S, R, N)
+
+    Raises
+    ------
+    BayesGRPOError
+        When the draws carry no noise.
+    """
+    if cd.noise_sd is None:
+        raise BayesGRPOError(
+            "these curve draws carry no noise of a logged reward (no predictive band); ask for the "
+            "curve band, or make them with the noise (RewardModel.curve_draws, LiveUpdate.curve_draws)"
+        )
+    curve = reward_at(cd, steps)
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    df = np.asarray(cd.noise_df, dtype=float)[:, None, None]
+    shape = curve.shape
+    noise = np.where(
+        np.isfinite(df),
+        rng.standard_t(np.broadcast_to(np.where(np.isfinite(df), df, 1.0), shape)),
+        rng.standard_normal(shape),
+    )
+    return np.asarray(curve + noise * np.asarray(cd.noise_sd)[:, :, None])
+
+
+def band_draws(
+    cd: CurveDraws, steps: Any, band: str = DEFAULT_BAND, rng: np.random.Generator | int | None = None
+) -> np.ndarray:
+    """Draws at steps of the band asked for: :func:`predictive_at` or :func:`reward_at`, (S, R, N)."""
+    return predictive_at(cd, steps, rng) if check_band(band) == "predictive" else reward_at(cd, steps)

@@ -12,7 +12,12 @@ model's Student-t likelihood (:func:`condition_run`):
 3. while the weights are poor (Pareto k above 0.5), up to three more rounds with the proposal
    moved to the weighted draws' mean and covariance (population Monte Carlo);
 4. Pareto-smoothed weights (PSIS, Vehtari et al. 2024, ``arviz.psislw``); the Pareto k and the
-   effective sample size are returned, and a k above 0.7 warns that the draws are unreliable.
+   effective sample size are returned;
+5. when the weights stay unreliable (Pareto k above 0.7: the run's points disagree with what the
+   population expects of it, so no proposal built from the prior and the mode covers the
+   posterior), the draws come from MCMC on the same posterior instead: emcee's affine-invariant
+   ensemble (Goodman & Weare 2010), vectorised over walkers started around the mode
+   (:func:`ensemble_draws`). :attr:`RunPosterior.method` says which path gave the draws.
 
 :func:`condition_start` conditions the prior exactly on a measured start instead. Everything is
 numpy, vectorised over draws; nothing is compiled. The population fit uses the same Laplace fit to
@@ -32,6 +37,7 @@ from functools import cached_property
 from typing import Any
 
 import arviz as az
+import emcee
 import numpy as np
 from scipy import optimize, special, stats
 from threadpoolctl import ThreadpoolController
@@ -52,6 +58,16 @@ PARETO_K_LIMIT = 0.7
 GOOD_PARETO_K = 0.5
 #: Importance-sampling rounds at most (the first from the Laplace fit, then adapted).
 ADAPT_ROUNDS = 4
+#: The fallback's ensemble: walkers, steps discarded while it finds the posterior, steps kept.
+ENSEMBLE_WALKERS = 40
+ENSEMBLE_BURN = 400
+ENSEMBLE_STEPS = 600
+#: Effective draws below which even the fallback's answer is flagged as unreliable.
+ENSEMBLE_MIN_ESS = 100.0
+#: How a run's posterior draws were made (:attr:`RunPosterior.method`).
+IMPORTANCE = "importance"
+ENSEMBLE = "ensemble_mcmc"
+PRIOR_ONLY = "prior"
 
 
 @dataclass(frozen=True)
@@ -246,6 +262,10 @@ class RunPosterior:
     n_points : int
         Points (bins) conditioned on.
     seconds : float
+    method : {"importance", "ensemble_mcmc", "prior"}
+        The path that gave the draws: importance sampling (``pareto_k`` <= 0.7), the MCMC
+        fallback (the importance weights were unreliable: ``pareto_k`` is theirs, ``ess`` the
+        chain's), or the prior alone (no points).
     """
 
     prior: GaussianRunPrior
@@ -255,6 +275,7 @@ class RunPosterior:
     ess: float
     n_points: int
     seconds: float
+    method: str = IMPORTANCE
 
     def natural(self) -> dict[str, np.ndarray]:
         """Draws on natural scales: ``r0``, ``r1``, ``asymptote`` (normalised reward), shape
@@ -293,6 +314,7 @@ def condition_run(
     *,
     n_draws: int = 2000,
     random_seed: int | None = None,
+    pareto_k_limit: float = PARETO_K_LIMIT,
 ) -> RunPosterior:
     """Condition a run's Gaussian population prior on its (normalised) points.
 
@@ -306,10 +328,14 @@ def condition_run(
     n_draws : int
         Importance draws (and resampled draws returned).
     random_seed : int, optional
+    pareto_k_limit : float
+        Above this Pareto k the importance draws are replaced by the MCMC fallback
+        (:func:`ensemble_draws`; default 0.7, Vehtari et al. 2024).
 
     Returns
     -------
     RunPosterior
+        ``method`` names the path that gave the draws.
 
     Notes
     -----
@@ -318,7 +344,9 @@ def condition_run(
     waited on thread hand-offs (``benchmarks/live_update.py`` measures the query as a whole).
     """
     with single_threaded_blas():
-        return _condition_run(prior, t, y, noise_scale, n_draws=n_draws, random_seed=random_seed)
+        return _condition_run(
+            prior, t, y, noise_scale, n_draws=n_draws, random_seed=random_seed, pareto_k_limit=pareto_k_limit
+        )
 
 
 def _condition_run(
@@ -329,6 +357,7 @@ def _condition_run(
     *,
     n_draws: int,
     random_seed: int | None,
+    pareto_k_limit: float = PARETO_K_LIMIT,
 ) -> RunPosterior:
     """:func:`condition_run` without the BLAS thread limit."""
     start = time.perf_counter()
@@ -347,7 +376,7 @@ def _condition_run(
     if len(t) == 0:
         theta = rng.multivariate_normal(prior.mean, prior.cov, size=n_draws)
         return RunPosterior(
-            prior, theta, prior.mean.copy(), 0.0, float(n_draws), 0, time.perf_counter() - start
+            prior, theta, prior.mean.copy(), 0.0, float(n_draws), 0, time.perf_counter() - start, PRIOR_ONLY
         )
 
     mode, cov = laplace_fit(prior, t, y, noise_scale)
@@ -368,18 +397,82 @@ def _condition_run(
         centred = theta - location
         cov = (centred * weights[:, None]).T @ centred + 1e-9 * np.eye(prior.dim)
     ess = float(1.0 / np.sum(weights**2))
-    if pareto_k > PARETO_K_LIMIT:
-        warnings.warn(
-            f"live update: importance weights unreliable (Pareto k {pareto_k:.2f} > {PARETO_K_LIMIT}, ESS "
-            f"{ess:.0f} of {n_draws}); the run's data disagree with what the population expects of it "
-            "(refit the population with this run for a trustworthy answer)",
-            LiveUpdateWarning,
-            stacklevel=3,
+    if pareto_k > pareto_k_limit:
+        # the importance weights cannot be trusted: MCMC on the same posterior instead
+        theta_mcmc, chain_ess = ensemble_draws(prior, t, y, noise_scale, mode, cov, n_draws, rng)
+        logger.info(
+            "live update: importance weights unreliable (Pareto k %.2f > %.2f); %d draws from the "
+            "ensemble MCMC fallback (ESS %.0f)",
+            pareto_k,
+            pareto_k_limit,
+            n_draws,
+            chain_ess,
+        )
+        if chain_ess < ENSEMBLE_MIN_ESS:
+            warnings.warn(
+                f"live update: importance weights unreliable (Pareto k {pareto_k:.2f}) and the MCMC "
+                f"fallback mixed poorly (ESS {chain_ess:.0f}); the run's data disagree with what the "
+                "population expects of it (refit the population with this run for a trustworthy answer)",
+                LiveUpdateWarning,
+                stacklevel=3,
+            )
+        return RunPosterior(
+            prior, theta_mcmc, mode, pareto_k, chain_ess, len(t), time.perf_counter() - start, ENSEMBLE
         )
     # systematic resampling to equally weighted draws
     positions = (rng.random() + np.arange(n_draws)) / n_draws
     index = np.minimum(np.searchsorted(np.cumsum(weights), positions), n_draws - 1)
-    return RunPosterior(prior, theta[index], mode, pareto_k, ess, len(t), time.perf_counter() - start)
+    return RunPosterior(
+        prior, theta[index], mode, pareto_k, ess, len(t), time.perf_counter() - start, IMPORTANCE
+    )
+
+
+def ensemble_draws(
+    prior: GaussianRunPrior,
+    t: np.ndarray,
+    y: np.ndarray,
+    noise_scale: np.ndarray,
+    mode: np.ndarray,
+    cov: np.ndarray,
+    n_draws: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float]:
+    """Draws of one run's posterior by emcee's affine-invariant ensemble, vectorised over walkers.
+
+    The fallback of :func:`condition_run` when importance sampling fails. The walkers start
+    around the posterior mode with the Laplace covariance; the ensemble's affine invariance
+    makes it insensitive to the correlations and scales that make the importance weights fail.
+    :data:`ENSEMBLE_BURN` steps are discarded, :data:`ENSEMBLE_STEPS` kept and thinned to
+    ``n_draws``.
+
+    Returns
+    -------
+    theta : ndarray, shape (n_draws, P)
+    ess : float
+        Kept draws divided by the longest integrated autocorrelation time of the parameters
+        (emcee's estimate; on short chains a lower bound on the time, so an upper bound here).
+    """
+    walkers = max(ENSEMBLE_WALKERS, 2 * prior.dim + 2)
+    start = rng.multivariate_normal(mode, 0.25 * cov, size=walkers, method="eigh")
+
+    def log_probability(theta: np.ndarray) -> np.ndarray:
+        return log_posterior(theta, prior, t, y, noise_scale)
+
+    sampler = emcee.EnsembleSampler(walkers, prior.dim, log_probability, vectorize=True)
+    sampler.random_state = np.random.RandomState(int(rng.integers(0, 2**32 - 1))).get_state()
+    sampler.run_mcmc(start, ENSEMBLE_BURN + ENSEMBLE_STEPS, progress=False)
+    chain = sampler.get_chain(discard=ENSEMBLE_BURN, flat=True)
+    # quiet: emcee logs "chain too short" for a short chain; the ESS returned says it instead
+    emcee_logger = logging.getLogger("emcee.autocorr")
+    level = emcee_logger.level
+    emcee_logger.setLevel(logging.ERROR)
+    try:
+        tau = float(np.nanmax(sampler.get_autocorr_time(discard=ENSEMBLE_BURN, quiet=True)))
+    finally:
+        emcee_logger.setLevel(level)
+    ess = float(len(chain) / max(tau, 1.0)) if np.isfinite(tau) else 0.0
+    index = np.linspace(0, len(chain) - 1, n_draws).round().astype(int)
+    return chain[index], ess
 
 
 def condition_start(
@@ -447,4 +540,6 @@ def condition_start(
     mode = prior.mean.copy()
     mode[0] = grid[np.argmax(log_density)]
     mode[1:] += (mode[0] - mean0) * slope
-    return RunPosterior(prior, theta, mode, 0.0, float(n_draws), 0, time.perf_counter() - start_time)
+    return RunPosterior(
+        prior, theta, mode, 0.0, float(n_draws), 0, time.perf_counter() - start_time, PRIOR_ONLY
+    )

@@ -427,8 +427,10 @@ class RewardModel:
         idata = az.from_netcdf(str(path))
         for group in idata.groups():
             # read into memory now: lazily read arrays cost a disk read on every later query
-            # (every new run prior of a live update), and keep the file open
+            # (every new run prior of a live update), and keep the file open; then close it, so
+            # the file can be written again (a refit saved to the same path) while the model lives
             getattr(idata, group).load()
+            getattr(idata, group).close()
         attrs = idata.posterior.attrs
         if "bayesgrpo_config" not in attrs:
             raise ModelConfigError(

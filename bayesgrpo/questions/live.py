@@ -5,7 +5,19 @@ parameters look like before it starts (``model.predict.new_run_draws``: its fami
 size placed in the population). :class:`LiveForecaster` summarises that prior as a Gaussian on
 the run's unconstrained parameters and conditions it on the run's own points with
 :func:`bayesgrpo.model.laplace.condition_run` (Laplace fit, then importance sampling with
-Pareto-smoothed weights), and returns a :class:`LiveUpdate` with the run's curve draws.
+Pareto-smoothed weights; MCMC where the weights are unreliable), and returns a
+:class:`LiveUpdate`.
+
+Two bands
+    A :class:`LiveUpdate` answers for two quantities, and every output that shows a band says
+    which: the **curve** (``band="curve"``), the run's expected reward, whose band is the
+    uncertainty about where the curve goes; and the **predictive** band (``band="predictive"``,
+    the default wherever a band is drawn around logged points), a logged reward: the curve plus
+    the run's own Student-t noise of one logged point. A later logged reward falls inside the
+    90% predictive band about 90% of the time; the curve band is narrower and holds fewer of them.
+    The stopping rules decide on the curve (a stop is about the gain still to come, not about one
+    noisy point). :meth:`LiveUpdate.reward_draws` gives draws of either at chosen steps,
+    :meth:`LiveUpdate.quantiles` their quantiles.
 
 A run without a stated reward range (``reward_min``/``reward_max``) is put on the scale its
 population kin were fitted on: its whole range is estimated from its prefix's range the way the
@@ -32,6 +44,7 @@ from bayesgrpo.errors import BayesGRPOError, NotFittedError
 from bayesgrpo.model.build import OTHER_LEVEL, effect_levels
 from bayesgrpo.model.data import UNKNOWN, prepare
 from bayesgrpo.model.datasets import bundled_population
+from bayesgrpo.model.draws import BANDS, DEFAULT_BAND, band_draws, check_band
 from bayesgrpo.model.laplace import (
     PARETO_K_LIMIT,
     GaussianRunPrior,
@@ -42,7 +55,7 @@ from bayesgrpo.model.laplace import (
     laplace_fit,
     single_threaded_blas,
 )
-from bayesgrpo.model.predict import new_run_draws
+from bayesgrpo.model.predict import new_run_draws, quantile_columns
 from bayesgrpo.model.priors import curve_params
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.stopping import CurveDraws
@@ -54,6 +67,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     # this module's own
+    "BANDS",
+    "DEFAULT_BAND",
+    "check_band",
     "LiveForecaster",
     "LiveUpdate",
     "live_forecaster",
@@ -88,6 +104,9 @@ class LiveForecaster:
     place_own_range : bool
         Normalise a run without a stated reward range by the whole range its prefix implies
         (:func:`own_range_bounds`, default) rather than by the prefix's own range.
+    pareto_k_limit : float
+        Above this Pareto k of the importance weights the update answers from its MCMC
+        fallback (``condition_run``; :attr:`LiveUpdate.method` says which path answered).
 
     Examples
     --------
@@ -100,6 +119,7 @@ class LiveForecaster:
     n_draws: int = 2000
     random_seed: int | None = None
     place_own_range: bool = True
+    pareto_k_limit: float = PARETO_K_LIMIT
     _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -206,9 +226,13 @@ class LiveForecaster:
             data.noise_scale[0, mask],
             n_draws=self.n_draws,
             random_seed=self.random_seed,
+            pareto_k_limit=self.pareto_k_limit,
         )
         natural = posterior.natural()
-        params = {name: natural[name][:, None] for name in (*curve_params(population.curve), "asymptote")}
+        params = {
+            name: natural[name][:, None] for name in (*curve_params(population.curve), "asymptote", "sigma")
+        }
+        params["nu"] = np.asarray(prior.nu, dtype=float)
         curve_draws = CurveDraws.from_model_data(params, data, population.curve)
         last_step = float(run.points["step"].max())
         return LiveUpdate(
@@ -218,6 +242,7 @@ class LiveForecaster:
             posterior=posterior,
             curve_draws=curve_draws,
             data=data,
+            noise_seed=int(np.random.default_rng(self.random_seed).integers(2**31)),
         )
 
 
@@ -312,10 +337,32 @@ def own_range_bounds(
 
 @dataclass(frozen=True)
 class LiveUpdate:
-    """One run's state after a live update: draws of its curve and where it stands.
+    """One run's state after a live update: draws of its curve, its noise, and where it stands.
 
-    ``data`` is the run as the update saw it (normalised with the bounds it used, see
-    :func:`own_range_bounds`), for checking the update against a refit of the same points.
+    Attributes
+    ----------
+    run_id : str
+    step : float
+        The run's last logged step.
+    horizon_step : float
+    posterior : RunPosterior
+        The run's parameter draws; ``posterior.method`` names the path that made them
+        (``"importance"``, or ``"ensemble_mcmc"`` where the importance weights were unreliable).
+    curve_draws : CurveDraws
+        Draws of the run's expected reward curve (what the stop rules decide on), with the noise
+        of one logged reward (``noise_sd``, ``noise_df``: the predictive band).
+    data : ModelData, optional
+        The run as the update saw it (normalised with the bounds it used, see
+        :func:`own_range_bounds`), for checking the update against a refit of the same points.
+    noise_seed : int
+        Seeds the noise of the predictive draws, so that one update gives the same band every time.
+
+    Examples
+    --------
+    >>> update.quantiles([update.horizon_step])  # doctest: +SKIP
+       step        band    q05    q50    q95
+    0  500.0  predictive  0.412  0.561  0.702
+    >>> update.quantiles([500], band="curve")  # doctest: +SKIP
     """
 
     run_id: str
@@ -324,6 +371,73 @@ class LiveUpdate:
     posterior: RunPosterior
     curve_draws: CurveDraws
     data: ModelData | None = None
+    noise_seed: int = 0
+
+    @property
+    def noise_sd(self) -> np.ndarray | None:
+        """Per draw, the Student-t scale of one logged reward's noise (reward units), shape (S,)."""
+        sd = self.curve_draws.noise_sd
+        return None if sd is None else np.asarray(sd)[:, 0]
+
+    @property
+    def method(self) -> str:
+        """The path that gave the draws (:attr:`RunPosterior.method`)."""
+        return self.posterior.method
+
+    def reward_draws(
+        self, steps: Any, *, band: str = DEFAULT_BAND, random_seed: int | None = None
+    ) -> np.ndarray:
+        """Draws of the run's reward at ``steps``, reward units, shape (S, N).
+
+        Parameters
+        ----------
+        steps : array_like, shape (N,)
+        band : {"predictive", "curve"}
+            ``"predictive"``: a logged reward (the curve plus one logged point's noise);
+            ``"curve"``: the expected reward.
+        random_seed : int, optional
+            Of the noise (default :attr:`noise_seed`: the same draws on every call).
+        """
+        steps = np.atleast_1d(np.asarray(steps, dtype=float))
+        seed = self.noise_seed if random_seed is None else random_seed
+        return np.asarray(band_draws(self.curve_draws, steps, band, seed)[:, 0, :])
+
+    def quantiles(
+        self,
+        steps: Any,
+        quantiles: tuple[float, ...] = (0.05, 0.5, 0.95),
+        *,
+        band: str = DEFAULT_BAND,
+    ) -> pd.DataFrame:
+        """Quantiles of the run's reward at ``steps``, one row a step.
+
+        Parameters
+        ----------
+        steps : array_like, shape (N,)
+        quantiles : tuple of float
+            Default: the median and the 90% central interval.
+        band : {"predictive", "curve"}
+            See :meth:`reward_draws`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``step``, ``band``, ``mean`` and one column per quantile (``q05``, ``q50``, ``q95``).
+        """
+        steps = np.atleast_1d(np.asarray(steps, dtype=float))
+        draws = self.reward_draws(steps, band=band)
+        table = pd.DataFrame({"step": steps, "band": check_band(band), "mean": draws.mean(axis=0)})
+        values = np.quantile(draws, quantiles, axis=0)
+        for name, row in zip(quantile_columns(quantiles), values, strict=True):
+            table[name] = row
+        return table
+
+    def final_interval(self, mass: float = 0.9, *, band: str = DEFAULT_BAND) -> tuple[float, float, float]:
+        """The reward at the horizon: (lower, median, upper) of the central ``mass`` interval."""
+        tail = (1.0 - mass) / 2.0
+        draws = self.reward_draws([self.horizon_step], band=band)[:, 0]
+        lower, median, upper = np.quantile(draws, [tail, 0.5, 1.0 - tail])
+        return float(lower), float(median), float(upper)
 
 
 def _text(value: Any) -> str | None:

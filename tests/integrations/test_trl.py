@@ -29,14 +29,17 @@ from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
 from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
+#: What the callback logs from an update that carries curve draws only (a scripted forecaster)
 METRICS = (
     "p_plateau",
     "expected_gain",
     "forecast_final",
-    "forecast_final_low",
-    "forecast_final_high",
+    "forecast_final_curve_low",
+    "forecast_final_curve_high",
     "stop",
 )
+#: and what a real live update adds: the predictive band and the importance-weight diagnostic
+LIVE_METRICS = (*METRICS, "forecast_final_predictive_low", "forecast_final_predictive_high", "pareto_k")
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
@@ -291,8 +294,9 @@ def test_forecast_metrics_match_the_closed_form(trl_module):
     assert metrics["bayesgrpo/p_plateau"] == pytest.approx(np.mean(final - now < 0.02))
     assert metrics["bayesgrpo/expected_gain"] == pytest.approx(np.mean(final - now))
     assert metrics["bayesgrpo/forecast_final"] == pytest.approx(final.mean())
-    assert metrics["bayesgrpo/forecast_final_low"] == pytest.approx(np.quantile(final, 0.05))
-    assert metrics["bayesgrpo/forecast_final_high"] == pytest.approx(np.quantile(final, 0.95))
+    assert metrics["bayesgrpo/forecast_final_curve_low"] == pytest.approx(np.quantile(final, 0.05))
+    assert metrics["bayesgrpo/forecast_final_curve_high"] == pytest.approx(np.quantile(final, 0.95))
+    assert "bayesgrpo/forecast_final_predictive_low" not in metrics  # this update carries no noise
     assert metrics["bayesgrpo/stop"] == float(decision.stop)
     assert all(type(v) is float for v in metrics.values())  # what TensorBoard's add_scalar takes
 
@@ -497,8 +501,13 @@ def test_a_fitted_model_is_used_as_is(trl_module, population):
     assert cb.failures == 0 and len(cb.history) == 2
     record = cb.history[-1]
     assert record.n_points == 4 and record.horizon_step == 60.0
-    low, mid, high = (record.metrics[f"bayesgrpo/forecast_final{s}"] for s in ("_low", "", "_high"))
+    metrics = record.metrics
+    assert set(LIVE_METRICS) == {k.removeprefix("bayesgrpo/") for k in metrics}
+    low, mid, high = (metrics[f"bayesgrpo/forecast_final{s}"] for s in ("_curve_low", "", "_curve_high"))
     assert low <= mid <= high
+    # the band of a logged reward holds the curve's band: the noise only widens it
+    assert metrics["bayesgrpo/forecast_final_predictive_low"] <= low
+    assert metrics["bayesgrpo/forecast_final_predictive_high"] >= high
 
 
 # --------------------------------------------------------------------------------------------

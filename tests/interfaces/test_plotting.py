@@ -25,7 +25,11 @@ def test_fan_chart_draws_bands_mean_and_points_on_the_given_axes(mocked, simulat
     returned = plot_forecast(model, "sim001", observed=simulated.table, ax=ax)
     assert returned is ax
     labels = [artist.get_label() for artist in ax.get_children()]
-    assert {"90% interval", "50% interval", "forecast mean", "logged", "end of fitted data"} <= set(labels)
+    bands = {"90% predictive band (a logged reward)", "50% predictive band (a logged reward)"}
+    assert bands | {"forecast mean", "logged", "end of fitted data"} <= set(labels)
+    ax.clear()
+    plot_forecast(model, "sim001", ax=ax, band="curve")
+    assert "90% curve band (the expected reward)" in {artist.get_label() for artist in ax.get_children()}
     plt.close(figure)
 
 

@@ -476,10 +476,15 @@ def test_real_live_update_agrees_with_a_direct_call(tmp_path, population):
     (status,) = Watcher(log, rule=rule, population=model, random_seed=7).poll()
     run = load_runs(log, warn=False)
     update = LiveForecaster(model, random_seed=7).update(run, horizon=105)
+    lower, median, upper = update.final_interval(0.9)  # the predictive band, by default
+    assert status.state == "ok" and status.step == 59 and status.band == "predictive"
+    assert (status.final_lower, status.final_median, status.final_upper) == pytest.approx(
+        (lower, median, upper)
+    )
+    (curve,) = Watcher(log, rule=rule, population=model, random_seed=7, band="curve").poll()
     final = reward_at(update.curve_draws, [105.0])[:, 0, 0]
-    assert status.state == "ok" and status.step == 59
-    assert status.final_median == pytest.approx(np.median(final))
-    assert status.final_lower == pytest.approx(np.quantile(final, 0.05))
+    assert curve.band == "curve" and curve.final_lower == pytest.approx(np.quantile(final, 0.05))
+    assert curve.final_upper - curve.final_lower < upper - lower
     assert status.p_plateau == pytest.approx(
         prob_gain_below(update.curve_draws, 59, 105, eps=0.01, relative=True)[0]
     )
@@ -512,6 +517,7 @@ def test_render_table_has_one_row_per_run():
     console.print(render_table(statuses, title="t"))
     text = console.export_text()
     assert "STOP" in text and "0.6 [0.55, 0.65]" in text and "waiting" in text and "no such file yet" in text
+    assert "90% predictive" in text  # the column says which band its interval is
     assert json.loads(json.dumps(statuses[1].to_dict()))["final_median"] is None
 
 

@@ -207,6 +207,9 @@ def test_save_load_round_trip_is_exact(mocked, simulated, tmp_path):
         np.testing.assert_array_equal(loaded.idata.posterior[name].values, model.idata.posterior[name].values)
     pd.testing.assert_frame_equal(loaded.final_reward(), model.final_reward())
     assert loaded.diagnostics.to_dict() == model.diagnostics.to_dict()
+    # the file is closed once loaded: the loaded model can be saved over it, and still answers
+    loaded.save(path)
+    pd.testing.assert_frame_equal(RewardModel.load(path).final_reward(), loaded.final_reward())
 
 
 def test_load_detects_a_changed_configuration(mocked, simulated, tmp_path):

@@ -46,7 +46,14 @@ from bayesgrpo.evaluate.backtest.cuts import (
     run_points,
 )
 from bayesgrpo.evaluate.backtest.forecast import bayes_forecast_draws, forecast_backtest
-from bayesgrpo.evaluate.backtest.populations import fold_assignment, held_out_populations, kfold_populations
+from bayesgrpo.evaluate.backtest.populations import (
+    fold_assignment,
+    held_out_populations,
+    kfold_populations,
+    leave_one_source_out_populations,
+    source_group,
+    source_groups,
+)
 from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window, reward_given_up, smoothed_reward
 from bayesgrpo.evaluate.backtest.stopping import (
     FixedFraction,
@@ -77,6 +84,9 @@ __all__ = [
     "forecast_backtest",
     "frontier",
     "kfold_populations",
+    "leave_one_source_out_populations",
+    "source_group",
+    "source_groups",
     "planned_horizon",
     "reward_given_up",
     "run_points",

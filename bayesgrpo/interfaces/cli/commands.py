@@ -351,7 +351,18 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
     for run_id in table.run_ids:
         update = live.update(table.select([run_id]), horizon=horizons[run_id])
         decision = rule.decide(update.curve_draws, update.step, horizons[run_id])[0]
-        rows.append(decisions_table([decision]).assign(run_id=run_id, pareto_k=update.posterior.pareto_k))
+        lower, median, upper = update.final_interval(0.9, band=args.band)
+        rows.append(
+            decisions_table([decision]).assign(
+                run_id=run_id,
+                final_median=median,
+                final_lower=lower,
+                final_upper=upper,
+                band=args.band,
+                pareto_k=update.posterior.pareto_k,
+                method=update.method,
+            )
+        )
     return pd.concat(rows, ignore_index=True)
 
 
@@ -395,7 +406,21 @@ def _fitted_decisions(
         progressbar=not args.json and not args.quiet,
     )
     steps = np.array([last_step[r] for r in table.run_ids], dtype=float)
-    return decisions_table(rule.decide(model.curve_draws().select(table.run_ids), steps))
+    frame = decisions_table(rule.decide(model.curve_draws().select(table.run_ids), steps))
+    finals = []
+    for run_id in table.run_ids:
+        forecast = model.forecast(
+            steps=[horizons[run_id]],
+            runs=[run_id],
+            quantiles=(0.05, 0.5, 0.95),
+            include_noise=args.band == "predictive",
+            random_seed=args.seed,
+        ).table.iloc[0]
+        finals.append((forecast["q50"], forecast["q05"], forecast["q95"]))
+    median, lower, upper = (np.array(column, dtype=float) for column in zip(*finals, strict=True))
+    return frame.assign(
+        final_median=median, final_lower=lower, final_upper=upper, band=args.band, method="nuts"
+    )
 
 
 def _stop_rule(args: argparse.Namespace) -> Any:
@@ -445,6 +470,16 @@ def cmd_stop(args: argparse.Namespace) -> int:
             f"[{row.gain_lower:.3g}, {row.gain_upper:.3g}])"
         )
         print(f"    {row.reason}")
+        print(
+            f"    reward at step {row.horizon_step:.0f}: {row.final_median:.3g} "
+            f"[{row.final_lower:.3g}, {row.final_upper:.3g}] (90% {row.band} band"
+            + (", a logged reward: noise included)" if row.band == "predictive" else ", the expected reward)")
+        )
+        if row.method == "ensemble_mcmc":
+            print(
+                f"    (Pareto k {row.pareto_k:.2f}: the importance weights were unreliable, so this "
+                "answer comes from the MCMC fallback)"
+            )
     return EXIT_OK
 
 

@@ -85,6 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
         p.add_argument("--target", type=float, help="target: the reward to reach")
 
+    def band_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--band",
+            choices=["predictive", "curve"],
+            default="predictive",
+            help="the 90%% band of the final reward: of a logged reward, noise included (predictive, "
+            "default), or of the expected curve (curve); stop decisions are made on the curve either way",
+        )
+
     def output_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.add_argument("-q", "--quiet", action="store_true", help="no reader report")
@@ -157,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--draws", type=int, default=500)
     stop.add_argument("--tune", type=int, default=500)
     stop.add_argument("--seed", type=int, default=1)
+    band_flag(stop)
     output_flags(stop)
     stop.set_defaults(handler=cmd_stop)
 
@@ -263,5 +273,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--logging-steps", type=int, help="TRL console logs: the trainer's logging_steps")
     watch.add_argument("--seed", type=int, default=1)
+    band_flag(watch)
     watch.set_defaults(handler=cmd_watch)
     return parser

@@ -7,7 +7,7 @@ import datetime as _dt
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +114,7 @@ def write_report(
     rule = default_rule() if rule is None else rule
     horizons = planned_horizons(table, horizon)
     forecasts = _forecasts(table, population, fit_kwargs, horizons, history_points, random_seed)
-    rows = run_rows(table, forecasts.draws, forecasts.steps, rule, forecasts.pareto)
+    rows = run_rows(table, forecasts.draws, forecasts.steps, rule, forecasts.pareto, forecasts.methods)
     sections = [
         f"<h2>Runs</h2>{summary_table(rows, rule)}",
         _runs_figure(table, dpi),
@@ -148,6 +148,7 @@ class _Forecasts:
     mode: str
     fitted_on_table: RewardModel | None
     live: LiveForecaster | None
+    methods: dict[str, str] = field(default_factory=dict)
 
 
 def _forecasts(
@@ -161,17 +162,20 @@ def _forecasts(
     """Each run conditioned live on ``population``, or the pooled model fitted on the table."""
     if population is not None:
         forecaster = LiveForecaster(population, random_seed=random_seed)
-        draws, steps, pareto = {}, {}, {}
+        draws, steps, pareto, methods = {}, {}, {}, {}
         for run_id in table.run_ids:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", LiveUpdateWarning)  # shown per run as its Pareto k
                 update = forecaster.update(table.select([run_id]), horizon=horizons[run_id])
-            draws[run_id], steps[run_id], pareto[run_id] = (
+            draws[run_id], steps[run_id], pareto[run_id], methods[run_id] = (
                 update.curve_draws,
                 update.step,
                 update.posterior.pareto_k,
+                update.method,
             )
-        return _Forecasts(population, draws, steps, pareto, live_mode_text(population), None, forecaster)
+        return _Forecasts(
+            population, draws, steps, pareto, live_mode_text(population), None, forecaster, methods
+        )
     settings = {**DEFAULT_FIT, **dict(fit_kwargs or {})}
     logger.info("fitting the pooled model on %d runs (%s)", len(table.run_ids), settings)
     model = RewardModel().fit(table, horizon=horizons, **settings)

@@ -10,8 +10,9 @@ import numpy as np
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.html_report.markup import fmt_text
+from bayesgrpo.model.draws import band_draws
 from bayesgrpo.questions.history import run_horizon
-from bayesgrpo.questions.stopping import CurveDraws, phase, reward_at
+from bayesgrpo.questions.stopping import CurveDraws, phase
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
@@ -35,7 +36,7 @@ class ReportRun:
     reward_now : float
         Mean of the last :data:`RECENT_POINTS` logged rewards.
     final_median, final_lower, final_upper : float
-        The expected reward at the horizon: posterior median and 90% interval.
+        The reward at the horizon: median and 90% interval of ``band``.
     decision : str
     probability : float
         The rule's probability (``P(gain < eps)`` for a plateau rule).
@@ -44,6 +45,12 @@ class ReportRun:
     phase_probability : float
     pareto_k : float
         The live update's importance-sampling diagnostic (NaN for a fitted model).
+    band : {"predictive", "curve"}
+        Which band the final reward's interval is: of a logged reward (noise included, whenever
+        the draws carry the noise) or of the expected curve.
+    method : str
+        The path that gave the draws (``importance`` or ``ensemble_mcmc`` for a live update,
+        ``nuts`` for a fitted model).
     """
 
     run_id: str
@@ -63,6 +70,8 @@ class ReportRun:
     phase: str
     phase_probability: float
     pareto_k: float = float("nan")
+    band: str = "predictive"
+    method: str = "nuts"
 
 
 def planned_horizons(table: RunsTable, horizon: float | Mapping[str, float] | None) -> dict[str, float]:
@@ -101,8 +110,11 @@ def run_rows(
     steps: Mapping[str, float],
     rule: StoppingRule,
     pareto: Mapping[str, float],
+    methods: Mapping[str, str] | None = None,
 ) -> list[ReportRun]:
-    """One :class:`ReportRun` per run from its curve draws (one run each)."""
+    """One :class:`ReportRun` per run from its curve draws (one run each); the final reward's
+    interval is the predictive band where the draws carry the noise, else the curve's.
+    """
     recent = recent_reward(table)
     meta = table.runs.set_index("run_id")
     counts = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))].groupby("run_id").size()
@@ -110,7 +122,8 @@ def run_rows(
     for run_id in table.run_ids:
         cd = draws[run_id]
         horizon = float(np.asarray(cd.horizon_step)[0])
-        final = reward_at(cd, [horizon])[:, 0, 0]
+        band = "predictive" if cd.has_noise else "curve"
+        final = band_draws(cd, [horizon], band, 0)[:, 0, 0]
         low, median, high = np.quantile(final, [0.05, 0.5, 0.95])
         decision = rule.decide(cd, steps[run_id], horizon)[0]
         phases = phase(cd, steps[run_id]).iloc[0]
@@ -133,6 +146,8 @@ def run_rows(
                 phase=str(phases["phase"]),
                 phase_probability=float(phases["probability"]),
                 pareto_k=float(pareto.get(run_id, float("nan"))),
+                band=band,
+                method=(methods or {}).get(run_id, "nuts"),
             )
         )
     return rows

@@ -254,7 +254,8 @@ def summary_table(rows: Sequence[ReportRun], rule: StoppingRule) -> str:
         k_flag = (
             ""
             if not np.isfinite(r.pareto_k) or r.pareto_k <= 0.7
-            else f' <span class="warn">(Pareto k {r.pareto_k:.2f}: unreliable)</span>'
+            else f' <span class="warn">(Pareto k {r.pareto_k:.2f}: answered by the {esc(r.method)} '
+            "fallback)</span>"
         )
         body.append(
             [
@@ -280,7 +281,9 @@ def summary_table(rows: Sequence[ReportRun], rule: StoppingRule) -> str:
         "size (B)",
         "step / horizon",
         f"reward now (mean of last {RECENT_POINTS})",
-        "expected reward at horizon (median, 90%)",
+        "reward at horizon (median, 90% "
+        + "/".join(sorted({r.band for r in rows} or {"predictive"}))
+        + " band)",
         "decision",
         "probability",
         "phase (probability)",

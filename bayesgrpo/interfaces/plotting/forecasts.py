@@ -19,7 +19,7 @@ from bayesgrpo.interfaces.plotting.style import (
     pyplot,
     short_label,
 )
-from bayesgrpo.questions.stopping import CurveDraws, reward_at
+from bayesgrpo.model.draws import band_draws, check_band
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,9 +38,11 @@ def plot_forecast(
     ax: Axes | None = None,
     steps: Sequence[float] | np.ndarray | None = None,
     intervals: Sequence[float] = (0.5, 0.9),
-    include_noise: bool = False,
+    band: str = "predictive",
+    include_noise: bool | None = None,
     color: str = "C0",
     title: str | None = None,
+    random_seed: int | None = 0,
 ) -> Axes:
     """Fan chart of one run: observed rewards, forecast mean and central intervals.
 
@@ -56,15 +58,23 @@ def plot_forecast(
         Steps to forecast; default 0 to the run's horizon.
     intervals : sequence of float
         Central interval masses, drawn as nested bands.
-    include_noise : bool
-        Bands for a logged (noisy) reward instead of the expected reward.
+    band : {"predictive", "curve"}
+        Bands of a logged reward, noise included (default: where logged points should fall), or
+        of the expected reward (narrower). The legend names it.
+    include_noise : bool, optional
+        The older spelling of ``band``: True is ``"predictive"``, False ``"curve"``.
     color : str
     title : str, optional
+    random_seed : int, optional
+        Of the predictive band's noise.
 
     Returns
     -------
     matplotlib Axes
     """
+    if include_noise is not None:
+        band = "predictive" if include_noise else "curve"
+    check_band(band)
     plt = pyplot()
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.2))
@@ -75,7 +85,13 @@ def plot_forecast(
     if steps is None:
         steps = np.linspace(0, float(data.horizon_step[index]), 80)
     quantiles = sorted({q for mass in intervals for q in (0.5 - mass / 2, 0.5 + mass / 2)} | {0.5})
-    forecast = model.forecast(steps=steps, runs=[run_id], quantiles=quantiles, include_noise=include_noise)
+    forecast = model.forecast(
+        steps=steps,
+        runs=[run_id],
+        quantiles=quantiles,
+        include_noise=band == "predictive",
+        random_seed=random_seed,
+    )
     table = forecast.table
     for mass, alpha in zip(
         sorted(intervals, reverse=True), np.linspace(0.15, 0.35, len(intervals)), strict=True
@@ -83,7 +99,7 @@ def plot_forecast(
         low = np.quantile(forecast.draws.sel(run=run_id).to_numpy(), 0.5 - mass / 2, axis=0)
         high = np.quantile(forecast.draws.sel(run=run_id).to_numpy(), 0.5 + mass / 2, axis=0)
         ax.fill_between(
-            table["step"], low, high, color=color, alpha=alpha, linewidth=0, label=f"{mass:.0%} interval"
+            table["step"], low, high, color=color, alpha=alpha, linewidth=0, label=band_label(mass, band)
         )
     ax.plot(table["step"], table["mean"], color=color, linewidth=1.5, label="forecast mean")
     if observed is not None and run_id in set(observed.run_ids):
@@ -264,17 +280,14 @@ def _sorted_legend(ax: Axes, title: str | None) -> None:
 
 
 def _one_run(cd: Any, index: int) -> Any:
-    """The curve draws of one run of a ``CurveDraws``."""
-    horizon = None if cd.horizon_step is None else np.asarray(cd.horizon_step)[[index]]
-    return CurveDraws(
-        curve=cd.curve,
-        params={name: value[:, [index]] for name, value in cd.params.items()},
-        step_scale=np.asarray(cd.step_scale)[[index]],
-        reward_scale=np.asarray(cd.reward_scale)[[index]],
-        horizon_step=horizon,
-        run_ids=(cd.run_ids[index],),
-        step_offset=cd.step_offset,
-    )
+    """The curve draws of one run of a ``CurveDraws`` (its noise with it)."""
+    return cd.select([cd.run_ids[index]])
+
+
+def band_label(mass: float, band: str) -> str:
+    """A legend entry that says which band it is: ``90% predictive band (a logged reward)``."""
+    what = "a logged reward" if band == "predictive" else "the expected reward"
+    return f"{mass:.0%} {band} band ({what})"
 
 
 def plot_fan(
@@ -288,6 +301,8 @@ def plot_fan(
     color: str = "C0",
     ax: Axes | None = None,
     title: str | None = None,
+    band: str | None = None,
+    random_seed: int | None = 0,
 ) -> Axes:
     """Fan chart of one run from draws of its curve (a fitted model's or a live update's).
 
@@ -308,11 +323,17 @@ def plot_fan(
     color : str
     ax : matplotlib Axes, optional
     title : str, optional
+    band : {"predictive", "curve"}, optional
+        Bands of a logged reward (noise included) or of the expected reward; default predictive
+        when the draws carry the noise (``CurveDraws.has_noise``), else curve. The legend names it.
+    random_seed : int, optional
+        Of the predictive band's noise.
 
     Returns
     -------
     matplotlib Axes
     """
+    band = check_band(band if band is not None else ("predictive" if curve_draws.has_noise else "curve"))
     run_ids = list(curve_draws.run_ids)
     run_id = run_ids[0] if run_id is None else str(run_id)
     if run_id not in run_ids:
@@ -328,12 +349,12 @@ def plot_fan(
             float(points["step"].max()) if points is not None else float(one.step_scale[0] + one.step_offset)
         )
     steps = np.linspace(0.0, end, n_steps)
-    values = reward_at(one, steps)[:, 0, :]
+    values = band_draws(one, steps, band, random_seed)[:, 0, :]
     for mass, alpha in zip(
         sorted(intervals, reverse=True), np.linspace(0.15, 0.35, len(intervals)), strict=True
     ):
         low, high = np.quantile(values, [0.5 - mass / 2, 0.5 + mass / 2], axis=0)
-        ax.fill_between(steps, low, high, color=color, alpha=alpha, linewidth=0, label=f"{mass:.0%} interval")
+        ax.fill_between(steps, low, high, color=color, alpha=alpha, linewidth=0, label=band_label(mass, band))
     ax.plot(steps, values.mean(axis=0), color=color, linewidth=1.5, label="forecast mean")
     if points is not None:
         ax.plot(

@@ -38,7 +38,8 @@ def render_table(statuses: Sequence[RunStatus], *, title: str | None = None) -> 
     table.add_column("steps", justify="right")
     table.add_column("step / horizon", justify="right")
     table.add_column("reward now", justify="right")
-    table.add_column(f"final reward [{INTERVAL:.0%}]", justify="right")
+    bands = {s.band for s in statuses if s.state == "ok"} or {"predictive"}
+    table.add_column(f"final reward [{INTERVAL:.0%} {'/'.join(sorted(bands))}]", justify="right")
     table.add_column("P(plateau)", justify="right")
     table.add_column("advice")
     table.add_column("reason", overflow="fold", ratio=1)
@@ -140,5 +141,6 @@ def main_from_args(args: Any, rule: StoppingRule) -> int:
             format=args.format, reward=args.reward, metadata=args.metadata, logging_steps=args.logging_steps
         ),
         random_seed=args.seed,
+        band=getattr(args, "band", "predictive"),
     )
     return run(watcher, interval=args.interval, once=args.once, as_json=args.json, max_polls=args.polls)

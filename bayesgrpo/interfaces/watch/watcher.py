@@ -19,8 +19,9 @@ from bayesgrpo.errors import (
 )
 from bayesgrpo.interfaces.watch.follow import LogFollower, ReadSettings, WatchTarget, short_error
 from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model.draws import DEFAULT_BAND, band_draws, check_band
 from bayesgrpo.questions.live import live_forecaster
-from bayesgrpo.questions.stopping import prob_gain_below, reward_at
+from bayesgrpo.questions.stopping import prob_gain_below
 
 if TYPE_CHECKING:
     from bayesgrpo.questions.live import LiveForecaster
@@ -57,7 +58,10 @@ class RunStatus:
         Mean of the last ``smooth`` logged rewards.
     horizon_step : float or None
     final_median, final_lower, final_upper : float or None
-        Forecast expected reward at the horizon: median and 90% interval.
+        Forecast reward at the horizon: median and 90% interval of ``band``.
+    band : {"predictive", "curve"}
+        Which band ``final_*`` is: of a logged reward at the horizon (noise included, default)
+        or of the expected curve there (:data:`bayesgrpo.questions.live.BANDS`).
     p_plateau : float or None
         ``P(gain from now to the horizon < eps)``.
     decision : {"stop", "continue"} or None
@@ -69,7 +73,10 @@ class RunStatus:
     seconds : float
         Time the update took (0 when cached).
     pareto_k : float or None
-        Reliability of the live update's importance weights (above 0.7: unreliable).
+        Reliability of the live update's importance weights (above 0.7 the update took its
+        MCMC fallback).
+    method : str or None
+        The path that gave the live update's draws (``importance`` or ``ensemble_mcmc``).
     """
 
     run_id: str
@@ -88,6 +95,8 @@ class RunStatus:
     updated: bool = False
     seconds: float = 0.0
     pareto_k: float | None = None
+    method: str | None = None
+    band: str = DEFAULT_BAND
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (NaN as None)."""
@@ -144,6 +153,8 @@ class Watcher:
     read : ReadSettings
         ``load_runs`` options (format, reward metric, metadata, TRL ``logging_steps``).
     random_seed : int, optional
+    band : {"predictive", "curve"}
+        The band of the final-reward forecast (default: predictive, of a logged reward).
     """
 
     paths: str | Path | Sequence[str | Path]
@@ -155,6 +166,7 @@ class Watcher:
     smooth: int = SMOOTH
     read: ReadSettings = field(default_factory=ReadSettings)
     random_seed: int | None = 1
+    band: str = DEFAULT_BAND
     _targets: list[WatchTarget] = field(default_factory=list, init=False, repr=False)
     _live: LiveForecaster | None = field(default=None, init=False, repr=False)
     _cache: dict[tuple[str, str], tuple[Any, RunStatus]] = field(default_factory=dict, init=False, repr=False)
@@ -167,6 +179,7 @@ class Watcher:
         self._targets = [WatchTarget(Path(p), self.read) for p in paths]
         if self.smooth < 1:
             raise BayesGRPOError(f"smooth must be at least 1 (points averaged); got {self.smooth}")
+        check_band(self.band)
 
     @property
     def followers(self) -> list[LogFollower]:
@@ -283,7 +296,11 @@ class Watcher:
                 warnings.simplefilter("always")
                 update = self.live.update(run, horizon=horizon)
             draws = update.curve_draws
-            final = reward_at(draws, np.array([horizon]))[:, 0, 0]
+            # the band asked for; the curve's when the draws carry no noise (a forecaster of the
+            # user's own that gives curve draws only), and the status says which it is
+            band = self.band if draws.has_noise else "curve"
+            seed = getattr(update, "noise_seed", self.random_seed)  # as LiveUpdate.final_interval
+            final = band_draws(draws, [horizon], band, seed)[:, 0, 0]
             tail = (1 - INTERVAL) / 2
             lower, median, upper = np.quantile(final, [tail, 0.5, 1 - tail])
             p_plateau = float(prob_gain_below(draws, step, horizon, eps=self.eps, relative=self.relative)[0])
@@ -297,6 +314,9 @@ class Watcher:
         unreliable = [str(w.message) for w in caught if "unreliable" in str(w.message)]
         if unreliable:
             reason += f" [live update unreliable: Pareto k {update.posterior.pareto_k:.2f}]"
+        method = getattr(update.posterior, "method", None)
+        if not unreliable and method not in (None, "importance"):
+            reason += f" [Pareto k {update.posterior.pareto_k:.2f}: answered by the {method} fallback]"
         return RunStatus(
             **base,
             state="ok",
@@ -308,4 +328,6 @@ class Watcher:
             reason=reason,
             seconds=time.perf_counter() - start,
             pareto_k=float(update.posterior.pareto_k),
+            method=method,
+            band=band,
         )
