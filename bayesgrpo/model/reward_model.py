@@ -297,12 +297,36 @@ class RewardModel:
             draws = draws.sel(run=list(runs))
         return Forecast(table=_tidy(draws, quantiles, observed), draws=draws)
 
-    def final_reward(self, quantiles: Sequence[float] = (0.05, 0.5, 0.95)) -> pd.DataFrame:
-        """Forecast expected reward at each run's horizon: ``run_id, horizon_step, mean, q..``."""
+    def final_reward(
+        self,
+        quantiles: Sequence[float] = (0.05, 0.5, 0.95),
+        *,
+        include_noise: bool = False,
+        random_seed: int | None = 0,
+    ) -> pd.DataFrame:
+        """Forecast reward at each run's horizon: ``run_id, horizon_step, mean, q..``.
+
+        Parameters
+        ----------
+        quantiles : sequence of float
+        include_noise : bool
+            Quantiles of a logged reward there (the predictive band, noise included) instead of
+            the expected reward (the curve band, default).
+        random_seed : int, optional
+            Of the noise.
+        """
         idata, data = self._require_fit()
         rows = []
         # one step per run: evaluate at every run's own horizon (vectorised by a diagonal pick)
-        draws = reward_draws(idata.posterior, data, self.curve, data.horizon_step, max_samples=2000)
+        draws = reward_draws(
+            idata.posterior,
+            data,
+            self.curve,
+            data.horizon_step,
+            max_samples=2000,
+            include_noise=include_noise,
+            random_seed=random_seed,
+        )
         values = draws.to_numpy()[:, np.arange(data.n_runs), np.arange(data.n_runs)]
         names = quantile_columns(quantiles)
         qs = np.quantile(values, quantiles, axis=0)

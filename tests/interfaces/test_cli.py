@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 import bayesgrpo.model.datasets
 from bayesgrpo.interfaces.cli import build_parser, main
@@ -95,8 +96,8 @@ def test_forecast_with_a_cut_prints_forecast_truth_and_stop_decision(tmp_path, c
     )
     assert code == 0
     out = capsys.readouterr().out
-    assert "forecast final [90% interval]" in out and "stop at cut?" in out
-    assert "ended inside their interval" in out and "would stop at the cut" in out
+    assert "reward at horizon [90% predictive]" in out and "stop at cut?" in out
+    assert "ended inside it" in out and "would stop at the cut" in out
     final = pd.read_csv(out_dir / "final_reward.csv")
     assert len(final) == 3
     assert {"q05", "q50", "q95", "stop_at_cut", "p_gain_below_eps", "covered_90", "cut_step"} <= set(
@@ -236,3 +237,47 @@ def test_forecast_of_plain_csvs_without_metadata_prints_every_run(tmp_path, caps
     assert len(rows) == 3
     final = pd.read_csv(tmp_path / "out" / "final_reward.csv")
     assert len(final) == 3 and final["q50"].notna().all()
+    assert "reward at horizon [90% predictive]" in out and "families: none stated" in out
+
+
+def test_forecast_takes_a_horizon_and_names_its_band(tmp_path, capsys, mocked):
+    folder = _write_simulated_runs(tmp_path)
+    out_dir = tmp_path / "out"
+    common = ["forecast", str(folder / "logs"), "--output", str(out_dir), "--no-figure", "--seed", "3"]
+    assert main([*common, "--horizon", "150"]) == 0
+    predictive = pd.read_csv(out_dir / "final_reward.csv")
+    assert (predictive["horizon_step"] == 150).all() and (predictive["band"] == "predictive").all()
+    assert main([*common, "--horizon", "150", "--band", "curve"]) == 0
+    curve = pd.read_csv(out_dir / "final_reward.csv")
+    assert (curve["band"] == "curve").all()
+    # the same fit (same seed): the noise only widens the band
+    assert ((predictive["q95"] - predictive["q05"]) > (curve["q95"] - curve["q05"])).all()
+    assert "reward at horizon [90% curve]" in capsys.readouterr().out
+
+
+def _bad_csv(tmp_path):
+    """A user's CSV with a text value and a NaN in the reward column."""
+    path = tmp_path / "bad.csv"
+    rows = ["step,reward", "1,0.1", "2,abc", "3,0.3", "4,nan"] + [
+        f"{s},{0.3 + 0.01 * s}" for s in range(5, 30)
+    ]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("verb", ["stop", "diagnose"])
+def test_every_command_says_what_reading_the_logs_repaired(tmp_path, capsys, monkeypatch, population, verb):
+    model, _ = population
+    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
+    path = _bad_csv(tmp_path)
+    extra = ["--horizon", "100"] if verb == "stop" else []
+    assert main([verb, str(path), *extra]) == 0
+    err = capsys.readouterr().err
+    assert err.count("bayesgrpo: reading the logs repaired or dropped records") == 1
+    assert "non_numeric" in err and "kept 27 of 29" in err
+    assert main([verb, str(path), *extra, "-v"]) == 0
+    assert "line 3" in capsys.readouterr().err  # -v: every issue, where it was
+    assert main([verb, str(path), *extra, "-q"]) == 0
+    assert "repaired" not in capsys.readouterr().err
+    assert main([verb, str(path), *extra, "--strict"]) != 0  # refused, with where and what
+    assert "line 3" in capsys.readouterr().err

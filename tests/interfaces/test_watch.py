@@ -585,3 +585,17 @@ def test_table_shows_bracketed_warnings_and_run_ids_literally():
     Console(file=out, width=300, color_system=None).print(render_table([status]))
     text = out.getvalue()
     assert "[live update unreliable: Pareto k 0.84]" in text and "run[bold]x" in text
+
+
+@pytest.mark.parametrize("where", ["myrun", "myrun/checkpoint-20"])
+def test_a_trainer_state_given_from_its_own_folder_is_named_after_the_training_folder(
+    tmp_path, monkeypatch, where
+):
+    folder = tmp_path / where
+    folder.mkdir(parents=True)
+    points = [{"step": s, "reward": 0.1 + 0.01 * s} for s in range(1, 21)]
+    (folder / "trainer_state.json").write_text(trainer_state_text(points, max_steps=100), encoding="utf-8")
+    monkeypatch.chdir(folder)
+    (status,) = _watcher("trainer_state.json").poll()
+    assert status.run_id == "myrun" and status.state == "ok"
+    assert load_runs("trainer_state.json", warn=False).run_ids == ["myrun"]

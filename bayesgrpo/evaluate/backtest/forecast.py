@@ -29,9 +29,14 @@ from bayesgrpo.evaluate.backtest.cuts import (
     run_seed,
 )
 from bayesgrpo.evaluate.baselines import BASELINE_FORECASTERS
-from bayesgrpo.model.laplace import LiveUpdateWarning
+from bayesgrpo.model.laplace import (
+    ENSEMBLE,
+    ENSEMBLE_MIN_ESS,
+    IMPORTANCE,
+    PARETO_K_LIMIT,
+    LiveUpdateWarning,
+)
 from bayesgrpo.questions.live import LiveForecaster
-from bayesgrpo.questions.stopping import reward_at
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
@@ -66,19 +71,23 @@ def _bayes_forecast(
         warnings.simplefilter("ignore", LiveUpdateWarning)
         update = live.update(prefix_table(run, observed), horizon=planned_horizon(run))
     posterior = update.posterior
-    info = {"pareto_k": posterior.pareto_k, "ess": posterior.ess, "n_observed": posterior.n_points}
+    info = {
+        "pareto_k": posterior.pareto_k,
+        "ess": posterior.ess,
+        "n_observed": posterior.n_points,
+        "path": posterior.method,
+    }
     return logged_reward_draws(update, target_steps, seed), info
 
 
 def logged_reward_draws(update: Any, steps: np.ndarray, seed: int | None) -> np.ndarray:
-    """Draws (S, N) of the logged reward at ``steps`` after a live update: the curve plus one
-    logged point's noise, sigma (normalised units, noise floor included) x Student-t(nu).
+    """Draws (S, N) of the logged reward at ``steps`` after a live update: its predictive band
+    (:meth:`LiveUpdate.reward_draws`: the curve plus one logged point's noise, sigma with the
+    noise floor x Student-t(nu)), the noise seeded by ``seed``.
     """
-    cd, posterior = update.curve_draws, update.posterior
-    mean = reward_at(cd, np.asarray(steps, dtype=float))[:, 0, :]
-    sigma = posterior.natural()["sigma"] * float(cd.reward_scale[0])
-    noise = np.random.default_rng(seed).standard_t(posterior.prior.nu, size=mean.shape)
-    return mean + sigma[:, None] * noise
+    return np.asarray(
+        update.reward_draws(np.asarray(steps, dtype=float), band="predictive", random_seed=seed)
+    )
 
 
 def bayes_forecast_draws(
@@ -198,7 +207,9 @@ def forecast_backtest(
     DataFrame
         One row per (run, cut, method): ``run_id, cut, method, crps, lpd, cover50, cover90,
         width50, width90, final_abs_error, seconds``, then ``cut_step, n_observed, n_held_out,
-        n_final, reward_range, status`` (``"ok"``, or why the method fell back or is unreliable).
+        n_final, reward_range, status`` (``"ok"``, or why the method fell back or is unreliable),
+        ``path`` (bayesgrpo: the live update's ``importance`` or ``ensemble_mcmc``; a baseline:
+        ``fit`` or ``fallback``).
         CRPS, widths and the final error are in units of the run's logged reward range; the
         final reward is the mean of the run's last :data:`FINAL_FRACTION` of points. A cut that
         leaves fewer than :data:`MIN_OBSERVED` observed points, no held-out point, or a run
@@ -239,11 +250,12 @@ def forecast_backtest(
                 seed = run_seed(random_seed, run_id, fraction, method)
                 start = time.perf_counter()
                 if method == BAYES_METHOD:
-                    draws, status = _bayes_draws(live[run_id], run, cut, target, seed, fraction)
+                    draws, status, path = _bayes_draws(live[run_id], run, cut, target, seed, fraction)
                 else:
                     draws, status = _baseline_draws(method, cut, target, n_draws, seed, options)
+                    path = "fit" if status == "ok" else "fallback"
                 seconds = time.perf_counter() - start
-                row = {"run_id": run_id, "cut": float(fraction), "method": method}
+                row = {"run_id": run_id, "cut": float(fraction), "method": method, "path": path}
                 rows.append(row | _scores(draws, cut, reward_range, n_final_run, status, seconds))
         logger.info("forecast backtest: run %s done", run_id)
     return pd.DataFrame(rows, columns=FORECAST_COLUMNS)
@@ -268,6 +280,7 @@ FORECAST_COLUMNS = [
     "n_final",
     "reward_range",
     "status",
+    "path",
 ]
 _SCORE_COLUMNS = ("crps", "lpd", "cover50", "cover90", "width50", "width90", "final_abs_error")
 
@@ -292,8 +305,10 @@ def _checked_methods(
 
 def _bayes_draws(
     live: LiveForecaster, run: RunsTable, cut: Cut, target: np.ndarray, seed: int, fraction: float
-) -> tuple[np.ndarray, str]:
-    """The live update's draws of the held-out points, and its status (a failed update is NaN)."""
+) -> tuple[np.ndarray, str, str]:
+    """The live update's draws of the held-out points, its status (a failed update is NaN) and
+    the path that answered (importance sampling, or the MCMC fallback where its weights failed).
+    """
     try:
         draws, info = _bayes_forecast(live, run, cut.step, target, seed)
     except UPDATE_ERRORS as exc:  # one failed update must not end an hour-long backtest
@@ -303,9 +318,14 @@ def _bayes_draws(
             fraction,
             exc,
         )
-        return np.full((1, len(target)), np.nan), f"live update failed: {type(exc).__name__}: {exc}"
-    k = info["pareto_k"]
-    return draws, "ok" if k <= 0.7 else f"unreliable live update (Pareto k {k:.2f})"
+        failed = f"live update failed: {type(exc).__name__}: {exc}"
+        return np.full((1, len(target)), np.nan), failed, "failed"
+    k, path = info["pareto_k"], info["path"]
+    if path == IMPORTANCE and k > PARETO_K_LIMIT:  # (only with a forecaster told not to fall back)
+        return draws, f"unreliable live update (Pareto k {k:.2f})", path
+    if path == ENSEMBLE and info["ess"] < ENSEMBLE_MIN_ESS:
+        return draws, f"MCMC fallback mixed poorly (ESS {info['ess']:.0f})", path
+    return draws, "ok", path
 
 
 def _baseline_draws(

@@ -15,6 +15,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from bayesgrpo.interfaces.logs_input import read_logs, report_lines
+
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
 
@@ -84,20 +86,6 @@ def _summary_json(table: Any) -> dict[str, Any]:
     return {"runs": runs, "report": table.report.to_dict()}
 
 
-def _report_lines(table: Any, verbose: bool) -> list[str]:
-    issues = [i for i in table.report.issues if verbose or i.action != "info"]
-    report = table.report
-    lines = [
-        f"read {report.records_read} records from {len(report.sources)} source(s): kept "
-        f"{report.records_kept}, dropped {report.records_dropped}"
-        + ("" if report.balanced else "  (ACCOUNTING MISMATCH: please report this bug)")
-    ]
-    if not issues:
-        lines.append("nothing repaired or skipped" + ("" if verbose else " (--verbose lists notes)"))
-    lines.extend(f"  {issue}" for issue in issues)
-    return lines
-
-
 def cmd_runs(args: argparse.Namespace) -> int:
     """``bayesgrpo runs PATH...``: one line per run and the reader's report."""
     from bayesgrpo.logs.readers import load_runs
@@ -128,7 +116,7 @@ def _print_table(table: Any, args: argparse.Namespace) -> None:
         print(line)
     if not args.quiet:
         print()
-        for line in _report_lines(table, args.verbose):
+        for line in report_lines(table, args.verbose):
             print(line)
 
 
@@ -172,12 +160,13 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     table = _forecast_input(args)
     summary = table.summary()
     fitted_on = table
-    horizon = None
+    horizon: Any = getattr(args, "horizon", None)  # None: each run's stated total steps, else its last
     if args.cut is not None:
         if not 0 < args.cut < 1:
             raise SystemExit("--cut must be a fraction between 0 and 1")
         fitted_on = cut_table(table, args.cut)
-        horizon = {row.run_id: float(row.last_step) for row in summary.itertuples()}
+        if horizon is None:  # forecast the run's real end, to compare with what it did
+            horizon = {row.run_id: float(row.last_step) for row in summary.itertuples()}
     if not args.json:
         _print_fit_plan(args, table, summary)
     model = RewardModel(curve=args.curve).fit(
@@ -223,16 +212,15 @@ def _forecast_input(args: argparse.Namespace) -> Any:
         from bayesgrpo.model.datasets import load_bundled
 
         return load_bundled(warn=False)
-    from bayesgrpo.logs.readers import load_runs
-
-    return load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+    return read_logs(args)
 
 
 def _print_fit_plan(args: argparse.Namespace, table: Any, summary: Any) -> None:
     """What is about to be fitted, on what."""
+    families = sorted(str(f) for f in table.runs["family"].dropna().unique())
     print(
         f"{len(summary)} runs, {int(summary['n_points'].sum())} reward points, families: "
-        f"{', '.join(sorted(table.runs['family'].dropna().unique()))}"
+        f"{', '.join(families) if families else 'none stated'}"
     )
     what = "all logged points" if args.cut is None else f"the first {args.cut:.0%} of each run"
     print(
@@ -244,7 +232,9 @@ def _print_fit_plan(args: argparse.Namespace, table: Any, summary: Any) -> None:
 
 def _final_rewards(args: argparse.Namespace, model: Any, table: Any, summary: Any, fitted_on: Any) -> Any:
     """Each run's forecast final reward, and with ``--cut`` the stop decision at the cut."""
-    final = model.final_reward(quantiles=(0.05, 0.5, 0.95))
+    band = getattr(args, "band", "predictive")
+    final = model.final_reward(quantiles=(0.05, 0.5, 0.95), include_noise=band == "predictive")
+    final["band"] = band
     last = summary.set_index("run_id")
     final["family"] = final["run_id"].map(table.runs.set_index("run_id")["family"])  # missing stays missing
     final["size_b"] = final["run_id"].map(last["size_b"])
@@ -260,7 +250,10 @@ def _final_rewards(args: argparse.Namespace, model: Any, table: Any, summary: An
         final["cut_step"] = final["run_id"].map(cut_step)
         final["stop_at_cut"] = decisions["decision"].to_numpy()
         final["p_gain_below_eps"] = decisions["probability"].to_numpy()
-        final["covered_90"] = (final["q05"] <= final["last_logged"]) & (final["last_logged"] <= final["q95"])
+        # the actual is a mean of many logged points: it is compared with the expected reward's band
+        curve = model.final_reward(quantiles=(0.05, 0.95)).set_index("run_id").reindex(final["run_id"])
+        actual = final["last_logged"].to_numpy()
+        final["covered_90"] = (curve["q05"].to_numpy() <= actual) & (actual <= curve["q95"].to_numpy())
     return final
 
 
@@ -274,7 +267,7 @@ def _write_forecast(args: argparse.Namespace, model: Any, final: Any, table: Any
     if not args.no_figure:
         from bayesgrpo.interfaces.plotting import plot_forecast_grid
 
-        figure = plot_forecast_grid(model, observed=table)
+        figure = plot_forecast_grid(model, observed=table, band=getattr(args, "band", "predictive"))
         figure.savefig(out / "forecast.png", dpi=70)
         written.append(out / "forecast.png")
     return written
@@ -284,9 +277,9 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
     """The forecast table, and with ``--cut`` how the forecasts and stop decisions fared."""
     print()
     cut = args.cut is not None
-    header = (
-        f"{'run_id':<44} {'family':<8} {'size_b':>6} {'horizon':>7} {'forecast final [90% interval]':>30}"
-    )
+    band = str(final["band"].iloc[0]) if len(final) else "predictive"
+    column = f"reward at horizon [90% {band}]"
+    header = f"{'run_id':<44} {'family':<8} {'size_b':>6} {'horizon':>7} {column:>30}"
     header += f" {'actual':>8} {'stop at cut?':>16}" if cut else f" {'last logged':>11}"
     print(header)
     for row in final.itertuples(index=False):
@@ -305,9 +298,10 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
     if cut:
         print()
         print(
-            "actual = mean of each run's last 10% of logged rewards; '!' = outside the 90% interval. "
+            "actual = mean of each run's last 10% of logged rewards; '!' = outside the 90% band of the "
+            f"expected reward (the curve band: a mean of many points is compared with the curve). "
             f"{int(final['covered_90'].sum())} of {len(final)} runs ({final['covered_90'].mean():.0%}) ended "
-            "inside their interval."
+            "inside it."
         )
         print(
             f"stop at cut? = PlateauRule: stop when P(gain over the rest of the run < {args.eps:g} of the "
@@ -449,9 +443,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     """
     import numpy as np
 
-    from bayesgrpo.logs.readers import load_runs
-
-    table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+    table = read_logs(args)
     rule = _stop_rule(args)
     last_step = table.points.dropna(subset=["reward"]).groupby("run_id")["step"].max()
     horizons = _stop_horizons(args, table, last_step)
@@ -503,9 +495,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
         table = load_bundled(warn=False)
     else:
-        from bayesgrpo.logs.readers import load_runs
-
-        table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+        table = read_logs(args)
     fitted = None
     if args.model:
         from bayesgrpo.model.reward_model import RewardModel

@@ -94,10 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
             "default), or of the expected curve (curve); stop decisions are made on the curve either way",
         )
 
-    def output_flags(p: argparse.ArgumentParser) -> None:
+    def output_flags(p: argparse.ArgumentParser, strict: bool = True) -> None:
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.add_argument("-q", "--quiet", action="store_true", help="no reader report")
-        p.add_argument("-v", "--verbose", action="store_true", help="list notes as well as repairs")
+        p.add_argument(
+            "-v", "--verbose", action="store_true", help="list every repair and note of the log readers"
+        )
+        if strict:
+            p.add_argument(
+                "--strict",
+                action="store_true",
+                help="refuse logs with a record that would be repaired or dropped (default: repair, and "
+                "say so on stderr)",
+            )
 
     runs = sub.add_parser(
         "runs", help="summarise training logs: one line per run, and what was repaired or skipped"
@@ -118,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument(
         "--skip-unreadable", action="store_true", help="skip (and report) files that cannot be read"
     )
-    output_flags(runs)
+    output_flags(runs, strict=False)
     runs.set_defaults(handler=cmd_runs)
 
     demo = sub.add_parser(
@@ -135,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("--bundled", action="store_true", help="use the bundled real runs")
     forecast.add_argument("--reward", help="metric to use as the reward")
     forecast.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
+    forecast.add_argument(
+        "--horizon",
+        type=float,
+        help="the step every run is planned to end at (default: the total steps its logs state, else "
+        "its last logged step)",
+    )
+    band_flag(forecast)
     output_flags(forecast)
     model_flags(forecast, cut=None, output="out")
     forecast.set_defaults(handler=cmd_forecast)
@@ -239,6 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     report.add_argument("--seed", type=int, default=1)
     report.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    report.add_argument(
+        "-v", "--verbose", action="store_true", help="list every repair and note of the log readers"
+    )
+    report.add_argument(
+        "--strict", action="store_true", help="refuse logs with a record that would be repaired or dropped"
+    )
     report.set_defaults(handler=cmd_report)
 
     watch = sub.add_parser(

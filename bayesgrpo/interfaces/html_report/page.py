@@ -30,7 +30,7 @@ from bayesgrpo.interfaces.html_report.sections import (
     transfer_section,
     transfer_specs,
 )
-from bayesgrpo.logs.readers import load_runs
+from bayesgrpo.interfaces.logs_input import read_logs
 from bayesgrpo.model.laplace import LiveUpdateWarning
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.history import default_rule, stop_history
@@ -311,7 +311,7 @@ def run_cli(args: argparse.Namespace) -> Path:
     """``bayesgrpo report LOGS... -o report.html``: read the logs, write the report; returns
     the file written.
     """
-    table = load_runs(args.paths, reward=args.reward, metadata=args.metadata, warn=False)
+    table = read_logs(args)
     population = None
     if args.population:
         population = RewardModel.load(args.population)

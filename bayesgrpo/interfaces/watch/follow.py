@@ -25,7 +25,7 @@ from bayesgrpo.errors import (
     TruncatedLogError,
     UnknownFormatError,
 )
-from bayesgrpo.logs.readers import Source, detect_format, discover, load_runs, merge_metadata
+from bayesgrpo.logs.readers import Source, default_run_id, detect_format, discover, load_runs, merge_metadata
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
 logger = logging.getLogger(__name__)
@@ -352,10 +352,7 @@ class WatchTarget:
             self._listing = listing
         elif self._mode == "file" or self.path.exists():
             if self._mode != "file":
-                run_id = self.path.stem
-                if self.path.name == "trainer_state.json":  # as load_runs names it: the training folder
-                    folder = self.path.parent
-                    run_id = (folder.parent if folder.name.startswith("checkpoint-") else folder).name
+                run_id = default_run_id(self.path)  # as load_runs names it (a trainer state: its folder)
                 follower = LogFollower(
                     Source(self.settings.format or "", (self.path,), run_id), self.settings
                 )

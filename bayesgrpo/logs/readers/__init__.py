@@ -24,6 +24,7 @@ from __future__ import annotations
 from bayesgrpo.logs.readers.base import ReadOptions, Source
 from bayesgrpo.logs.readers.load import (
     READERS,
+    default_run_id,
     detect_format,
     discover,
     load_runs,
@@ -35,6 +36,7 @@ __all__ = [
     "READERS",
     "ReadOptions",
     "Source",
+    "default_run_id",
     "detect_format",
     "discover",
     "load_runs",

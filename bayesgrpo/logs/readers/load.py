@@ -130,8 +130,14 @@ def detect_format(path: PathLike) -> str | None:
     return None
 
 
-def _run_id_for(path: Path) -> str:
-    """A run's default name: folder for event files and trainer states, file stem otherwise."""
+def default_run_id(path: str | Path) -> str:
+    """A run's default name: its folder for event files and trainer states (the training output
+    folder above a ``checkpoint-N/``), its file stem otherwise.
+
+    The path is made absolute first, so a ``trainer_state.json`` given from inside its folder is
+    named after the folder, not left blank.
+    """
+    path = Path(path).absolute()
     if _TFEVENTS.search(path.name.lower()) or path.name == "trainer_state.json":
         parent = path.parent
         if _CHECKPOINT_DIR.match(parent.name):
@@ -252,7 +258,7 @@ def discover(
             number = int(_CHECKPOINT_DIR.match(path.parent.name).group(1))  # type: ignore[union-attr]  # matched above
             states.setdefault(path.parent.parent, []).append((number, path))
         else:
-            sources.append(Source(detected, (path,), _run_id_for(path)))
+            sources.append(Source(detected, (path,), default_run_id(path)))
     for folder, files in tensorboard_dirs.items():
         sources.append(Source("tensorboard", tuple(sorted(files)), folder.name or "tensorboard"))
     for folder, checkpoints in states.items():
