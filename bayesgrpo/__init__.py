@@ -19,12 +19,18 @@ top-level module paths (``bayesgrpo.stopping``, ``bayesgrpo.live``, ...) keep wo
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from bayesgrpo import _moved
 from bayesgrpo._version import __version__
 
 _moved.install()
+
+# ArviZ 0.22+ announces its coming 1.0 refactor with a FutureWarning when it is imported. It
+# concerns code written against ArviZ, not a bayesgrpo user: nothing they can act on, so it is not
+# shown (only that one message; every other warning of ArviZ still is).
+warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
 
 _LAZY = {
     "BacktestError": "bayesgrpo.errors",

@@ -107,6 +107,15 @@ class LiveForecaster:
     pareto_k_limit : float
         Above this Pareto k of the importance weights the update answers from its MCMC
         fallback (``condition_run``; :attr:`LiveUpdate.method` says which path answered).
+    prior_scale : float
+        Widens the population's prior of the run's curve (its standard deviations times this;
+        the noise's prior is kept): a run expected to differ from the population more than its
+        kin do. 1 (default) is the population as fitted.
+    bin_noise_exponent : float
+        A run's points are binned (at most the population's ``max_points``); a bin of ``n``
+        points has noise ``sigma / n ** (bin_noise_exponent / 2)``. 1 (default) treats the
+        points of a bin as independent; below 1 treats them as correlated (logged rewards drift
+        together), so that many points count for less.
 
     Examples
     --------
@@ -120,6 +129,8 @@ class LiveForecaster:
     random_seed: int | None = None
     place_own_range: bool = True
     pareto_k_limit: float = PARETO_K_LIMIT
+    prior_scale: float = 1.0
+    bin_noise_exponent: float = 1.0
     _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -173,9 +184,12 @@ class LiveForecaster:
                 bounds_from_data=from_data,
                 random_seed=self.random_seed,
             )
-            self._priors[key] = GaussianRunPrior.from_draws(
-                draws, self.population.curve, self.population.noise_floor
-            )
+            prior = GaussianRunPrior.from_draws(draws, self.population.curve, self.population.noise_floor)
+            if self.prior_scale != 1.0:
+                scale = np.full(prior.dim, float(self.prior_scale))
+                scale[-1] = 1.0  # the noise's prior is the population's
+                prior = dataclasses.replace(prior, cov=prior.cov * np.outer(scale, scale))
+            self._priors[key] = prior
         return self._priors[key]
 
     def update(self, run: RunsTable, *, horizon: float | None = None) -> LiveUpdate:
@@ -223,7 +237,7 @@ class LiveForecaster:
             prior,
             data.t[0, mask],
             data.y[0, mask],
-            data.noise_scale[0, mask],
+            data.noise_scale[0, mask] ** self.bin_noise_exponent,
             n_draws=self.n_draws,
             random_seed=self.random_seed,
             pareto_k_limit=self.pareto_k_limit,
