@@ -398,6 +398,35 @@ class LiveUpdate:
         """The path that gave the draws (:attr:`RunPosterior.method`)."""
         return self.posterior.method
 
+    @property
+    def reward_range(self) -> tuple[float, float, str]:
+        """The reward range a relative ``eps`` is a share of: ``(lower, upper, how)``.
+
+        ``how`` is ``"stated"`` (the run's ``reward_min``/``reward_max``) or ``"estimated"``
+        (from the run's logged points: the prefix's range scaled to a whole run's the way the
+        population's runs relate the two at the same progress, :func:`own_range_bounds`, widened
+        by the population's margin each side).
+        """
+        scale = float(np.asarray(self.curve_draws.reward_scale, dtype=float).reshape(-1)[0])
+        if self.data is None:
+            return float("nan"), float("nan"), "unknown"
+        lower = float(self.data.lower[0])
+        how = "stated" if self.data.bounds_source[0] == "metadata" else "estimated"
+        return lower, lower + scale, how
+
+    def range_note(self) -> str:
+        """One line saying what range a relative eps is taken against, and where it came from."""
+        lower, upper, how = self.reward_range
+        if how == "stated":
+            return f"eps is a share of the reward range {lower:.3g} .. {upper:.3g} stated for the run"
+        if how == "estimated":
+            return (
+                f"eps is a share of the reward range {lower:.3g} .. {upper:.3g}, estimated from the run's "
+                "logged points (no reward_min/reward_max given: its logged range so far, scaled to a whole "
+                "run's as the population's runs relate the two)"
+            )
+        return "the reward range eps is a share of is not known to this update"
+
     def reward_draws(
         self, steps: Any, *, band: str = DEFAULT_BAND, random_seed: int | None = None
     ) -> np.ndarray:

@@ -104,7 +104,7 @@ def test_forecast_with_a_cut_prints_forecast_truth_and_stop_decision(tmp_path, c
         final.columns
     )
     assert (final["q05"] <= final["q95"]).all()
-    assert set(final["stop_at_cut"]) <= {"stop", "continue"}
+    assert set(final["stop_at_cut"]) <= {"stop", "continue", "undecided"}
     assert (out_dir / "model.nc").exists()
 
 
@@ -153,7 +153,7 @@ def test_stop_fits_the_runs_and_says_stop_or_continue_with_a_reason(tmp_path, ca
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 3
     for row in rows:
-        assert row["decision"] in ("stop", "continue")
+        assert row["decision"] in ("stop", "continue", "undecided")
         assert 0 <= row["probability"] <= 1
         assert row["horizon_step"] == 120 and row["step"] == 60
         assert row["reason"]
@@ -281,3 +281,23 @@ def test_every_command_says_what_reading_the_logs_repaired(tmp_path, capsys, mon
     assert "repaired" not in capsys.readouterr().err
     assert main([verb, str(path), *extra, "--strict"]) != 0  # refused, with where and what
     assert "line 3" in capsys.readouterr().err
+
+
+def test_stop_says_which_range_eps_is_taken_against(tmp_path, capsys, monkeypatch, population):
+    model, _ = population
+    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
+    path = tmp_path / "run.csv"
+    path.write_text("step,reward\n" + "".join(f"{s},{0.2 + 0.3 * s / 40}\n" for s in range(1, 41)))
+    assert main(["stop", str(path), "--horizon", "100", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (
+        row["eps_range_source"] == "estimated" and row["eps_range_lower"] < 0.2 < 0.5 < row["eps_range_upper"]
+    )
+    assert row["decision"] in ("stop", "continue", "undecided")
+    assert main(["stop", str(path), "--horizon", "100"]) == 0
+    assert "estimated from the run's logged points" in capsys.readouterr().out
+    meta = tmp_path / "meta.csv"
+    meta.write_text("run_id,reward_min,reward_max\nrun,0,1\n")
+    assert main(["stop", str(path), "--horizon", "100", "--metadata", str(meta), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["eps_range_source"], row["eps_range_lower"], row["eps_range_upper"]) == ("stated", 0.0, 1.0)

@@ -101,7 +101,7 @@ def test_the_page_has_one_summary_row_per_run(page):
     body = summary[1:]
     assert [row[0] for row in body] == table.run_ids  # the script tag's text, as text
     decision = summary[0].index("decision")
-    assert {row[decision] for row in body} <= {"stop", "continue"}
+    assert {row[decision] for row in body} <= {"stop", "continue", "undecided"}
     # sim000 is logged to its horizon (200): no steps remain, so the plateau rule stops it
     assert body[0][decision] == "stop"
     assert body[1][summary[0].index("step / horizon")] == "80 / 200"

@@ -303,11 +303,21 @@ def test_plateau_rule_flips_at_its_probability():
     np.testing.assert_allclose(stopping.remaining_gain(cd, s, T)[:, 0], gains, rtol=1e-12)
     assert stopping.prob_gain_below(cd, s, T, eps=0.065)[0] == pytest.approx(0.6)
     assert PlateauRule(0.065, prob=0.6).decide(cd, s, T)[0].decision == "stop"
-    stay = PlateauRule(0.065, prob=0.61).decide(cd, s, T)[0]
-    assert stay.decision == "continue" and stay.probability == pytest.approx(0.6)
-    assert stay.reason.startswith(
-        "P(gain over the remaining 500 steps < 0.065) = 0.60 < 0.61: expected gain +0.055"
+    # P = 0.6 is below 0.61 and above 1 - 0.61: it cannot tell either way
+    unsure = PlateauRule(0.065, prob=0.61).decide(cd, s, T)[0]
+    assert unsure.decision == "undecided" and unsure.undecided and not unsure.stop
+    assert unsure.probability == pytest.approx(0.6)
+    assert unsure.reason.startswith(
+        "P(gain over the remaining 500 steps < 0.065) = 0.60: neither it nor a gain of at least 0.065 "
+        "reaches 0.61; expected gain +0.055"
     )
+    # P(gain < 0.025) = 0.2: a gain of at least eps is 80% probable, enough at prob 0.8
+    stay = PlateauRule(0.025, prob=0.8).decide(cd, s, T)[0]
+    assert stay.decision == "continue" and stay.probability == pytest.approx(0.2)
+    assert stay.reason.startswith(
+        "P(gain over the remaining 500 steps < 0.025) = 0.20 <= 0.20: expected gain"
+    )
+    assert PlateauRule(0.025, prob=0.81).decide(cd, s, T)[0].decision == "undecided"
 
 
 def test_plateau_rule_reason_and_gain_numbers():

@@ -355,6 +355,10 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
                 band=args.band,
                 pareto_k=update.posterior.pareto_k,
                 method=update.method,
+                eps_range_lower=update.reward_range[0],
+                eps_range_upper=update.reward_range[1],
+                eps_range_source=update.reward_range[2],
+                eps_range_note=update.range_note(),
             )
         )
     return pd.concat(rows, ignore_index=True)
@@ -412,8 +416,24 @@ def _fitted_decisions(
         ).table.iloc[0]
         finals.append((forecast["q50"], forecast["q05"], forecast["q95"]))
     median, lower, upper = (np.array(column, dtype=float) for column in zip(*finals, strict=True))
+    data = model.data
+    assert data is not None  # fitted above
+    index = [list(data.run_ids).index(run_id) for run_id in table.run_ids]
+    how = ["stated" if data.bounds_source[i] == "metadata" else "estimated" for i in index]
     return frame.assign(
-        final_median=median, final_lower=lower, final_upper=upper, band=args.band, method="nuts"
+        final_median=median,
+        final_lower=lower,
+        final_upper=upper,
+        band=args.band,
+        method="nuts",
+        eps_range_lower=data.lower[index],
+        eps_range_upper=data.upper[index],
+        eps_range_source=how,
+        eps_range_note=[
+            f"eps is a share of the reward range {data.lower[i]:.3g} .. {data.upper[i]:.3g}, "
+            + ("stated for the run" if h == "stated" else "the run's logged range widened as in the fit")
+            for i, h in zip(index, how, strict=True)
+        ],
     )
 
 
@@ -467,6 +487,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
             f"[{row.final_lower:.3g}, {row.final_upper:.3g}] (90% {row.band} band"
             + (", a logged reward: noise included)" if row.band == "predictive" else ", the expected reward)")
         )
+        note = getattr(row, "eps_range_note", None)
+        if isinstance(note, str) and not args.absolute:
+            print(f"    ({note})")
         if row.method == "ensemble_mcmc":
             print(
                 f"    (Pareto k {row.pareto_k:.2f}: the importance weights were unreliable, so this "

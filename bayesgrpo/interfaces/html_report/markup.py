@@ -25,6 +25,7 @@ th { background: #f3f3f3; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.run { word-break: break-all; max-width: 22em; }
 .stop { color: #b2182b; font-weight: 600; }
+.undecided { color: #8c6d00; }
 .continue { color: #2166ac; font-weight: 600; }
 .sev-high { color: #b2182b; font-weight: 600; }
 .sev-warning { color: #d6604d; font-weight: 600; }

@@ -269,7 +269,9 @@ def summary_table(rows: Sequence[ReportRun], rule: StoppingRule) -> str:
                     f"{fmt_number(r.final_upper)}]",
                     "num",
                 ),
-                html_cell(esc(r.decision), r.decision if r.decision in ("stop", "continue") else None),
+                html_cell(
+                    esc(r.decision), r.decision if r.decision in ("stop", "continue", "undecided") else None
+                ),
                 html_cell(fmt_number(r.probability, 2), "num"),
                 html_cell(f"{esc(r.phase.replace('_', ' '))} ({fmt_number(r.phase_probability, 2)})"),
                 html_cell(esc(r.reason) + k_flag),

@@ -45,7 +45,9 @@ def render_table(statuses: Sequence[RunStatus], *, title: str | None = None) -> 
     table.add_column("reason", overflow="fold", ratio=1)
     for s in statuses:
         if s.state == "ok":
-            advice = "[bold red]STOP[/]" if s.decision == "stop" else "[green]continue[/]"
+            advice = {"stop": "[bold red]STOP[/]", "undecided": "[yellow]undecided[/]"}.get(
+                str(s.decision), "[green]continue[/]"
+            )
             final = f"{_num(s.final_median)} [{_num(s.final_lower)}, {_num(s.final_upper)}]"
         else:
             advice = f"[dim]{s.state}[/]"

@@ -64,7 +64,7 @@ class RunStatus:
         or of the expected curve there (:data:`bayesgrpo.questions.live.BANDS`).
     p_plateau : float or None
         ``P(gain from now to the horizon < eps)``.
-    decision : {"stop", "continue"} or None
+    decision : {"stop", "continue", "undecided"} or None
         The rule's advice.
     reason : str
         The rule's one-line reason, or why there is no advice.
@@ -77,6 +77,10 @@ class RunStatus:
         MCMC fallback).
     method : str or None
         The path that gave the live update's draws (``importance`` or ``ensemble_mcmc``).
+    range_lower, range_upper : float or None
+        The reward range a relative eps is a share of.
+    range_source : {"stated", "estimated"} or None
+        Whether that range is the run's stated one or estimated from its logged points.
     """
 
     run_id: str
@@ -97,6 +101,9 @@ class RunStatus:
     pareto_k: float | None = None
     method: str | None = None
     band: str = DEFAULT_BAND
+    range_lower: float | None = None
+    range_upper: float | None = None
+    range_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (NaN as None)."""
@@ -315,6 +322,11 @@ class Watcher:
         if unreliable:
             reason += f" [live update unreliable: Pareto k {update.posterior.pareto_k:.2f}]"
         method = getattr(update.posterior, "method", None)
+        range_lower, range_upper, range_source = getattr(update, "reward_range", (None, None, None))
+        if range_source == "estimated" and self.relative:
+            reason += (
+                f" [eps against the range {range_lower:.3g} .. {range_upper:.3g} estimated from the run]"
+            )
         if not unreliable and method not in (None, "importance"):
             reason += f" [Pareto k {update.posterior.pareto_k:.2f}: answered by the {method} fallback]"
         return RunStatus(
@@ -330,4 +342,7 @@ class Watcher:
             pareto_k=float(update.posterior.pareto_k),
             method=method,
             band=band,
+            range_lower=finite_or_none(range_lower),
+            range_upper=finite_or_none(range_upper),
+            range_source=range_source,
         )

@@ -43,7 +43,10 @@ class Decision:
     run_id : str or None
     rule : str
         The rule and its settings, e.g. ``"PlateauRule(eps=0.01, prob=0.9)"``.
-    decision : {"stop", "continue"}
+    decision : {"stop", "continue", "undecided"}
+        ``undecided``: the rule cannot tell at its probability either way (for
+        :class:`PlateauRule`: neither the plateau nor a gain of at least eps is that probable;
+        the run's noise is too large for the question asked). Training goes on meanwhile.
     probability : float
         The posterior probability the rule compared with its threshold, as named in ``reason``
         (for :class:`PlateauRule` ``P(gain < eps)`` whatever the decision).
@@ -72,6 +75,11 @@ class Decision:
     def stop(self) -> bool:
         """Whether the decision is to stop."""
         return self.decision == "stop"
+
+    @property
+    def undecided(self) -> bool:
+        """Whether the rule could not tell (see ``decision``)."""
+        return self.decision == "undecided"
 
 
 class StoppingRule(Protocol):
@@ -103,15 +111,17 @@ def _decisions(
     reasons: Sequence[str],
     gain_stats: Sequence[np.ndarray],
     details: Mapping[str, np.ndarray] | None = None,
+    undecided: np.ndarray | None = None,
 ) -> list[Decision]:
     mean, lower, upper = gain_stats
+    unsure = np.zeros(cd.n_runs, dtype=bool) if undecided is None else np.asarray(undecided, dtype=bool)
     details = details or {}
     assert cd.run_ids is not None  # set by CurveDraws.__post_init__
     return [
         Decision(
             run_id=cd.run_ids[i],
             rule=rule,
-            decision="stop" if stop[i] else "continue",
+            decision="stop" if stop[i] else ("undecided" if unsure[i] else "continue"),
             probability=float(probability[i]),
             reason=reasons[i],
             step=float(s[i]),
@@ -128,6 +138,12 @@ def _decisions(
 @dataclass(frozen=True)
 class PlateauRule:
     """Stop when the run is on its plateau: ``P(R(T) - R(s) < eps) >= prob``.
+
+    Three answers: ``stop`` when the plateau is that probable; ``continue`` when a gain of at
+    least ``eps`` is (``P(gain < eps) <= 1 - prob``); ``undecided`` in between: the posterior
+    cannot tell a gain of ``eps`` from none at that probability (the run's noise is too large for
+    the question; more points, a larger ``eps`` or a lower ``prob`` will tell). Only ``stop``
+    stops a run (``Decision.stop``).
 
     Parameters
     ----------
@@ -164,6 +180,7 @@ class PlateauRule:
         done = T == s  # no gain is left to make, even when eps = 0
         p = np.where(done, 1.0, p)
         stop = p >= self.prob
+        undecided = ~stop & ((1.0 - p) < self.prob)  # nor is a gain of at least eps that probable
         reasons = []
         for i in range(cd.n_runs):
             left = T[i] - s[i]
@@ -171,14 +188,18 @@ class PlateauRule:
                 reasons.append(f"no steps remain before the horizon (step {_fmt_step(T[i])}): stop")
                 continue
             head = f"P(gain over the remaining {_fmt_step(left)} steps < {eps[i]:.3g}) = {p[i]:.2f}"
+            interval = f"expected gain {stats[0][i]:+.3g} ({stats[1][i]:+.3g} to {stats[2][i]:+.3g})"
             if stop[i]:
                 reasons.append(f"{head} >= {self.prob:.2f}: the run is on its plateau")
-            else:
+            elif undecided[i]:
                 reasons.append(
-                    f"{head} < {self.prob:.2f}: expected gain {stats[0][i]:+.3g} "
-                    f"({stats[1][i]:+.3g} to {stats[2][i]:+.3g}), keep training"
+                    f"{head}: neither it nor a gain of at least {eps[i]:.3g} reaches {self.prob:.2f}; "
+                    f"{interval}: the run's noise is too large to tell a gain of {eps[i]:.3g} at this "
+                    "probability yet (more points will tell; keep training meanwhile)"
                 )
-        return _decisions(str(self), cd, s, T, stop, p, reasons, stats)
+            else:
+                reasons.append(f"{head} <= {1.0 - self.prob:.2f}: {interval}, keep training")
+        return _decisions(str(self), cd, s, T, stop, p, reasons, stats, undecided=undecided)
 
 
 @dataclass(frozen=True)
