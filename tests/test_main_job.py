@@ -32,7 +32,7 @@ def test_demo_fits_forecasts_checks_and_draws(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     text = completed.stdout
-    assert "forecast final [90% interval]" in text and "ended inside their interval" in text
+    assert "reward at horizon [90% predictive]" in text and "ended inside it" in text
     final = pd.read_csv(out / "final_reward.csv")
     assert len(final) == 60
     assert (final["q05"] <= final["q50"]).all() and (final["q50"] <= final["q95"]).all()

@@ -194,6 +194,41 @@ def interval_coverage(draws: np.ndarray, y: np.ndarray, level: float) -> np.ndar
     return ((y >= lower) & (y <= upper)).astype(float)
 
 
+def pit_values(draws: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Probability integral transform of each observation under its draws.
+
+    The share of draws below the observation (ties count half). A calibrated forecast gives
+    uniform PIT values; a U-shaped histogram says its intervals are too narrow, a hump that they
+    are too wide, a slope that it is biased.
+
+    Parameters
+    ----------
+    draws : ndarray, shape (S, N)
+    y : ndarray, shape (N,)
+
+    Returns
+    -------
+    ndarray, shape (N,)
+        In [0, 1].
+    """
+    draws, y, _ = _check(draws, y)
+    assert y is not None
+    below = (draws < y[None, :]).mean(axis=0)
+    ties = (draws == y[None, :]).mean(axis=0)
+    return np.asarray(below + 0.5 * ties)
+
+
+#: Bins of the PIT histograms the backtests keep (equal width on [0, 1]).
+PIT_BINS = 10
+
+
+def pit_histogram(draws: np.ndarray, y: np.ndarray, bins: int = PIT_BINS) -> np.ndarray:
+    """Shares of the observations in ``bins`` equal bins of their PIT values, shape (bins,)."""
+    values = pit_values(draws, y)
+    counts, _ = np.histogram(np.clip(values, 0.0, 1.0), bins=bins, range=(0.0, 1.0))
+    return np.asarray(counts / max(len(values), 1), dtype=float)
+
+
 def interval_width(draws: np.ndarray, level: float, scale: float = 1.0) -> np.ndarray:
     """Width of the central ``level`` interval of the draws at each point, in units of ``scale``.
 

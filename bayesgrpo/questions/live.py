@@ -111,6 +111,10 @@ class LiveForecaster:
         Widens the population's prior of the run's curve (its standard deviations times this;
         the noise's prior is kept): a run expected to differ from the population more than its
         kin do. 1 (default) is the population as fitted.
+    range_headroom : float
+        For a run without a stated range: room added above the estimated whole range, as a share
+        of it (0, default: the range as the population's runs had it). The curve is bounded by
+        the range it is normalised by, so a run that climbs past the estimate is forecast too low.
     bin_noise_exponent : float
         A run's points are binned (at most the population's ``max_points``); a bin of ``n``
         points has noise ``sigma / n ** (bin_noise_exponent / 2)``. 1 (default) treats the
@@ -131,6 +135,7 @@ class LiveForecaster:
     pareto_k_limit: float = PARETO_K_LIMIT
     prior_scale: float = 1.0
     bin_noise_exponent: float = 1.0
+    range_headroom: float = 0.0
     _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -228,7 +233,8 @@ class LiveForecaster:
         if self.place_own_range and data.bounds_source[0] == "data":
             bounds = own_range_bounds(population.data, run, data, population.bounds_margin)
             if bounds is not None:
-                runs = run.runs.assign(reward_min=bounds[0], reward_max=bounds[1])
+                upper = bounds[1] + self.range_headroom * (bounds[1] - bounds[0])
+                runs = run.runs.assign(reward_min=bounds[0], reward_max=upper)
                 placed = prepare(type(run)(points=run.points, runs=runs, report=run.report), **settings)
                 data = dataclasses.replace(placed, bounds_source=data.bounds_source)  # still from the data
         prior = self.prior_for(metadata)

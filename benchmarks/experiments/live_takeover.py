@@ -6,7 +6,9 @@ range, cuts at 10/25/50%) with only the live path rerun, once per variant of
 
 * ``prior_scale``: the population's prior of the run's curve widened (its sds times this);
 * ``bin_noise_exponent``: a bin of ``n`` logged points has noise ``sigma / n ** (e / 2)``; 1 treats
-  the points as independent, 0.5 as correlated (the bin counts as ``sqrt(n)`` points), 0 as one.
+  the points as independent, 0.5 as correlated (the bin counts as ``sqrt(n)`` points), 0 as one;
+* ``range_headroom``: room above the estimated whole range of a run without a stated range (the
+  curve cannot climb past the range it is normalised by).
 
 Persistence and the best baseline come from the live backtest's rows for the same pairs (run
 it first). Each variant's rows are cached in ``benchmarks/_scratch/live_takeover/``.
@@ -38,26 +40,34 @@ from live_backtest import code_hash, range_kinds, without_stated_range
 RESULTS = HERE / "results"
 SCRATCH = BENCHMARKS / "_scratch" / "live_takeover"
 BACKTEST_ROWS = BENCHMARKS / "results" / "live_backtest_forecast_runs.csv"
-#: (label, prior_scale, bin_noise_exponent)
+#: (label, prior_scale, bin_noise_exponent, range_headroom)
 VARIANTS = (
-    ("as shipped", 1.0, 1.0),
-    ("prior x2", 2.0, 1.0),
-    ("bins correlated (e=0.5)", 1.0, 0.5),
-    ("bins as one point (e=0)", 1.0, 0.0),
-    ("prior x2, bins e=0.5", 2.0, 0.5),
-    ("prior x2, bins e=0", 2.0, 0.0),
+    ("as shipped", 1.0, 1.0, 0.0),
+    ("prior x2", 2.0, 1.0, 0.0),
+    ("bins correlated (e=0.5)", 1.0, 0.5, 0.0),
+    ("bins as one point (e=0)", 1.0, 0.0, 0.0),
+    ("prior x2, bins e=0.5", 2.0, 0.5, 0.0),
+    ("prior x2, bins e=0", 2.0, 0.0, 0.0),
+    ("range headroom 0.25", 1.0, 1.0, 0.25),
+    ("range headroom 0.5", 1.0, 1.0, 0.5),
+    ("range headroom 1", 1.0, 1.0, 1.0),
+    ("prior x2, headroom 0.5", 2.0, 1.0, 0.5),
 )
 CUTS = (0.1, 0.25, 0.5)
 
 logger = logging.getLogger("live_takeover")
 
 
-def variant_rows(table, populations, label: str, prior_scale: float, exponent: float) -> pd.DataFrame:
+def variant_rows(
+    table, populations, label: str, prior_scale: float, exponent: float, headroom: float
+) -> pd.DataFrame:
     """The live path's forecast rows under one variant (cached)."""
     from bayesgrpo.evaluate.backtest import forecast_backtest
     from bayesgrpo.questions.live import LiveForecaster
 
-    key = json.dumps({"v": [prior_scale, exponent], "code": code_hash(), "cuts": CUTS}, sort_keys=True)
+    key = json.dumps(
+        {"v": [prior_scale, exponent, headroom], "code": code_hash(), "cuts": CUTS}, sort_keys=True
+    )
     path = SCRATCH / f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.csv"
     if path.exists():
         return pd.read_csv(path)
@@ -72,6 +82,7 @@ def variant_rows(table, populations, label: str, prior_scale: float, exponent: f
                 random_seed=len(forecasters),
                 prior_scale=prior_scale,
                 bin_noise_exponent=exponent,
+                range_headroom=headroom,
             )
         live[run_id] = forecasters[id(population)]
     start = time.perf_counter()
@@ -98,8 +109,8 @@ def main() -> None:
     baselines = reference[reference["method"] != "bayesgrpo"]
     best = baselines.groupby(["run_id", "cut"])["crps"].min()
     rows = []
-    for label, prior_scale, exponent in VARIANTS:
-        frame = variant_rows(table, populations, label, prior_scale, exponent)
+    for label, prior_scale, exponent, headroom in VARIANTS:
+        frame = variant_rows(table, populations, label, prior_scale, exponent, headroom)
         frame = frame.assign(range=frame["run_id"].map(kinds))
         for kind in ("all", "unstated", "stated"):
             part = frame if kind == "all" else frame[frame["range"] == kind]

@@ -16,6 +16,8 @@ from bayesgrpo.evaluate.scores import (
     interval_coverage,
     interval_width,
     log_predictive_density,
+    pit_histogram,
+    pit_values,
 )
 
 
@@ -153,3 +155,18 @@ def test_bad_inputs_are_errors(draws, y, scale, match):
 def test_levels_outside_zero_one_are_errors(fn, level):
     with pytest.raises(ScoreInputError, match="level"):
         fn(np.ones((3, 2)), level)
+
+
+def test_pit_is_uniform_when_calibrated_and_u_shaped_when_too_narrow():
+    rng = np.random.default_rng(8)
+    y = rng.standard_normal(5000)
+    calibrated = pit_histogram(rng.standard_normal((1000, 5000)), y)
+    narrow = pit_histogram(0.5 * rng.standard_normal((1000, 5000)), y)
+    assert calibrated.sum() == pytest.approx(1.0) and np.allclose(calibrated, 0.1, atol=0.02)
+    assert narrow[0] > 0.2 and narrow[-1] > 0.2 and narrow[4:6].max() < 0.08
+
+
+def test_pit_values_by_hand():
+    draws = np.array([[0.0, 1.0], [1.0, 1.0], [2.0, 1.0], [3.0, 1.0]])
+    np.testing.assert_allclose(pit_values(draws, np.array([1.5, 1.0])), [0.5, 0.5])
+    np.testing.assert_allclose(pit_values(draws, np.array([-1.0, 2.0])), [0.0, 1.0])

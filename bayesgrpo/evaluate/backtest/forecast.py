@@ -142,7 +142,10 @@ def bayes_forecast_draws(
 
 
 def score_forecast(draws: np.ndarray, y: np.ndarray, scale: float, n_final: int) -> dict[str, float]:
-    """Mean scores of one forecast over its held-out points."""
+    """Mean scores of one forecast over its held-out points, and the shares of them in each bin of
+    the PIT histogram (``pit0`` ... ``pit9``).
+    """
+    pit = scores.pit_histogram(draws, y)
     return {
         "crps": float(scores.crps_from_draws(draws, y, scale).mean()),
         "lpd": float(scores.log_predictive_density(draws, y, scale).mean()),
@@ -151,6 +154,7 @@ def score_forecast(draws: np.ndarray, y: np.ndarray, scale: float, n_final: int)
         "width50": float(scores.interval_width(draws, 0.5, scale).mean()),
         "width90": float(scores.interval_width(draws, 0.9, scale).mean()),
         "final_abs_error": scores.final_reward_error(draws[:, -n_final:], y[-n_final:], scale),
+        **{f"pit{i}": float(share) for i, share in enumerate(pit)},
     }
 
 
@@ -209,7 +213,8 @@ def forecast_backtest(
         width50, width90, final_abs_error, seconds``, then ``cut_step, n_observed, n_held_out,
         n_final, reward_range, status`` (``"ok"``, or why the method fell back or is unreliable),
         ``path`` (bayesgrpo: the live update's ``importance`` or ``ensemble_mcmc``; a baseline:
-        ``fit`` or ``fallback``).
+        ``fit`` or ``fallback``), and ``pit0`` ... ``pit9``: the share of the held-out points
+        whose PIT value falls in each tenth of [0, 1] (:func:`bayesgrpo.evaluate.scores.pit_histogram`).
         CRPS, widths and the final error are in units of the run's logged reward range; the
         final reward is the mean of the run's last :data:`FINAL_FRACTION` of points. A cut that
         leaves fewer than :data:`MIN_OBSERVED` observed points, no held-out point, or a run
@@ -261,6 +266,8 @@ def forecast_backtest(
     return pd.DataFrame(rows, columns=FORECAST_COLUMNS)
 
 
+#: The PIT histogram of a forecast's held-out points: the share of them in each tenth of [0, 1].
+PIT_COLUMNS = tuple(f"pit{i}" for i in range(scores.PIT_BINS))
 #: Columns of :func:`forecast_backtest`'s table.
 FORECAST_COLUMNS = [
     "run_id",
@@ -281,8 +288,9 @@ FORECAST_COLUMNS = [
     "reward_range",
     "status",
     "path",
+    *PIT_COLUMNS,
 ]
-_SCORE_COLUMNS = ("crps", "lpd", "cover50", "cover90", "width50", "width90", "final_abs_error")
+_SCORE_COLUMNS = ("crps", "lpd", "cover50", "cover90", "width50", "width90", "final_abs_error", *PIT_COLUMNS)
 
 
 def _checked_methods(

@@ -1,0 +1,335 @@
+"""Stopping rules on simulated runs whose truth is known: steps saved, reward given up, the dip.
+
+Runs are drawn from the shapes a user meets (rise then plateau, slow rise still climbing at the
+end, late rise, flat, falling, peak then fall), 40 to 2,000 logged points each (log-uniform), on
+a reward scale of 0..1 with a gain of 0.1-0.5. Their noise is as the bundled real runs show it:
+each simulated run takes the per-point noise sd (as a share of the run's logged range) and the
+lag-1 autocorrelation of one bundled run's residuals around its own smoothed curve, as AR(1)
+noise. Each run is assessed twice: with its reward range stated (0..1) and without.
+
+Every rule of ``benchmarks/backtest.py`` runs online on every run (checks every 5% of it) on the
+population shipped with bayesgrpo (no simulated run is in it). A stop at step ``s`` of a run of
+true mean curve ``m`` is scored on the truth, as shares of the run's logged reward range:
+
+* steps saved: ``(T - s) / T``;
+* given up against the end: ``m(T) - m(s)`` (negative: the stop kept more than running on);
+* given up against the best stop: ``max m - m(s)``;
+* the **dip at the stop**: the smoothed logged reward at ``s`` (centred mean over 5% of the
+  points) minus the mean logged reward over the 10% of the run around ``s``.
+
+Usage::
+
+    python benchmarks/stopping_simulated.py   # 16 runs a shape: results/stopping_simulated.md
+    python benchmarks/stopping_simulated.py --per-shape 3   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _markdown import markdown_table
+
+RESULTS = HERE / "results"
+SCRATCH = HERE / "_scratch" / "stopping_simulated"
+SHAPES = ("rise_plateau", "slow_rise", "late_rise", "flat", "falling", "peak_fall")
+#: The targets of the stop-decision issue, against the run's end.
+SAVED_TARGET, GIVEN_UP_TARGET, DIP_TARGET = 0.45, 0.01, 0.01
+
+logger = logging.getLogger("stopping_simulated")
+
+
+def bundled_noise() -> pd.DataFrame:
+    """Per bundled run: its residual sd around a centred rolling mean (share of its logged range)
+    and the lag-1 autocorrelation of those residuals.
+    """
+    from bayesgrpo.model.datasets import load_bundled
+
+    table = load_bundled(warn=False)
+    rows = []
+    for run_id in table.run_ids:
+        reward = table.run(run_id).sort_values("step")["reward"].to_numpy(dtype=float)
+        reward = reward[np.isfinite(reward)]
+        if reward.size < 20:
+            continue
+        window = max(3, int(0.1 * reward.size) | 1)
+        smooth = pd.Series(reward).rolling(window, center=True, min_periods=1).mean().to_numpy()
+        residual = reward - smooth
+        span = float(reward.max() - reward.min())
+        if span <= 0:
+            continue
+        rho = float(np.corrcoef(residual[:-1], residual[1:])[0, 1])
+        rows.append({"run_id": run_id, "sd_share": float(residual.std()) / span, "rho": max(rho, 0.0)})
+    return pd.DataFrame(rows)
+
+
+def mean_curve(shape: str, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The true mean reward of a run of ``shape`` at progress ``t`` (0..1), on a 0..1 scale."""
+    base, gain = rng.uniform(0.1, 0.4), rng.uniform(0.1, 0.5)
+    if shape == "rise_plateau":
+        return base + gain * (1 - np.exp(-t / rng.uniform(0.05, 0.2)))
+    if shape == "slow_rise":
+        return base + gain * (1 - np.exp(-t / rng.uniform(0.8, 2.0)))
+    if shape == "late_rise":
+        return base + gain / (1 + np.exp(-(t - rng.uniform(0.4, 0.7)) / rng.uniform(0.03, 0.08)))
+    if shape == "flat":
+        return np.full_like(t, base + gain / 2)
+    if shape == "falling":
+        return base + gain * (1 - t)
+    if shape == "peak_fall":
+        peak = rng.uniform(0.3, 0.6)
+        rise = gain * (1 - np.exp(-t / rng.uniform(0.05, 0.15)))
+        return base + rise - 0.6 * gain * np.clip(t - peak, 0, None) / (1 - peak)
+    raise ValueError(shape)
+
+
+def ar1(n: int, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """Unit-variance AR(1) noise of length ``n``."""
+    e = rng.standard_normal(n)
+    x = np.empty(n)
+    x[0] = e[0]
+    scale = np.sqrt(1 - rho**2)
+    for i in range(1, n):  # a loop over points of one simulated run, not over posterior draws
+        x[i] = rho * x[i - 1] + scale * e[i]
+    return x
+
+
+def simulate(per_shape: int, seed: int) -> tuple[pd.DataFrame, dict[str, np.ndarray], pd.DataFrame]:
+    """Points (run_id, step, reward), each run's true mean by step, and each run's settings."""
+    rng = np.random.default_rng(seed)
+    noise = bundled_noise()
+    points, truth, runs = [], {}, []
+    for shape in SHAPES:
+        for k in range(per_shape):
+            n = int(np.exp(rng.uniform(np.log(40), np.log(2000))))
+            steps = np.arange(1, n + 1, dtype=float)
+            mean = mean_curve(shape, steps / n, rng)
+            donor = noise.iloc[int(rng.integers(len(noise)))]
+            # the donor's sd is a share of its logged range; a logged range is about the
+            # curve's own span plus the noise's reach (4 sd)
+            span = float(mean.max() - mean.min())
+            sd = float(donor.sd_share) * span / max(1 - 4 * float(donor.sd_share), 0.2) if span > 0 else 0.05
+            sd = max(sd, 0.01)
+            reward = mean + sd * ar1(n, float(donor.rho), rng)
+            run_id = f"sim_{shape}_{k:02d}"
+            points.append(pd.DataFrame({"run_id": run_id, "step": steps, "reward": reward}))
+            truth[run_id] = mean
+            runs.append({"run_id": run_id, "shape": shape, "n_points": n, "sd": sd, "rho": float(donor.rho)})
+    return pd.concat(points, ignore_index=True), truth, pd.DataFrame(runs)
+
+
+def runs_table(points: pd.DataFrame, runs: pd.DataFrame, stated: bool):
+    """The simulated runs as a RunsTable, with or without a stated 0..1 range."""
+    from bayesgrpo.logs.report import ReadReport
+    from bayesgrpo.logs.table import RunsTable, coerce_metadata
+
+    meta = pd.DataFrame(
+        {
+            "run_id": runs["run_id"],
+            "total_steps": runs["n_points"].astype(float),
+            "reward_min": 0.0 if stated else np.nan,
+            "reward_max": 1.0 if stated else np.nan,
+            "source": "simulated",
+        }
+    )
+    return RunsTable(points=points, runs=coerce_metadata(meta), report=ReadReport())
+
+
+def scored_on_truth(stops: pd.DataFrame, points: pd.DataFrame, truth: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Each stop scored on the true curve, and its dip, as shares of the run's logged range."""
+    rows = []
+    by_run = {run_id: frame.sort_values("step") for run_id, frame in points.groupby("run_id")}
+    for row in stops.itertuples(index=False):
+        frame = by_run[row.run_id]
+        reward = frame["reward"].to_numpy(dtype=float)
+        steps = frame["step"].to_numpy(dtype=float)
+        mean = truth[row.run_id]
+        span = float(reward.max() - reward.min())
+        i = int(np.searchsorted(steps, row.stop_step, side="right") - 1)
+        i = min(max(i, 0), len(steps) - 1)
+        window = max(1, int(0.05 * len(reward)))
+        smooth = pd.Series(reward).rolling(window, center=True, min_periods=1).mean().to_numpy()
+        half = max(1, int(0.05 * len(reward)))
+        around = reward[max(0, i - half) : i + half + 1].mean()
+        rows.append(
+            {
+                "run_id": row.run_id,
+                "rule": row.rule,
+                "kind": row.kind,
+                "stopped": bool(row.stopped),
+                "steps_saved": float(row.steps_saved),
+                "stop_fraction": float(row.stop_step) / float(steps[-1]),
+                "vs_end": (mean[-1] - mean[i]) / span,
+                "vs_best": (mean.max() - mean[i]) / span,
+                "dip": (smooth[i] - around) / span,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def summary(scored: pd.DataFrame) -> pd.DataFrame:
+    """Per rule: means of the measures, whether it is on the frontier against the end."""
+    grouped = scored.groupby("rule", sort=False)
+    table = pd.DataFrame(
+        {
+            "kind": grouped["kind"].first(),
+            "steps_saved": grouped["steps_saved"].mean(),
+            "vs_end": grouped["vs_end"].mean(),
+            "vs_best": grouped["vs_best"].mean(),
+            "dip": grouped["dip"].mean(),
+            "share_stopped": grouped["stopped"].mean(),
+        }
+    ).reset_index()
+    on = []
+    for row in table.itertuples(index=False):
+        better = table[
+            (table["steps_saved"] >= row.steps_saved)
+            & (table["vs_end"] <= row.vs_end)
+            & ((table["steps_saved"] > row.steps_saved) | (table["vs_end"] < row.vs_end))
+        ]
+        on.append(better.empty)
+    table["on_frontier"] = on
+    return table.sort_values("steps_saved", ascending=False)
+
+
+def verdict(table: pd.DataFrame, label: str) -> list[str]:
+    """The targets, in words."""
+    bayes = table[table["kind"] == "bayes"]
+    fixed = table.set_index("rule")
+    lines = []
+    for name in ("fixed 0.5", "fixed 0.6"):
+        ref = fixed.loc[name]
+        better = bayes[(bayes["steps_saved"] >= ref["steps_saved"]) & (bayes["vs_end"] <= ref["vs_end"])]
+        lines.append(
+            f"- {label}: `{name}` ({ref['steps_saved']:.0%} saved, {ref['vs_end']:+.1%} vs the end) is "
+            + (
+                "dominated by " + ", ".join(f"`{r}`" for r in better["rule"])
+                if len(better)
+                else "dominated by no posterior rule"
+            )
+            + "."
+        )
+    met = bayes[
+        (bayes["steps_saved"] >= SAVED_TARGET)
+        & (bayes["vs_end"] <= GIVEN_UP_TARGET)
+        & (bayes["dip"].abs() <= DIP_TARGET)
+    ]
+    lines.append(
+        f"- {label}: >= {SAVED_TARGET:.0%} saved at <= {GIVEN_UP_TARGET:.0%} given up vs the end with a mean "
+        f"dip within {DIP_TARGET:.0%}: "
+        + (", ".join(f"`{r}`" for r in met["rule"]) if len(met) else "no posterior rule")
+        + "."
+    )
+    return lines
+
+
+def main() -> None:
+    """Simulate, run every rule, score on the truth, write the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-shape", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--check-every", type=float, default=0.05)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("bayesgrpo").setLevel(logging.WARNING)
+    warnings.simplefilter("ignore")
+    from backtest import stopping_rules
+
+    from bayesgrpo.evaluate.backtest import stopping_backtest
+    from bayesgrpo.model.datasets import bundled_population
+
+    points, truth, runs = simulate(args.per_shape, args.seed)
+    population = bundled_population()
+    key = json.dumps({"per_shape": args.per_shape, "seed": args.seed, "check": args.check_every})
+    tag = hashlib.sha256(key.encode()).hexdigest()[:12]
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    scored_parts, seconds = [], {}
+    for stated in (True, False):
+        label = "stated range" if stated else "no stated range"
+        path = SCRATCH / f"{tag}_{'stated' if stated else 'unstated'}.csv"
+        start = time.perf_counter()
+        if path.exists():
+            stops = pd.read_csv(path)
+        else:
+            table = runs_table(points, runs, stated)
+            stops = stopping_backtest(
+                table,
+                dict.fromkeys(table.run_ids, population),
+                stopping_rules(),
+                check_every_fraction=args.check_every,
+                random_seed=args.seed,
+            )
+            stops.to_csv(path, index=False)
+        seconds[label] = time.perf_counter() - start
+        scored = scored_on_truth(stops, points, truth).assign(range=label)
+        scored_parts.append(scored)
+    scored = pd.concat(scored_parts, ignore_index=True)
+    scored = scored.merge(runs[["run_id", "shape"]], on="run_id")
+    scored.to_csv(RESULTS / "stopping_simulated_runs.csv", index=False)
+
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    lines = [
+        "# Stopping rules on simulated runs of known truth",
+        "",
+        f"Command: `python benchmarks/stopping_simulated.py --per-shape {args.per_shape}`  ",
+        f"Machine: {machine}, {time.strftime('%Y-%m-%d')}. "
+        + "; ".join(f"{k}: {v:.0f} s (0 when cached)" for k, v in seconds.items())
+        + ".",
+        "",
+        f"{len(runs)} runs ({args.per_shape} of each of {', '.join(SHAPES)}), {runs['n_points'].min()}-"
+        f"{runs['n_points'].max()} logged points, noise sd {runs['sd'].median():.3f} median (AR(1), lag-1 "
+        f"autocorrelation {runs['rho'].median():.2f} median, from the bundled runs' residuals). Measures "
+        "are shares of each run's logged range, on the true curve: `vs_end` = m(end) - m(stop) (the "
+        "headline: what stopping gave up against running on), `vs_best` = max m - m(stop), `dip` = the "
+        "smoothed logged reward at the stop minus its mean over the 10% of the run around it. Raw rows: "
+        "`stopping_simulated_runs.csv`. Targets: a posterior rule dominating `fixed 0.5` and `fixed 0.6` "
+        "against the end, >= 45% saved at <= 1% given up, mean dip within 1%.",
+        "",
+        "## Against the targets",
+        "",
+    ]
+    tables = {}
+    for label, part in scored.groupby("range", sort=False):
+        tables[label] = summary(part)
+        lines += verdict(tables[label], label)
+    lines.append("")
+    for label, table in tables.items():
+        lines += [f"## {label}: every rule", "", markdown_table(table), ""]
+    by_shape = (
+        scored[scored["rule"].isin(["plateau eps=0.01 p=0.9", "plateau eps=0.02 p=0.9", "fixed 0.5"])]
+        .groupby(["range", "shape", "rule"], sort=False)
+        .agg(
+            steps_saved=("steps_saved", "mean"),
+            stop_fraction=("stop_fraction", "mean"),
+            vs_end=("vs_end", "mean"),
+            dip=("dip", "mean"),
+        )
+        .reset_index()
+    )
+    lines += [
+        "## By shape (two plateau rules and `fixed 0.5`)",
+        "",
+        "On a flat or falling run the right answer is to stop early: `stop_fraction` says how early.",
+        "",
+        markdown_table(by_shape),
+        "",
+    ]
+    (RESULTS / "stopping_simulated.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
