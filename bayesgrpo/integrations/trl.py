@@ -232,6 +232,9 @@ class BayesStopCallback(TrainerCallback):
         self._train_logs = 0
         self._attached = False
         self._told_about_order = False
+        #: What turning the log history into a run repaired or dropped (the last time it did)
+        self.repairs: str | None = None
+        self._repair_kinds: set[tuple[str, str]] = set()
 
     # -- placement -------------------------------------------------------------------------
 
@@ -329,6 +332,13 @@ class BayesStopCallback(TrainerCallback):
             metadata=metadata,
             keep=forecast_keys(self.reward_key),
         )
+        repairs = table.report.repair_line()
+        if repairs is not None and repairs.split(";")[0] != (self.repairs or "").split(";")[0]:
+            # said once for each new kind of repair, never silently (the counts grow as training logs)
+            logger.warning(
+                "bayesgrpo: reading the trainer's log history repaired or dropped records (%s)", repairs
+            )
+        self.repairs = repairs if repairs is not None else self.repairs
         n_points = int(np.isfinite(table.points["reward"].to_numpy(dtype=float)).sum())
         if n_points < self.min_points:
             return None

@@ -31,16 +31,12 @@ def report_lines(table: Any, verbose: bool) -> list[str]:
 
 def repair_summary(report: Any) -> str | None:
     """One line saying what reading the logs repaired or dropped, or None when nothing was."""
-    changed = [issue for issue in report.issues if issue.action != "info"]
-    if not changed:
+    line = report.repair_line()
+    if line is None:
         return None
-    kinds: dict[str, int] = {}
-    for issue in changed:
-        kinds[f"{issue.kind} {issue.action}"] = kinds.get(f"{issue.kind} {issue.action}", 0) + issue.count
-    shown = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
     return (
-        f"bayesgrpo: reading the logs repaired or dropped records ({shown}; kept {report.records_kept} of "
-        f"{report.records_read}); -v lists them, --strict refuses such logs"
+        f"bayesgrpo: reading the logs repaired or dropped records ({line}); -v lists them, --strict "
+        "refuses such logs"
     )
 
 

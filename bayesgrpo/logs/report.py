@@ -142,6 +142,20 @@ class ReadReport:
         self.sources.extend(other.sources)
         self.notes.extend(other.notes)
 
+    def repair_line(self) -> str | None:
+        """What was repaired or dropped, in one line (``2 no_values dropped, 1 non_numeric
+        repaired; kept 27 of 29``), or None when nothing was.
+        """
+        counts: dict[str, int] = {}
+        for issue in self.issues:
+            if issue.action != "info":
+                name = f"{issue.kind} {issue.action}"
+                counts[name] = counts.get(name, 0) + issue.count
+        if not counts:
+            return None
+        shown = ", ".join(f"{count} {name}" for name, count in sorted(counts.items()))
+        return f"{shown}; kept {self.records_kept} of {self.records_read}"
+
     def summary(self) -> str:
         """A short multi-line text: totals, then one line per issue."""
         lines = [

@@ -718,3 +718,16 @@ def test_grpo_trainer_logs_the_forecast(population_file, tmp_path):
     assert callback.last_update.curve_draws.run_ids == (Path(tmp_path).name,)  # the output folder's name
     board = _tensorboard_values(tmp_path)
     assert board.dropna(subset=["train/bayesgrpo/forecast_final"])["step"].tolist() == [3, 4, 5]
+
+
+def test_what_reading_the_log_history_repaired_is_said_once_per_kind(trl_module, caplog):
+    cb = _callback(trl_module, ScriptedForecaster(tau=0.9), every=1, min_points=2)
+    state, args = FakeState(max_steps=100), GRPOConfig()
+    rewards = _rewards(6)
+    rewards[2] = float("nan")  # a NaN reward, as a diverging step logs it
+    with caplog.at_level(logging.WARNING, logger="bayesgrpo.integrations.trl"):
+        for step, reward in enumerate(rewards, start=1):
+            _log(cb, state, args, _train_row(step, reward), step)
+    said = [r.getMessage() for r in caplog.records if "repaired or dropped" in r.getMessage()]
+    assert len(said) == 1 and "kept" in said[0]
+    assert cb.repairs is not None and "kept 5 of 6" in cb.repairs

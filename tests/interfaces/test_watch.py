@@ -599,3 +599,13 @@ def test_a_trainer_state_given_from_its_own_folder_is_named_after_the_training_f
     (status,) = _watcher("trainer_state.json").poll()
     assert status.run_id == "myrun" and status.state == "ok"
     assert load_runs("trainer_state.json", warn=False).run_ids == ["myrun"]
+
+
+def test_what_reading_a_log_repaired_is_shown_with_the_run(tmp_path):
+    log = tmp_path / "run.csv"
+    rows = ["step,reward", "1,0.1", "2,abc"] + [f"{s},{0.1 + 0.01 * s}" for s in range(3, 40)]
+    log.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    (status,) = _watcher(log, horizon=100).poll()
+    assert status.state == "ok" and status.repairs is not None and "non_numeric" in status.repairs
+    assert "[log repaired: " in status.reason
+    assert json.loads(json.dumps(status.to_dict()))["repairs"] == status.repairs

@@ -81,6 +81,8 @@ class RunStatus:
         The reward range a relative eps is a share of.
     range_source : {"stated", "estimated"} or None
         Whether that range is the run's stated one or estimated from its logged points.
+    repairs : str or None
+        What reading the run's log repaired or dropped (``ReadReport.repair_line``), or None.
     """
 
     run_id: str
@@ -104,6 +106,7 @@ class RunStatus:
     range_lower: float | None = None
     range_upper: float | None = None
     range_source: str | None = None
+    repairs: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (NaN as None)."""
@@ -244,11 +247,14 @@ class Watcher:
             state = "error" if follower.state == "error" else "waiting"
             return [RunStatus(run_id=name, source=follower.label, state=state, reason=follower.message)]
         out = []
+        repairs = table.report.repair_line()  # nothing the reader changed goes unsaid
         for run_id in table.run_ids:
             name = self._display_name(follower.key, run_id)
             status = self._run_status(follower, table.select([run_id]), name)
             if follower.state == "error":  # shown from the last good read
                 status = replace(status, reason=f"{status.reason} [last read failed: {follower.message}]")
+            if repairs is not None:
+                status = replace(status, repairs=repairs, reason=f"{status.reason} [log repaired: {repairs}]")
             out.append(status)
         return out
 
