@@ -129,4 +129,13 @@ class ReadWarning(BayesGRPOWarning):
 
 
 class LiveUpdateWarning(BayesGRPOWarning):
-    """The live update's importance weights are unreliable (Pareto k above 0.7)."""
+    """The live update's importance weights were unreliable (Pareto k above 0.7) and its MCMC
+    fallback mixed poorly too.
+    """
+
+
+class FitWarning(BayesGRPOWarning):
+    """A population fit that did not mix well: divergences, chains that disagree, few effective
+    draws, or an approximate sampler. Issued once per message by ``RewardModel.fit``; the same
+    messages are in ``RewardModel.diagnostics.warnings``.
+    """

@@ -20,7 +20,7 @@ import pandas as pd
 import xarray as xr
 
 from bayesgrpo._version import __version__
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BayesGRPOError, FitWarning
 from bayesgrpo.errors import ModelConfigError as ModelConfigError  # defined here before 0.x
 from bayesgrpo.errors import NotFittedError as NotFittedError  # defined here before 0.x
 from bayesgrpo.logs.table import RunsTable
@@ -235,7 +235,7 @@ class RewardModel:
         self.idata = idata
         self.diagnostics = diagnostics
         for message in diagnostics.warnings:
-            warnings.warn(message, stacklevel=2)
+            warnings.warn(message, FitWarning, stacklevel=2)
         return self
 
     def _require_fit(self) -> tuple[az.InferenceData, ModelData]:

@@ -222,7 +222,7 @@ def diagnose(
             f"few effective draws (min bulk ESS {min_bulk:.0f}): quantiles are noisy; run more draws"
         )
     for message in found.warnings:
-        logger.warning(message)
+        logger.info(message)  # RewardModel.fit warns once (FitWarning); the log keeps it too
     return found
 
 

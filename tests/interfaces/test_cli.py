@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import bayesgrpo.model.datasets
+from bayesgrpo.errors import FitWarning
 from bayesgrpo.interfaces.cli import build_parser, main
+from bayesgrpo.model import reward_model
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.simulate import simulate_runs
+from tests.conftest import fake_sample
 
 
 def test_help_does_not_import_pymc_or_pandas():
@@ -301,3 +306,29 @@ def test_stop_says_which_range_eps_is_taken_against(tmp_path, capsys, monkeypatc
     assert main(["stop", str(path), "--horizon", "100", "--metadata", str(meta), "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["eps_range_source"], row["eps_range_lower"], row["eps_range_upper"]) == ("stated", 0.0, 1.0)
+
+
+def test_a_fit_that_did_not_mix_is_said_once(tmp_path, capsys, monkeypatch, fast_compile):
+    """The fit's own warnings reach the user once: in the CLI's fit summary, not also as a
+    Python warning and a log line.
+    """
+    message = "chains disagree (max r_hat 1.200 > 1.01): run more draws"
+
+    def poorly_mixed(model, **kwargs):
+        idata, diagnostics = fake_sample(model, **kwargs)
+        diagnostics.warnings.append(message)
+        return idata, diagnostics
+
+    monkeypatch.setattr(reward_model, "sample_model", poorly_mixed)
+    folder = _write_simulated_runs(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["forecast", str(folder / "logs"), "--output", str(tmp_path / "out"), "--no-figure"])
+    assert code == 0
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).count("chains disagree") == 1
+    assert not [w for w in caught if "chains disagree" in str(w.message)]
+    # in Python, the same fit warns once, as a FitWarning
+    with pytest.warns(FitWarning, match="chains disagree") as record:
+        RewardModel().fit(load_bundled(warn=False).select(load_bundled(warn=False).run_ids[:3]), draws=10)
+    assert sum("chains disagree" in str(w.message) for w in record) == 1

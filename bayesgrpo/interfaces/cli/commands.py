@@ -169,16 +169,20 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             horizon = {row.run_id: float(row.last_step) for row in summary.itertuples()}
     if not args.json:
         _print_fit_plan(args, table, summary)
-    model = RewardModel(curve=args.curve).fit(
-        fitted_on,
-        horizon=horizon,
-        sampler=args.sampler,
-        draws=args.draws,
-        tune=args.tune,
-        chains=args.chains,
-        random_seed=args.seed,
-        progressbar=not args.json and not args.quiet,
-    )
+    from bayesgrpo.errors import FitWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FitWarning)  # printed once, in the fit summary below
+        model = RewardModel(curve=args.curve).fit(
+            fitted_on,
+            horizon=horizon,
+            sampler=args.sampler,
+            draws=args.draws,
+            tune=args.tune,
+            chains=args.chains,
+            random_seed=args.seed,
+            progressbar=not args.json and not args.quiet,
+        )
     final = _final_rewards(args, model, table, summary, fitted_on)
     written = _write_forecast(args, model, final, table)
     if args.json:
