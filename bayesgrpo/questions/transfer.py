@@ -89,7 +89,8 @@ def predict_new_run(
     horizon : float
         The step the run is planned to end at.
     steps : sequence of float, optional
-        Steps to predict (default: 50 steps from 1 to the horizon).
+        Steps to predict (default: about 50 whole steps from 1 to the horizon, the horizon
+        included: a run's steps are integers).
     first_points : RunsTable, optional
         The run's first logged points (one run): the prediction is then updated by them.
     quantiles : sequence of float
@@ -170,7 +171,11 @@ def predict_new_run(
             run_ids=(str(metadata.get("run_id", "new run")),),
             step_offset=float(UPDATES_BEFORE_STEP),
         )
-    grid = np.linspace(1.0, float(horizon), 50) if steps is None else np.asarray(steps, dtype=float)
+    grid = (
+        np.unique(np.round(np.linspace(1.0, float(horizon), 50)))
+        if steps is None
+        else np.asarray(steps, dtype=float)
+    )
     values = reward_at(curve_draws, grid)[:, 0, :]
     table = pd.DataFrame({"step": grid, "mean": values.mean(axis=0)})
     for name, q in zip(quantile_columns(quantiles), np.quantile(values, quantiles, axis=0), strict=True):

@@ -18,6 +18,9 @@ def test_zero_shot_prediction_is_a_curve_with_ordered_quantiles(population):
     )
     table = prediction.table
     assert len(table) == 50 and table["step"].iloc[0] == 1 and table["step"].iloc[-1] == 300
+    assert (table["step"] == table["step"].round()).all()  # a run's steps are whole numbers
+    short = predict_new_run(model, {"family": "qwen", "size_b": 7.0, **BOUNDS}, horizon=20, random_seed=0)
+    assert short.table["step"].tolist() == list(range(1, 21))  # no step twice
     assert (table["q05"] <= table["q50"]).all() and (table["q50"] <= table["q95"]).all()
     assert table[["q05", "q95"]].to_numpy().min() >= 0.0 and table[["q05", "q95"]].to_numpy().max() <= 1.0
     assert prediction.posterior.n_points == 0
