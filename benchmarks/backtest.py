@@ -18,6 +18,8 @@ Usage::
     python benchmarks/backtest.py                      # 5 folds, 500 + 500 draws per chain (~30+ min)
     python benchmarks/backtest.py --quick              # smoke run: 8 runs, 2 folds, tiny settings
     python benchmarks/backtest.py --cache /tmp/pops    # keep the fold fits for a rerun
+    python benchmarks/backtest.py --split loso         # leave one source out (benchmarks/_loso.py's
+                                                       # cached populations) -> results/loso/
 
 ``--quick`` writes to ``benchmarks/_scratch/backtest_quick/`` unless ``--output-dir`` is given.
 """
@@ -54,6 +56,14 @@ logger = logging.getLogger("backtest")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line of the backtest benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--split",
+        choices=["kfold", "loso"],
+        default="kfold",
+        help="kfold: K folds by run, stratified by source (default); loso: leave one source out, the "
+        "populations of benchmarks/_loso.py (fitted there with the shipped population's settings); "
+        "its results go to results/loso/",
+    )
     parser.add_argument(
         "--folds", type=int, default=5, help="K of the K-fold population fits (number of runs: LOO)"
     )
@@ -92,7 +102,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.folds, args.draws, args.runs = 2, 100, args.runs or 8
         args.domhan_steps, args.forecast_draws = min(args.domhan_steps, 100), min(args.forecast_draws, 300)
-    args.output_dir = args.output_dir or (QUICK_OUTPUT if args.quick else RESULTS)
+    default_dir = RESULTS / "loso" if args.split == "loso" else RESULTS
+    args.output_dir = args.output_dir or (QUICK_OUTPUT if args.quick else default_dir)
     return args
 
 
@@ -116,9 +127,29 @@ def populations_for(table, args: argparse.Namespace) -> tuple[dict, pd.DataFrame
     """The K-fold populations (loaded from ``--cache`` when it holds the same settings) and a
     table of their fits.
     """
-    from bayesgrpo.evaluate.backtest import fold_assignment, kfold_populations
+    from bayesgrpo.evaluate.backtest import fold_assignment, kfold_populations, source_groups
     from bayesgrpo.model.reward_model import RewardModel
 
+    if args.split == "loso":
+        from _loso import loso_populations
+
+        populations = loso_populations(table)
+        rows = []
+        for source, held in source_groups(table).items():
+            model = populations[held[0]]
+            d = model.diagnostics
+            rows.append(
+                {
+                    "source": source,
+                    "runs_fitted": len(model.data.run_ids),
+                    "held_out": len(held),
+                    "seconds": d.seconds if d else np.nan,
+                    "divergences": d.divergences if d else -1,
+                    "max_r_hat": d.max_r_hat if d else np.nan,
+                    "min_ess_bulk": d.min_ess_bulk if d else np.nan,
+                }
+            )
+        return populations, pd.DataFrame(rows)
     fit_kwargs = {"draws": args.draws, "tune": args.draws, "chains": args.chains}
     key = {"runs": sorted(table.run_ids), "folds": args.folds, "seed": args.seed, **fit_kwargs}
     if args.curve != "weibull":  # (weibull caches written before the option keep their key)
@@ -538,11 +569,22 @@ def main(argv: list[str] | None = None) -> None:
     need_populations = (not args.skip_stopping) or ("bayesgrpo" in args.methods and not args.skip_forecast)
     populations, fits = populations_for(table, args) if need_populations else (None, pd.DataFrame())
     fit_seconds = time.perf_counter() - start
-    settings = (
-        f"{len(table)} runs; populations: {args.folds}-fold by run (stratified by source), curve "
-        f"{args.curve}, {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default "
-        f"sampler; {args.forecast_draws} predictive draws per forecast."
-    )
+    if args.split == "loso":
+        from _loso import FIT
+
+        settings = (
+            f"{len(table)} runs; populations: leave one source out (each run predicted by a population "
+            "fitted without any run of its notebook, recipe or repository: `benchmarks/_loso.py`), "
+            f"curve {DEFAULT_CURVE}, {FIT['chains']} chains x {FIT['draws']} draws + {FIT['tune']} tuning "
+            f"steps, default sampler; each run's stated range given; {args.forecast_draws} predictive "
+            "draws per forecast."
+        )
+    else:
+        settings = (
+            f"{len(table)} runs; populations: {args.folds}-fold by run (stratified by source), curve "
+            f"{args.curve}, {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default "
+            f"sampler; {args.forecast_draws} predictive draws per forecast."
+        )
 
     if not args.skip_forecast:
         start = time.perf_counter()
