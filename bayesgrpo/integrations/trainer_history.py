@@ -286,6 +286,9 @@ class ForecastRecord:
         Whether this update stopped training.
     seconds : float
         Time of the whole update (table, forecast, rule).
+    range_note : str
+        Which reward range a relative eps was a share of: stated, or estimated from the run's
+        points (``LiveUpdate.range_note``); empty when the forecaster does not say.
     """
 
     step: float
@@ -295,3 +298,4 @@ class ForecastRecord:
     decision: Decision
     acted: bool
     seconds: float
+    range_note: str = ""

@@ -285,13 +285,17 @@ class BayesStopCallback(TrainerCallback):
             control.should_training_stop = True
             self.stopped_at = int(state.global_step)
             logger.info(
-                "bayesgrpo: stopping training at step %d: %s", state.global_step, record.decision.reason
+                "bayesgrpo: stopping training at step %d: %s%s",
+                state.global_step,
+                record.decision.reason,
+                f" ({record.range_note})" if record.range_note and self.relative else "",
             )
         elif record.decision.stop and record.step < record.horizon_step:
             logger.info(
-                "bayesgrpo (advise): the rule would stop at step %d: %s",
+                "bayesgrpo (advise): the rule would stop at step %d: %s%s",
                 state.global_step,
                 record.decision.reason,
+                f" ({record.range_note})" if record.range_note and self.relative else "",
             )
         return control
 
@@ -371,6 +375,7 @@ class BayesStopCallback(TrainerCallback):
                 decision,
                 acted,
                 time.perf_counter() - start,
+                update.range_note() if callable(getattr(update, "range_note", None)) else "",
             )
         )
         return metrics
@@ -413,6 +418,7 @@ class BayesStopCallback(TrainerCallback):
                 "decision": record.decision.decision,
                 "acted": record.acted,
                 "reason": record.decision.reason,
+                "range_note": record.range_note,
                 "seconds": record.seconds,
             }
             for record in self.history

@@ -508,6 +508,9 @@ def test_a_fitted_model_is_used_as_is(trl_module, population):
     # the band of a logged reward holds the curve's band: the noise only widens it
     assert metrics["bayesgrpo/forecast_final_predictive_low"] <= low
     assert metrics["bayesgrpo/forecast_final_predictive_high"] >= high
+    # the range eps was a share of: stated in the metadata here
+    assert record.range_note.startswith("eps is a share of the reward range 0 .. 1 stated")
+    assert cb.history_frame()["range_note"].iloc[-1] == record.range_note
 
 
 # --------------------------------------------------------------------------------------------
