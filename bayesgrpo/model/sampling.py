@@ -209,13 +209,16 @@ def diagnose(
         )
     if np.isfinite(max_r_hat) and max_r_hat > 1.01:
         which = (
-            f"; runs concerned: {', '.join(poorly_mixed[:6])}" + (" ..." if len(poorly_mixed) > 6 else "")
+            f" on runs {', '.join(poorly_mixed[:6])}" + (" ..." if len(poorly_mixed) > 6 else "")
             if poorly_mixed
             else ""
         )
         found.warnings.append(
-            f"chains disagree (max r_hat {max_r_hat:.3f} > 1.01): run more draws, or check runs whose curve "
-            f"does not rise and level off (a collapse, a rise then fall){which}"
+            f"chains disagree (max r_hat {max_r_hat:.3f} > 1.01){which}: the fit has not settled what "
+            + ("those runs' curves do" if poorly_mixed else "some parameters are")
+            + ", so their forecasts and stop probabilities are less certain than their intervals say; "
+            "run more draws, or check for curves that do not rise and level off (a collapse, a rise "
+            "then fall)"
         )
     if np.isfinite(min_bulk) and min_bulk < 100 * chains:
         found.warnings.append(
