@@ -134,22 +134,8 @@ def populations_for(table, args: argparse.Namespace) -> tuple[dict, pd.DataFrame
         from _loso import loso_populations
 
         populations = loso_populations(table)
-        rows = []
-        for source, held in source_groups(table).items():
-            model = populations[held[0]]
-            d = model.diagnostics
-            rows.append(
-                {
-                    "source": source,
-                    "runs_fitted": len(model.data.run_ids),
-                    "held_out": len(held),
-                    "seconds": d.seconds if d else np.nan,
-                    "divergences": d.divergences if d else -1,
-                    "max_r_hat": d.max_r_hat if d else np.nan,
-                    "min_ess_bulk": d.min_ess_bulk if d else np.nan,
-                }
-            )
-        return populations, pd.DataFrame(rows)
+        groups = source_groups(table)
+        return populations, fits_table(populations, groups, "source")
     fit_kwargs = {"draws": args.draws, "tune": args.draws, "chains": args.chains}
     key = {"runs": sorted(table.run_ids), "folds": args.folds, "seed": args.seed, **fit_kwargs}
     if args.curve != "weibull":  # (weibull caches written before the option keep their key)
@@ -177,14 +163,19 @@ def populations_for(table, args: argparse.Namespace) -> tuple[dict, pd.DataFrame
                 run_id = next(r for r, f in folds.items() if f == fold)
                 populations[run_id].save(args.cache / f"fold{fold}.nc")
             (args.cache / "settings.json").write_text(json.dumps(key))
+    groups = {fold: [r for r, f in folds.items() if f == fold] for fold in range(args.folds)}
+    return populations, fits_table(populations, groups, "fold")
+
+
+def fits_table(populations: dict, groups: dict, label: str) -> pd.DataFrame:
+    """One row per held-out group (``label``: its name): the runs fitted and how the fit mixed."""
     rows = []
-    for fold in range(args.folds):
-        held = [r for r, f in folds.items() if f == fold]
+    for name, held in groups.items():
         model = populations[held[0]]
         d = model.diagnostics
         rows.append(
             {
-                "fold": fold,
+                label: name,
                 "runs_fitted": len(model.data.run_ids),
                 "held_out": len(held),
                 "seconds": d.seconds if d else np.nan,
@@ -193,7 +184,7 @@ def populations_for(table, args: argparse.Namespace) -> tuple[dict, pd.DataFrame
                 "min_ess_bulk": d.min_ess_bulk if d else np.nan,
             }
         )
-    return populations, pd.DataFrame(rows)
+    return pd.DataFrame(rows)
 
 
 def forecast_summary(frame: pd.DataFrame) -> pd.DataFrame:

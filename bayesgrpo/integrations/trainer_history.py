@@ -257,7 +257,7 @@ def forecast_metrics(
         f"{PREFIX}expected_gain": float(decision.expected_gain),
         f"{PREFIX}forecast_final": float(final.mean()),
     }
-    if update.noise_sd is not None:
+    if update.curve_draws.has_noise:
         low, _, high = update.final_interval(interval, band="predictive")
         metrics[f"{PREFIX}forecast_final_predictive_low"] = low
         metrics[f"{PREFIX}forecast_final_predictive_high"] = high

@@ -337,12 +337,14 @@ class BayesStopCallback(TrainerCallback):
             keep=forecast_keys(self.reward_key),
         )
         repairs = table.report.repair_line()
-        if repairs is not None and repairs.split(";")[0] != (self.repairs or "").split(";")[0]:
+        kinds = {(issue.kind, issue.action) for issue in table.report.issues if issue.action != "info"}
+        if kinds - self._repair_kinds:
             # said once for each new kind of repair, never silently (the counts grow as training logs)
             logger.warning(
                 "bayesgrpo: reading the trainer's log history repaired or dropped records (%s)", repairs
             )
-        self.repairs = repairs if repairs is not None else self.repairs
+            self._repair_kinds |= kinds
+        self.repairs = repairs
         n_points = int(np.isfinite(table.points["reward"].to_numpy(dtype=float)).sum())
         if n_points < self.min_points:
             return None

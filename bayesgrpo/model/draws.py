@@ -416,13 +416,11 @@ def predictive_at(cd: CurveDraws, steps: Any, rng: np.random.Generator | int | N
         )
     curve = reward_at(cd, steps)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    df = np.asarray(cd.noise_df, dtype=float)[:, None, None]
-    shape = curve.shape
-    noise = np.where(
-        np.isfinite(df),
-        rng.standard_t(np.broadcast_to(np.where(np.isfinite(df), df, 1.0), shape)),
-        rng.standard_normal(shape),
-    )
+    df = np.broadcast_to(np.asarray(cd.noise_df, dtype=float)[:, None, None], curve.shape)
+    finite = np.isfinite(df)
+    noise = rng.standard_t(np.where(finite, df, 1.0)) if finite.any() else rng.standard_normal(curve.shape)
+    if finite.any() and not finite.all():  # Gaussian noise where the degrees of freedom are infinite
+        noise = np.where(finite, noise, rng.standard_normal(curve.shape))
     return np.asarray(curve + noise * np.asarray(cd.noise_sd)[:, :, None])
 
 

@@ -394,12 +394,6 @@ class LiveUpdate:
     noise_seed: int = 0
 
     @property
-    def noise_sd(self) -> np.ndarray | None:
-        """Per draw, the Student-t scale of one logged reward's noise (reward units), shape (S,)."""
-        sd = self.curve_draws.noise_sd
-        return None if sd is None else np.asarray(sd)[:, 0]
-
-    @property
     def method(self) -> str:
         """The path that gave the draws (:attr:`RunPosterior.method`)."""
         return self.posterior.method

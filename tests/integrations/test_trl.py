@@ -734,3 +734,16 @@ def test_what_reading_the_log_history_repaired_is_said_once_per_kind(trl_module,
     said = [r.getMessage() for r in caplog.records if "repaired or dropped" in r.getMessage()]
     assert len(said) == 1 and "kept" in said[0]
     assert cb.repairs is not None and "kept 5 of 6" in cb.repairs
+
+
+def test_a_repair_whose_count_grows_is_not_said_again(trl_module, caplog):
+    cb = _callback(trl_module, ScriptedForecaster(tau=0.9), every=1, min_points=2)
+    state, args = FakeState(max_steps=100), GRPOConfig()
+    rewards = _rewards(8)
+    rewards[2] = rewards[5] = float("nan")  # the same kind of repair, met twice as training logs
+    with caplog.at_level(logging.WARNING, logger="bayesgrpo.integrations.trl"):
+        for step, reward in enumerate(rewards, start=1):
+            _log(cb, state, args, _train_row(step, reward), step)
+    said = [r.getMessage() for r in caplog.records if "repaired or dropped" in r.getMessage()]
+    assert len(said) == 1
+    assert cb.repairs is not None and "kept 6 of 8" in cb.repairs

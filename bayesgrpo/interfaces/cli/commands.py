@@ -409,25 +409,17 @@ def _fitted_decisions(
     )
     steps = np.array([last_step[r] for r in table.run_ids], dtype=float)
     frame = decisions_table(rule.decide(model.curve_draws().select(table.run_ids), steps))
-    finals = []
-    for run_id in table.run_ids:
-        forecast = model.forecast(
-            steps=[horizons[run_id]],
-            runs=[run_id],
-            quantiles=(0.05, 0.5, 0.95),
-            include_noise=args.band == "predictive",
-            random_seed=args.seed,
-        ).table.iloc[0]
-        finals.append((forecast["q50"], forecast["q05"], forecast["q95"]))
-    median, lower, upper = (np.array(column, dtype=float) for column in zip(*finals, strict=True))
+    # the fit's horizon of each run is the one asked for: its final reward is the forecast there
+    final = model.final_reward(include_noise=args.band == "predictive", random_seed=args.seed)
+    final = final.set_index("run_id").loc[list(table.run_ids)]
     data = model.data
     assert data is not None  # fitted above
     index = [list(data.run_ids).index(run_id) for run_id in table.run_ids]
     how = ["stated" if data.bounds_source[i] == "metadata" else "estimated" for i in index]
     return frame.assign(
-        final_median=median,
-        final_lower=lower,
-        final_upper=upper,
+        final_median=final["q50"].to_numpy(),
+        final_lower=final["q05"].to_numpy(),
+        final_upper=final["q95"].to_numpy(),
         band=args.band,
         method="nuts",
         eps_range_lower=data.lower[index],
