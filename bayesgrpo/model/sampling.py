@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 
-from bayesgrpo.errors import BayesGRPOError, FitTooLargeError
+from bayesgrpo.errors import BayesGRPOError, FitTooLargeError, FitWarning
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +30,57 @@ SAMPLERS: tuple[str, ...] = ("nutpie", "pymc", "numpyro", "advi", "pathfinder")
 #: numpyro's NUTS (JAX): on the bundled runs the sampler with the most effective draws per second
 #: (``benchmarks/results/sampler_speed.md``).
 DEFAULT_SAMPLER = "numpyro"
+
+
+#: The samplers that compile PyTensor's C backend (the others compile the graph to JAX).
+C_BACKEND_SAMPLERS: tuple[str, ...] = ("pymc", "advi", "pathfinder")
+#: The system packages that give PyTensor the BLAS it links its C code against (Debian/Ubuntu).
+BLAS_PACKAGES_DEBIAN = "libopenblas-dev libgfortran-12-dev"
+
+
+def resolve_pytensor_blas(sampler: str = DEFAULT_SAMPLER) -> str:
+    """Find the BLAS PyTensor links its C code against, once per process, and say what it means.
+
+    PyTensor looks for a BLAS the first time a graph rewrite asks for one: even a graph compiled to
+    JAX, which never uses it, asks. With none installed (a pip install on a machine without a
+    system BLAS) PyTensor warns that its C operations will be slow. bayesgrpo's default sampler
+    compiles to JAX (XLA links its own BLAS), so for it the search is resolved here and a missing
+    BLAS is logged, not warned. For the samplers that run PyTensor's C code (``"pymc"``, ADVI,
+    Pathfinder) a missing BLAS makes them slower: a :class:`~bayesgrpo.errors.FitWarning` says so
+    and names the packages to install. A BLAS set by the user (``PYTENSOR_FLAGS``,
+    ``.pytensorrc``) is used as it is.
+
+    Parameters
+    ----------
+    sampler : str
+        The sampler about to run.
+
+    Returns
+    -------
+    str
+        PyTensor's BLAS link flags (empty when no BLAS was found).
+    """
+    import pytensor
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        flags = str(pytensor.config.blas__ldflags)  # the first read searches, then it is kept
+    searched_without_success = any("BLAS" in str(w.message) for w in caught)
+    for other in caught:
+        if "BLAS" not in str(other.message):
+            warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
+    if flags:
+        return flags
+    advice = (
+        f"PyTensor found no BLAS to link its C code against (Debian/Ubuntu: apt-get install "
+        f"{BLAS_PACKAGES_DEBIAN}; conda: pytensor from conda-forge brings one)"
+    )
+    if sampler in C_BACKEND_SAMPLERS:
+        message = f"{advice}: sampler={sampler!r} runs PyTensor's C code and will be slower."
+        warnings.warn(message, FitWarning, stacklevel=3)
+    elif searched_without_success:
+        logger.info("%s; sampler=%r compiles to JAX and does not use it.", advice, sampler)
+    return flags
 
 
 def use_cores_for_chains(chains: int) -> int:
@@ -277,6 +329,7 @@ def sample_model(
     """
     if sampler not in SAMPLERS:
         raise BayesGRPOError(f"sampler={sampler!r}; choose one of {SAMPLERS}")
+    resolve_pytensor_blas(sampler)
     compile_seconds = 0.0
     start = time.perf_counter()
     if sampler == "nutpie":
