@@ -34,6 +34,7 @@ from bayesgrpo.logs.writers.tensorboard import write_tensorboard
 from bayesgrpo.logs.writers.trl import write_trainer_state
 from bayesgrpo.logs.writers.verl import write_verl_console
 from bayesgrpo.model.reward_model import RewardModel
+from tests.integrations.test_trl import tiny_gpt2
 from tests.integrations.test_verl import FakeTracking, fake_fit, verl_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -425,21 +426,9 @@ class _ReplaceCall(ast.NodeTransformer):
 
 def _tiny_causal_lm(folder: Path) -> str:
     """A random one-layer GPT-2 with a word-level tokenizer, saved as a model folder (CPU, seconds)."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from transformers import GPT2LMHeadModel
 
-    words = ["<pad>", "<eos>", "<unk>", *(f"w{i}" for i in range(13))]
-    word_level = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    word_level.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=word_level, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
-    )
-    torch.manual_seed(0)
-    config = GPT2Config(
-        vocab_size=len(words), n_positions=32, n_embd=8, n_layer=1, n_head=2,
-        bos_token_id=1, eos_token_id=1, pad_token_id=0,
-    )  # fmt: skip
+    tokenizer, config = tiny_gpt2()
     GPT2LMHeadModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)

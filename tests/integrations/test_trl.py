@@ -647,18 +647,10 @@ def test_a_real_trainer_is_stopped_on_its_plateau_only(population_file, tmp_path
         assert "reward" in board.columns
 
 
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::FutureWarning")  # transformers 5 renames gradient_checkpointing
-def test_grpo_trainer_logs_the_forecast(population_file, tmp_path):
-    pytest.importorskip("trl")
-    pytest.importorskip("datasets")
+def tiny_gpt2() -> tuple[Any, Any]:
+    """A word-level tokenizer of 16 words and a one-layer GPT-2 config for it (torch seeded)."""
     import torch
-    from datasets import Dataset
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
-    from trl import GRPOConfig as TRLGRPOConfig
-    from trl import GRPOTrainer
-
-    from bayesgrpo.integrations.trl import BayesStopCallback
+    from transformers import GPT2Config, PreTrainedTokenizerFast
 
     words = ["<pad>", "<eos>", "<unk>", *(f"w{i}" for i in range(13))]
     word_level = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
@@ -668,15 +660,25 @@ def test_grpo_trainer_logs_the_forecast(population_file, tmp_path):
     )
     torch.manual_seed(0)
     config = GPT2Config(
-        vocab_size=len(words),
-        n_positions=32,
-        n_embd=8,
-        n_layer=1,
-        n_head=2,
-        bos_token_id=1,
-        eos_token_id=1,
-        pad_token_id=0,
-    )
+        vocab_size=len(words), n_positions=32, n_embd=8, n_layer=1, n_head=2,
+        bos_token_id=1, eos_token_id=1, pad_token_id=0,
+    )  # fmt: skip
+    return tokenizer, config
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # transformers 5 renames gradient_checkpointing
+def test_grpo_trainer_logs_the_forecast(population_file, tmp_path):
+    pytest.importorskip("trl")
+    pytest.importorskip("datasets")
+    from datasets import Dataset
+    from transformers import GPT2LMHeadModel
+    from trl import GRPOConfig as TRLGRPOConfig
+    from trl import GRPOTrainer
+
+    from bayesgrpo.integrations.trl import BayesStopCallback
+
+    tokenizer, config = tiny_gpt2()
     prompts = Dataset.from_dict(
         {"prompt": [" ".join(f"w{(i + j) % 13}" for j in range(3)) for i in range(32)]}
     )
