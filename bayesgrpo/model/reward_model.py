@@ -77,7 +77,9 @@ class RewardModel:
         ``"logistic"``, ``"power"``, ``"oscillator"``.
     pooling : {"partial", "none", "complete"}
         How runs share strength: around family/task means with covariates (default),
-        not at all, or one curve for all.
+        not at all, or one curve for all. A fit of one run has nothing to pool with: ``"partial"``
+        then fits it with ``"none"`` (the same population prior, without the between-run spreads
+        one run cannot inform), and ``pooling`` says so after the fit.
     priors : mapping of str to pymc_extras.prior.Prior, optional
         Overrides of the default priors by name (``bayesgrpo.model.priors``). A name that matches
         nothing raises, listing the valid names.
@@ -221,6 +223,12 @@ class RewardModel:
             (``bayesgrpo.model.sampling.fit_memory_bytes``); the message names the faster paths.
         """
         check_fit_fits_in_memory(len(runs.run_ids), len(curve_params(self.curve)), draws, chains)
+        if self.pooling == "partial" and len(runs.run_ids) == 1:
+            # one run has nothing to pool with: the between-run spreads would be sampled from their
+            # priors alone, a funnel that gives divergences on the cleanest run; no pooling draws the
+            # run from the same population prior without it
+            logger.info("one run: nothing to pool with; fitting it with pooling='none'")
+            self.pooling = "none"
         model = self.build(runs, horizon)
         idata, diagnostics = sample_model(
             model,

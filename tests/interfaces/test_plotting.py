@@ -44,3 +44,33 @@ def test_grid_has_one_visible_panel_per_run(mocked, simulated):
 def test_unfitted_model_is_a_clear_error():
     with pytest.raises(NotFittedError):
         plot_forecast(RewardModel(), "x")
+
+
+def _long_ids(table, prefix: str):
+    """``table`` with run ids as long as real ones (notebook runs: 60-70 characters)."""
+    rename = {r: f"{prefix}_{r}_GRPO_20250225_6a90f48_n68" for r in table.run_ids}
+    points = table.points.assign(run_id=table.points["run_id"].map(rename))
+    runs = table.runs.assign(run_id=table.runs["run_id"].map(rename))
+    return type(table)(points, runs, table.report)
+
+
+@pytest.mark.parametrize("n_runs", [1, 13])
+def test_grid_is_readable_at_one_run_and_at_many(mocked, n_runs):
+    table = _long_ids(
+        simulate_runs(n_runs, n_steps=40, random_seed=4).table, "nb_unslothai_notebooks_Advanced_Llama3_1_8B"
+    )
+    model = RewardModel().fit(table)
+    figure = plot_forecast_grid(model, observed=table)
+    renderer = figure.canvas.get_renderer()
+    figure.draw(renderer)
+    visible = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(visible) == n_runs
+    if n_runs == 1:  # one chart, not one small panel on a six-panel-wide canvas
+        assert figure.get_size_inches()[0] <= 7
+    for ax in visible:  # every title fits over its own panel, so none runs into a neighbour's
+        title = ax.title.get_window_extent(renderer)
+        panel = ax.get_window_extent(renderer)
+        assert title.x0 >= panel.x0 - 15 and title.x1 <= panel.x1 + 15, ax.title.get_text()
+    legend = figure.legends[0].get_window_extent(renderer)
+    assert legend.x0 >= 0 and legend.x1 <= figure.bbox.x1  # the legend stays on the canvas
+    plt.close(figure)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.simulate import simulate_runs
 
@@ -150,3 +152,20 @@ def test_runs_without_a_stated_range_do_not_distort_the_others():
         for name in ("r0", "r1")
     ]
     assert np.mean(hits) >= 0.85, f"90% intervals hold {np.mean(hits):.0%} of the stated runs' true levels"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_clean_run_fits_without_divergences_by_default(seed, tmp_path):
+    """A newcomer's first fit: one plain run of 60 steps (a smooth rise, noise sd 0.05), no metadata."""
+    steps = np.arange(1, 61)
+    rng = np.random.default_rng(seed)
+    reward = 0.2 + 0.55 * (1.0 - np.exp(-steps / 18.0)) + rng.normal(0.0, 0.05, steps.size)
+    pd.DataFrame({"step": steps, "reward": reward}).to_csv(tmp_path / "my_run.csv", index=False)
+    table = load_runs([tmp_path / "my_run.csv"])
+    model = RewardModel().fit(table, random_seed=seed, progressbar=False)
+    assert model.pooling == "none"  # one run has nothing to pool with
+    assert model.diagnostics.divergences == 0
+    assert model.diagnostics.max_r_hat <= 1.01
+    assert model.diagnostics.min_ess_bulk >= 400
+    final = model.final_reward().iloc[0]
+    assert final["q05"] < 0.2 + 0.55 * (1 - np.exp(-59 / 18.0)) < final["q95"]

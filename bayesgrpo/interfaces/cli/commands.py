@@ -228,7 +228,8 @@ def _print_fit_plan(args: argparse.Namespace, table: Any, summary: Any) -> None:
     )
     what = "all logged points" if args.cut is None else f"the first {args.cut:.0%} of each run"
     print(
-        f"fitting a {args.curve} reward-curve model with partial pooling on {what} ({args.sampler}, "
+        f"fitting a {args.curve} reward-curve model with "
+        f"{'partial pooling' if len(summary) > 1 else 'no pooling (one run)'} on {what} ({args.sampler}, "
         f"{args.chains} chains x {args.draws} draws)...",
         flush=True,
     )
@@ -272,7 +273,7 @@ def _write_forecast(args: argparse.Namespace, model: Any, final: Any, table: Any
         from bayesgrpo.interfaces.plotting import plot_forecast_grid
 
         figure = plot_forecast_grid(model, observed=table, band=getattr(args, "band", "predictive"))
-        figure.savefig(out / "forecast.png", dpi=70)
+        figure.savefig(out / "forecast.png", dpi=90)
         written.append(out / "forecast.png")
     return written
 

@@ -123,27 +123,60 @@ def plot_forecast_grid(
     *,
     observed: RunsTable | None = None,
     ncols: int = 6,
-    panel_size: tuple[float, float] = (3.2, 2.2),
+    panel_size: tuple[float, float] | None = None,
     **kwargs: Any,
 ) -> Figure:
-    """Fan charts of many runs on one figure (one panel per run); returns the figure."""
+    """Fan charts of many runs on one figure (one panel per run); returns the figure.
+
+    The figure is sized to the runs: one run is one readable chart, not one panel of a wide
+    grid; panel titles are cut in the middle to fit their panel (run ids often differ only at
+    their end), and the legend wraps to the figure's width.
+
+    Parameters
+    ----------
+    model : RewardModel
+        A fitted model.
+    run_ids : sequence of str, optional
+        The runs to draw (default: every fitted run).
+    observed : RunsTable, optional
+        The logged points to draw.
+    ncols : int
+        Panels per row at most.
+    panel_size : (float, float), optional
+        Inches per panel (default: 6 x 3.6 for one run, 4 x 2.6 for two to four, 3.2 x 2.2 beyond).
+    **kwargs
+        Passed to :func:`plot_forecast` (``band``, ``intervals``...).
+
+    Returns
+    -------
+    matplotlib Figure
+    """
     plt = pyplot()
     assert model.data is not None
     run_ids = list(run_ids) if run_ids is not None else list(model.data.run_ids)
+    ncols = max(1, min(ncols, len(run_ids)))
+    if panel_size is None:
+        panel_size = (6.0, 3.6) if len(run_ids) == 1 else (4.0, 2.6) if len(run_ids) <= 4 else (3.2, 2.2)
     nrows = int(np.ceil(len(run_ids) / ncols))
     figure, axes = plt.subplots(
-        nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows), squeeze=False
+        nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.6), squeeze=False
     )
+    title_chars = max(16, int(panel_size[0] * 11))  # fontsize 7: about 11 characters an inch
     for ax, run_id in zip(axes.ravel()[: len(run_ids)], run_ids, strict=True):
         plot_forecast(model, run_id, observed=observed, ax=ax, **kwargs)
-        ax.set_xlabel("")
-        ax.set_ylabel("")
-        ax.tick_params(labelsize=6)
+        ax.set_title(short_label(run_id, title_chars), fontsize=7 if len(run_ids) > 1 else 9)
+        if len(run_ids) > 1:
+            ax.set_xlabel("")
+            ax.set_ylabel("")
+            ax.tick_params(labelsize=6)
     for ax in axes.ravel()[len(run_ids) :]:
         ax.set_visible(False)
     handles, labels = axes.ravel()[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8, frameon=False)
-    figure.tight_layout(rect=(0, 0, 1, 0.97))
+    per_row = max(1, min(len(labels), int(panel_size[0] * ncols / 2.4)))  # a label is about 2.4 in
+    rows = int(np.ceil(len(labels) / per_row))
+    figure.legend(handles, labels, loc="upper center", ncol=per_row, fontsize=8, frameon=False)
+    top = 1.0 - (0.12 + 0.18 * rows) / (panel_size[1] * nrows + 0.6)
+    figure.tight_layout(rect=(0, 0, 1, top))
     return figure
 
 
