@@ -46,9 +46,9 @@ from backtest import pick_runs  # the same run selection as the backtest
 RESULTS = HERE / "results"
 QUICK_OUTPUT = HERE / "_scratch" / "transfer_eval_quick"
 TARGET_GAIN = 0.30
-SPLITS = ("kfold_by_run", "leave_one_size_out", "leave_one_run_out")
+SPLITS = ("kfold_by_run", "leave_one_size_out", "leave_one_family_out", "leave_one_run_out")
 #: Splits run unless --splits names others (leave-one-run-out costs one population fit per run).
-DEFAULT_SPLITS = ("kfold_by_run", "leave_one_size_out")
+DEFAULT_SPLITS = ("kfold_by_run", "leave_one_size_out", "leave_one_family_out")
 
 logger = logging.getLogger("transfer_eval")
 
@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from bayesgrpo.evaluate.backtest import kfold_populations
     from bayesgrpo.evaluate.transfer_eval import (
+        family_out_populations,
         improvement_over,
         known_reward_bounds,
         run_out_populations,
@@ -197,6 +198,10 @@ def main(argv: list[str] | None = None) -> None:
                 cache,
                 key,
                 lambda: kfold_populations(table, args.folds, fit_kwargs=fit_kwargs, random_seed=args.seed),
+            )
+        elif split == "leave_one_family_out":
+            populations = cached_populations(
+                cache, key, lambda: family_out_populations(table, fit_kwargs, args.seed)
             )
         elif split == "leave_one_run_out":
             populations = cached_populations(

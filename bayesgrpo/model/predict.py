@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from bayesgrpo.model.build import run_location
+from bayesgrpo.model.build import bounds_from_data, run_location
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
-from bayesgrpo.model.data import ModelData
-from bayesgrpo.model.priors import curve_params
+from bayesgrpo.model.data import UNKNOWN, ModelData
+from bayesgrpo.model.priors import LEVEL_PARAMS, curve_params
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -130,6 +130,118 @@ def _group_effect_draws(
     return posterior_stacked[f"{effect_name}_sd"].to_numpy() * rng.standard_normal(n)
 
 
+def fitted_size_ranges(data: ModelData, curve: str) -> dict[str, tuple[float, float]]:
+    """The standardised log sizes each parameter's size slope was learnt from, per parameter.
+
+    The levels' slopes are learnt from the runs on a stated range only when the fit mixes both
+    kinds of bounds (:func:`bounds_from_data`); the shape parameters' from every run of known
+    size. A parameter whose slope no run of known size informed gets no entry.
+
+    Parameters
+    ----------
+    data : ModelData
+        The population's data.
+    curve : str
+
+    Returns
+    -------
+    dict
+        ``parameter -> (lowest, highest)`` standardised log size.
+    """
+    known = np.isfinite(data.log_size)
+    stated = ~bounds_from_data(data).astype(bool)
+    ranges = {}
+    for name in curve_params(curve):
+        informed = known & stated if name in LEVEL_PARAMS else known
+        if informed.any():
+            ranges[name] = (float(data.log_size[informed].min()), float(data.log_size[informed].max()))
+    return ranges
+
+
+def unseen_group_sds(
+    data: ModelData,
+    curve: str,
+    groups: dict[str, str | None],
+    prior_sds: dict[str, float],
+) -> dict[str, float]:
+    """For a group the fit never saw, the prior scale of each parameter's between-group spread.
+
+    A population fitted on one family (or whose levels were learnt from runs of one family) has
+    no family effect to draw a new family's from: without this, a new family would be predicted
+    as confidently as the family it saw. Such a run gets the between-group spread the model
+    assumed before the data (``{param}_{dim}_sd``'s prior scale).
+
+    Parameters
+    ----------
+    data : ModelData
+        The population's data.
+    curve : str
+    groups : dict
+        ``"family"``/``"task"`` -> the run's group (None when unknown).
+    prior_sds : dict
+        ``{param}_{dim}_sd`` -> the prior scale of that spread.
+
+    Returns
+    -------
+    dict
+        ``{param}_{dim}`` -> scale, for each parameter whose effect was learnt from runs none of
+        which is of the run's group.
+    """
+    stated = ~bounds_from_data(data).astype(bool)
+    out = {}
+    for dim, group in groups.items():
+        if group is None or group == UNKNOWN:
+            continue
+        index = data.family_index if dim == "family" else data.task_index
+        names = data.families if dim == "family" else data.tasks
+        for name in curve_params(curve):
+            informed = stated if name in LEVEL_PARAMS else np.ones_like(stated)
+            seen = {names[i] for i in index[informed] if i >= 0}
+            if group not in seen:
+                out[f"{name}_{dim}"] = float(prior_sds.get(f"{name}_{dim}_sd", 0.5))
+    return out
+
+
+def size_effect_draws(
+    slope: np.ndarray,
+    log_size: float,
+    size_range: tuple[float, float] | None,
+    extrapolation_sd: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Draws of a size effect, honest beyond the sizes the slope was learnt from.
+
+    Inside the fitted range the effect is the slope times the standardised log size. Beyond it
+    the fitted trend is not extended: the effect is held at the range's edge and a random walk
+    is added whose spread grows with the distance from the edge, ``extrapolation_sd`` per
+    standard deviation of log size (the slope's prior scale: what the model believed of a size
+    effect before the data spoke). A 70B run predicted from runs of 0.5-7B therefore gets a
+    wide interval centred near the 7B runs, not a confident extension of their trend.
+
+    Parameters
+    ----------
+    slope : ndarray, shape (S,)
+        Posterior draws of the size slope.
+    log_size : float
+        The new run's standardised log size.
+    size_range : (float, float), optional
+        The standardised log sizes the slope was learnt from (:func:`fitted_size_ranges`); None
+        extrapolates the slope as it is.
+    extrapolation_sd : float
+        Spread added per unit of standardised log size beyond the range.
+    rng : numpy Generator
+
+    Returns
+    -------
+    ndarray, shape (S,)
+    """
+    if size_range is None:
+        return slope * log_size
+    inside = float(np.clip(log_size, *size_range))
+    beyond = abs(log_size - inside)
+    return slope * inside + extrapolation_sd * beyond * rng.standard_normal(slope.shape)
+
+
 def new_run_draws(
     posterior: xr.Dataset,
     curve: str,
@@ -139,6 +251,9 @@ def new_run_draws(
     log_size: float = np.nan,
     log_samples: float = np.nan,
     bounds_from_data: bool = False,
+    size_ranges: dict[str, tuple[float, float]] | None = None,
+    extrapolation_sd: float = 0.5,
+    unseen_group_sd: dict[str, float] | None = None,
     random_seed: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Draws of a new run's parameters from the population posterior, on the model's scales.
@@ -162,6 +277,16 @@ def new_run_draws(
     bounds_from_data : bool
         The run's reward is normalised by its own observed range (no stated bounds): when the
         population has separate levels for such runs (``model.build.bounds_from_data``), it gets them.
+    size_ranges : dict, optional
+        Per parameter, the standardised log sizes its size slope was learnt from
+        (:func:`fitted_size_ranges`): a size beyond them widens with the distance instead of
+        extending the trend (:func:`size_effect_draws`). None extends every slope as it is.
+    extrapolation_sd : float
+        Spread per unit of standardised log size beyond the fitted sizes (default 0.5, the size
+        slopes' prior scale).
+    unseen_group_sd : dict, optional
+        ``{param}_{dim}`` -> a spread for a group the fit has no effect of and never saw
+        (:func:`unseen_group_sds`): the run's effect is drawn with a half-normal scale of it.
     random_seed : int, optional
 
     Returns
@@ -188,8 +313,15 @@ def new_run_draws(
             if coord != dim and data_bounded:
                 continue
             effects = effects + _group_effect_draws(stacked, name, coord, level, rng)
+            unseen = (unseen_group_sd or {}).get(f"{name}_{dim}")
+            if unseen is not None and f"{name}_{coord}" not in stacked:
+                spread = np.abs(unseen * rng.standard_normal(n))  # the spread's half-normal prior
+                effects = effects + spread * rng.standard_normal(n)
         if f"{name}_size_slope" in stacked:
-            effects = effects + stacked[f"{name}_size_slope"].to_numpy() * size
+            size_range = None if size_ranges is None else size_ranges.get(name)
+            effects = effects + size_effect_draws(
+                stacked[f"{name}_size_slope"].to_numpy(), size, size_range, extrapolation_sd, rng
+            )
         pull = stacked[f"{name}_r0_slope"].to_numpy() * (out["r0"] - r0_mu) if name != "r0" else 0.0
         offset = stacked[f"{name}_data_offset"].to_numpy() if f"{name}_data_offset" in stacked else None
         loc = run_location(name, mu, effects, pull, data_bounded, offset)

@@ -55,7 +55,12 @@ from bayesgrpo.model.laplace import (
     laplace_fit,
     single_threaded_blas,
 )
-from bayesgrpo.model.predict import new_run_draws, quantile_columns
+from bayesgrpo.model.predict import (
+    fitted_size_ranges,
+    new_run_draws,
+    quantile_columns,
+    unseen_group_sds,
+)
 from bayesgrpo.model.priors import curve_params
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.stopping import CurveDraws
@@ -187,6 +192,14 @@ class LiveForecaster:
                 log_size=float(data.size_standardizer(np.log(size))) if size > 0 else np.nan,
                 log_samples=float(data.samples_standardizer(np.log(samples))) if samples > 0 else np.nan,
                 bounds_from_data=from_data,
+                size_ranges=fitted_size_ranges(data, self.population.curve),
+                unseen_group_sd=unseen_group_sds(
+                    data,
+                    self.population.curve,
+                    {"family": family, "task": task},
+                    {name: _prior_scale(prior) for name, prior in self.population.priors.items()},
+                ),
+                extrapolation_sd=_size_slope_prior_sd(self.population),
                 random_seed=self.random_seed,
             )
             prior = GaussianRunPrior.from_draws(draws, self.population.curve, self.population.noise_floor)
@@ -481,6 +494,21 @@ class LiveUpdate:
         draws = self.reward_draws([self.horizon_step], band=band)[:, 0]
         lower, median, upper = np.quantile(draws, [tail, 0.5, 1.0 - tail])
         return float(lower), float(median), float(upper)
+
+
+def _size_slope_prior_sd(population: RewardModel) -> float:
+    """The prior scale of the population's size slopes (their largest), the spread per unit of
+    standardised log size that a size beyond the fitted ones adds (``model.predict.size_effect_draws``).
+    """
+    scales = [
+        _prior_scale(prior) for name, prior in population.priors.items() if name.endswith("_size_slope")
+    ]
+    return max(scales, default=0.5)
+
+
+def _prior_scale(prior: Any) -> float:
+    """A prior's ``sigma`` (its scale), 0.5 when it names none."""
+    return float(getattr(prior, "parameters", {}).get("sigma", 0.5))
 
 
 def _text(value: Any) -> str | None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model.datasets import bundled_population
+from bayesgrpo.model.predict import size_effect_draws, unseen_group_sds
 from bayesgrpo.questions.transfer import predict_new_run
 
 BOUNDS = {"reward_min": 0.0, "reward_max": 1.0}
@@ -97,3 +100,52 @@ def test_a_bad_initial_reward_is_an_error_not_ignored(population, extra, message
     predict_new_run(
         model, {"family": "qwen", "initial_reward": float("nan"), **BOUNDS}, horizon=300, random_seed=0
     )
+
+
+def _width(model, metadata, horizon=300):
+    table = predict_new_run(
+        model, {**metadata, **BOUNDS}, horizon=horizon, steps=[float(horizon)], n_draws=4000, random_seed=0
+    ).table
+    return float((table["q95"] - table["q05"]).iloc[0])
+
+
+def test_a_size_beyond_the_fitted_ones_widens_with_the_distance(population):
+    model, _ = population  # fitted on 0.5B to 14B
+    inside = _width(model, {"family": "qwen", "size_b": 7.0})
+    near = _width(model, {"family": "qwen", "size_b": 30.0})
+    far = _width(model, {"family": "qwen", "size_b": 400.0})
+    assert inside < near < far
+
+
+def test_the_trend_is_not_extended_beyond_the_fitted_sizes():
+    rng = np.random.default_rng(0)
+    slope = np.full(20_000, 0.8)  # a confident slope, learnt on sizes -1 .. 1
+    inside = size_effect_draws(slope, 0.5, (-1.0, 1.0), 0.5, rng)
+    assert np.allclose(inside, 0.4)  # inside: the fitted trend exactly
+    beyond = size_effect_draws(slope, 3.0, (-1.0, 1.0), 0.5, rng)
+    assert beyond.mean() == pytest.approx(0.8, abs=0.02)  # held at the edge (1.0 x 0.8), not 2.4
+    assert beyond.std() == pytest.approx(0.5 * 2.0, rel=0.03)  # 0.5 per unit beyond, 2 units
+    farther = size_effect_draws(slope, 5.0, (-1.0, 1.0), 0.5, rng)
+    assert farther.std() == pytest.approx(2 * beyond.std(), rel=0.05)
+    assert np.allclose(size_effect_draws(slope, 3.0, None, 0.5, rng), 2.4)  # no range: as fitted
+
+
+def test_a_family_the_levels_never_saw_gets_the_prior_spread(population):
+    model, _ = population
+    data = model.data
+    prior_sds = {"r1_family_sd": 0.5, "tau_family_sd": 0.5}
+    seen = unseen_group_sds(data, model.curve, {"family": "qwen", "task": None}, prior_sds)
+    assert seen == {}
+    new = unseen_group_sds(data, model.curve, {"family": "deepseek", "task": None}, prior_sds)
+    assert new["r1_family"] == 0.5 and set(new) == {f"{p}_family" for p in ("r0", "r1", "k", "tau")}
+
+
+def test_the_shipped_population_is_honest_about_what_it_never_saw():
+    # its levels were learnt from runs on a stated range: Qwen (and one Gemma) of 0.5B to 7B
+    shipped = bundled_population()
+    known = _width(shipped, {"family": "Qwen", "size_b": 7, "task": "gsm8k"}, horizon=500)
+    new_family = _width(shipped, {"family": "DeepSeek", "size_b": 7, "task": "gsm8k"}, horizon=500)
+    far_size = _width(shipped, {"family": "Qwen", "size_b": 72, "task": "gsm8k"}, horizon=500)
+    both = _width(shipped, {"family": "DeepSeek", "size_b": 70, "task": "gsm8k"}, horizon=500)
+    assert known < new_family < both and known < far_size < both
+    assert both > 0.1  # 0.997 .. 1.000 before (the 0.5-7B trend extended to 70B)

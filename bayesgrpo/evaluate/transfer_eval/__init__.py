@@ -43,6 +43,8 @@ Splits (which population predicts which run)
     * Leave one size out (:func:`size_out_populations`): every run of one model size is held out
       together and predicted from a population fitted on the runs of all other sizes (runs of
       unknown size included), so the size effect must extrapolate or interpolate.
+    * Leave one family out (:func:`family_out_populations`): every run of one model family is
+      predicted by a population that has never seen the family.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from bayesgrpo.evaluate.transfer_eval.metadata import (
     zero_shot_metadata,
 )
 from bayesgrpo.evaluate.transfer_eval.populations import (
+    family_out_populations,
     run_out_populations,
     size_groups,
     size_out_populations,
@@ -73,6 +76,7 @@ __all__ = [
     "DEFAULT_PREFIXES",
     "WHOLE_CURVE",
     "ZERO_SHOT_METHODS",
+    "family_out_populations",
     "improvement_over",
     "known_reward_bounds",
     "observed_reward_draws",

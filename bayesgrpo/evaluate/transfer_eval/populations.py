@@ -1,4 +1,4 @@
-"""Populations that never saw the held-out run: leave one model size out, or leave one run out."""
+"""Populations that never saw the held-out run: leave one model size, one family or one run out."""
 
 from __future__ import annotations
 
@@ -94,6 +94,53 @@ def size_out_populations(
         raise BacktestError(f"no model size has {min_runs} or more runs to hold out")
     return held_out_populations(
         table, groups, fit_kwargs, random_seed, model_kwargs=model_kwargs, label="size %g held out"
+    )
+
+
+def family_out_populations(
+    table: RunsTable,
+    fit_kwargs: Mapping[str, Any] | None = None,
+    random_seed: int = 0,
+    *,
+    model_kwargs: Mapping[str, Any] | None = None,
+    families: Sequence[str] | None = None,
+) -> dict[str, RewardModel]:
+    """Leave one family out: one population per model family, fitted on every other family's runs.
+
+    Each held-out run is then, to its population, a run of a family it has never seen: its
+    prediction draws the family's effect from the between-family spread.
+
+    Parameters
+    ----------
+    table : RunsTable
+    fit_kwargs, random_seed, model_kwargs
+        As :func:`size_out_populations`.
+    families : sequence of str, optional
+        Hold out only these families (default: every family of the table).
+
+    Returns
+    -------
+    dict
+        ``run_id -> fitted RewardModel`` for the runs of the held-out families; runs of unknown
+        family are never held out but are in every population.
+    """
+    if "family" not in table.runs.columns:
+        raise BacktestError(f"no metadata column 'family'; columns: {list(table.runs.columns)}")
+    groups: dict[str, list[str]] = {}
+    for family, run_id in zip(table.runs["family"], table.runs["run_id"].astype(str), strict=True):
+        if isinstance(family, str) and family.strip():
+            groups.setdefault(family, []).append(run_id)
+    if families is not None:
+        unknown = sorted(set(families) - set(groups))
+        if unknown:
+            raise BacktestError(f"families {unknown} are not in the table; families: {sorted(groups)}")
+        groups = {f: groups[f] for f in families}
+    if len(groups) < 2 and families is None:
+        raise BacktestError(
+            f"leaving a family out needs two families or more; the table has {sorted(groups)}"
+        )
+    return held_out_populations(
+        table, groups, fit_kwargs, random_seed, model_kwargs=model_kwargs, label="family %s held out"
     )
 
 

@@ -60,6 +60,7 @@ SCORE_COLUMNS = [
     "final_abs_error",
     "cover50",
     "cover90",
+    "final_cover90",
     "n_scored",
     "n_final",
     "reward_range",
@@ -106,13 +107,18 @@ def observed_reward_draws(
 def _score(draws: np.ndarray, y: np.ndarray, scale: float, n_final: int) -> dict[str, float]:
     finite = np.all(np.isfinite(draws), axis=1)
     if not finite.any():
-        return dict.fromkeys(("crps", "final_abs_error", "cover50", "cover90"), np.nan)
+        return dict.fromkeys(("crps", "final_abs_error", "cover50", "cover90", "final_cover90"), np.nan)
     draws = draws[finite]
+    # the final reward: the mean of the run's last logged points, against the draws of that mean
+    final_draws = draws[:, -n_final:].mean(axis=1)
+    low, high = np.quantile(final_draws, [0.05, 0.95])
+    final = float(np.mean(y[-n_final:]))
     return {
         "crps": float(scores.crps_from_draws(draws, y, scale).mean()),
         "final_abs_error": scores.final_reward_error(draws[:, -n_final:], y[-n_final:], scale),
         "cover50": float(scores.interval_coverage(draws, y, 0.5).mean()),
         "cover90": float(scores.interval_coverage(draws, y, 0.9).mean()),
+        "final_cover90": float(low <= final <= high),
     }
 
 

@@ -25,7 +25,9 @@ def transfer_summary(frame: pd.DataFrame) -> pd.DataFrame:
     -------
     DataFrame
         ``split, window, method, runs, crps_median, crps_mean, final_err_median,
-        final_err_mean, cover50_mean, cover90_mean, not_ok`` in the order rows first appear.
+        final_err_mean, cover50_mean, cover90_mean, final_cover90_mean, not_ok`` in the order rows
+        first appear (``final_cover90``: the run's final reward, the mean of its last logged points,
+        inside the 90% interval of that mean).
     """
     if frame.empty:
         raise BacktestError("no transfer scores to summarise")
@@ -38,6 +40,7 @@ def transfer_summary(frame: pd.DataFrame) -> pd.DataFrame:
         final_err_mean=("final_abs_error", "mean"),
         cover50_mean=("cover50", "mean"),
         cover90_mean=("cover90", "mean"),
+        final_cover90_mean=("final_cover90", "mean"),
         not_ok=("status", lambda s: int((s != "ok").sum())),
     ).reset_index()
 
