@@ -1,18 +1,19 @@
 """Transfer evaluation on the bundled real runs: held-out runs predicted zero-shot and early on.
 
-Two splits: K-fold by run (``kfold_populations``, stratified by source: an approximation of
-leave-one-run-out, one fit per fold instead of one per run) and leave one size out
+Splits: K-fold by run (``kfold_populations``, stratified by source: an approximation of
+leave-one-run-out, one fit per fold instead of one per run), leave one size out
 (``size_out_populations``: every run of one model size predicted from a population fitted on all
-other sizes). Every held-out run is predicted zero-shot from its metadata, zero-shot plus its
-initial reward, and after 5% / 10% of its run, against the population-mean curve and the run's
-prefix fitted alone (``bayesgrpo.evaluate.transfer_eval``).
+other sizes) and leave one family out (``family_out_populations``). Every held-out run is
+predicted zero-shot from its metadata, zero-shot plus its initial reward, and after 5% / 10% of
+its run, against the population-mean curve and the run's prefix fitted alone
+(``bayesgrpo.evaluate.transfer_eval``).
 
 Writes to ``benchmarks/results/`` (``--output-dir``): ``transfer_eval.md`` and
 ``transfer_eval_runs.csv`` (one row per split, run, window, method).
 
 Usage::
 
-    python benchmarks/transfer_eval.py                    # 5 folds + one fit per size (~13 fits)
+    python benchmarks/transfer_eval.py                    # 5 folds + one fit per size and family (19)
     python benchmarks/transfer_eval.py --quick            # smoke run: 14 runs, 2 folds, 2 sizes
     python benchmarks/transfer_eval.py --cache /tmp/pops  # keep the fits for a rerun
 
@@ -147,6 +148,42 @@ def verdict(gains: pd.DataFrame) -> list[str]:
     return lines
 
 
+def final_coverage(frame: pd.DataFrame, table) -> tuple[pd.DataFrame, list[str]]:
+    """How often a run's final reward fell inside its 90% interval, per split and method.
+
+    Each method on its own window (zero-shot methods on the whole curve, ``after_<p>`` and
+    ``run_alone_<p>`` after their prefix); for leave one family out also per held-out family.
+    Returns the table and the verdict lines against the target (85-95% leaving a family out).
+    """
+    own = frame[(frame["window"] == "whole_curve") | (frame["window"] == frame["method"]) |
+                (frame["method"].str.startswith("run_alone") &
+                 (frame["window"] == frame["method"].str.replace("run_alone", "after")))]  # fmt: skip
+    family = table.runs.set_index("run_id")["family"].astype(str)
+    own = own.assign(family=own["run_id"].map(family))
+    rows = (
+        own.groupby(["split", "method"], sort=False)
+        .agg(runs=("run_id", "nunique"), final_cover90=("final_cover90", "mean"))
+        .reset_index()
+    )
+    lofo = own[own["split"] == "leave_one_family_out"]
+    per_family = (
+        lofo.groupby(["method", "family"], sort=False)
+        .agg(runs=("run_id", "nunique"), final_cover90=("final_cover90", "mean"))
+        .reset_index()
+        .assign(split="leave_one_family_out, by family")
+    )
+    lines = []
+    for method, group in rows[rows["split"] == "leave_one_family_out"].groupby("method", sort=False):
+        share = float(group["final_cover90"].iloc[0])
+        met = "met" if 0.85 <= share <= 0.95 else "not met"
+        lines.append(
+            f"- leave_one_family_out, {method}: {100 * share:.0f}% of {int(group['runs'].iloc[0])} runs' "
+            f"final rewards inside their 90% interval (target 85-95%): **{met}**."
+        )
+    columns = ["split", "method", "family", "runs", "final_cover90"]
+    return pd.concat([rows, per_family], ignore_index=True)[columns], lines
+
+
 def main(argv: list[str] | None = None) -> None:
     """Fit the held-out populations, score transfer and write the results."""
     args = parse_args(argv)
@@ -242,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{s}: fits {f:.0f} s, predictions and scores {p:.0f} s" for s, (f, p) in seconds.items()
     )
     prefixes = ", ".join(f"{100 * p:g}%" for p in args.prefixes)
+    coverage, coverage_verdict = final_coverage(frame, table)
     lines = [
         "# Transfer evaluation on the bundled real runs",
         "",
@@ -263,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
             f"one fit per run. `leave_one_size_out`: for each model size with at least {args.min_size_runs} "
             f"runs (held out: {', '.join(f'{s:g}B' for s in sizes)}), every run of that size is predicted by "
             "a population fitted on all the other runs (runs of unknown size stay in every population and "
-            "are never held out)."
+            "are never held out). `leave_one_family_out`: every run of one model family is predicted by a "
+            "population fitted on the runs of all other families, to which it is a new family."
         ),
         "",
         (
@@ -290,6 +329,20 @@ def main(argv: list[str] | None = None) -> None:
             "updates with Pareto k > 0.7 or baselines that fell back to persistence. Raw rows: "
             "`transfer_eval_runs.csv`."
         ),
+        "",
+        "## A family it never saw: the final reward inside its 90% interval",
+        "",
+        (
+            "The final reward is the mean of the run's last 5% of logged points; its interval, the 5% "
+            "and 95% quantiles of the draws of that same mean (noise averaged over as many points). "
+            "Zero-shot rows exist only for runs with a stated reward range; leaving a family out, "
+            "those are the Qwen runs (predicted by a population whose runs on a stated range hold "
+            "one Gemma run) and the Gemma run (from a population of Qwen runs)."
+        ),
+        "",
+        *coverage_verdict,
+        "",
+        markdown_table(coverage),
         "",
         "## Against the target (zero-shot CRPS >= 30% better than the population-mean curve)",
         "",
