@@ -32,10 +32,12 @@ nb.cells = [
          "        \"nb_unslothai_notebooks_Qwen3_4B_GRPO_bac83a2_n312\", \"nb_unslothai_notebooks_Kaggle_Llama3_1_8B_GRPO_add7e30_n250\"]\n"
          "figure = plot_forecast_grid(model, run_ids=runs, observed=table, ncols=2, panel_size=(5.0, 3.2))"),
     md("The dots after the cut were not seen by the fit.\n\n"
-       "Read the fit's warnings before its numbers. Here the two chains disagree on one run, named first: "
-       "`nb_unslothai_notebooks_Qwen3_8B_FP8_GRPO_14ff169_n100`, whose first half does not say where it ends "
-       "(its level at the horizon has two modes). Its interval is not to be trusted until more draws or more "
-       "chains (`fit(..., draws=1000, chains=4)`) agree; on the other runs the chains agree to within r_hat 1.05."),
+       "Read the fit's warnings before its numbers: the fit warns, once per kind and in plain words "
+       "(they are kept in `model.diagnostics.warnings`), when its chains disagree, and names the runs "
+       "where they do, worst first. Such a run's first "
+       "half does not say where it ends (its level at the horizon can have two modes): its interval is "
+       "not to be trusted until more draws or more chains (`fit(..., draws=1000, chains=4)`) agree. The "
+       "other runs' forecasts are unaffected."),
     md("## Should I stop now?\n\nAt the cut, the plateau rule asks: is the gain over the rest of the run "
        "below 1% of the reward range with probability 0.9? `expected_gain` and `phase` say why."),
     code("from bayesgrpo.questions.stopping import PlateauRule, decisions_table, expected_gain, phase\n\n"

@@ -1,0 +1,197 @@
+"""The Optuna pruner on real studies (SQLite storage) whose trials replay bundled reward curves."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import optuna
+import pytest
+
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.evaluate.backtest import source_groups
+from bayesgrpo.integrations.optuna import ATTR, RewardCurvePruner, trial_table
+from bayesgrpo.model.datasets import load_bundled
+from bayesgrpo.questions.live import LiveForecaster
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+SOURCE = "volcengine/verl (refs/pull/3389/head)"  # 7 runs of one recipe, 116 steps, accuracy 0..1
+
+
+@pytest.fixture(scope="module")
+def curves() -> list[np.ndarray]:
+    """The rewards of the seven runs of one verl pull request, step by step (steps 1..116)."""
+    table = load_bundled(warn=False)
+    runs = source_groups(table)[SOURCE]
+    return [table.run(r)["reward"].to_numpy(dtype=float) for r in runs]
+
+
+def replay(curves, order, *, direction="maximize"):
+    """An objective whose trial k reports curve ``order[k]`` step by step and returns its final
+    reward (the mean of its last 10 values), as a training run evaluated at every step would.
+    """
+    spent = []
+
+    def objective(trial):
+        rewards = curves[order[trial.number]]
+        for step, reward in enumerate(rewards, start=1):
+            trial.report(1.0 - reward if direction == "minimize" else reward, step)  # a loss, minimised
+            if trial.should_prune():
+                spent.append(step)
+                raise optuna.TrialPruned()
+        spent.append(len(rewards))
+        final = float(np.mean(rewards[-10:]))
+        return final if direction == "maximize" else 1.0 - final
+
+    return objective, spent
+
+
+def pruner(**kwargs):
+    settings = {
+        "horizon": 116,
+        "n_startup_trials": 2,
+        "n_warmup_steps": 20,
+        "interval_steps": 10,
+        "metadata": {"reward_min": 0.0, "reward_max": 1.0},
+        "min_prob_beat_best": 0.05,
+        "random_seed": 0,
+    }
+    return RewardCurvePruner(**{**settings, **kwargs})
+
+
+def best_first(curves):
+    """The order best run first: every later trial has a best to lose against."""
+    return list(np.argsort([-np.mean(c[-10:]) for c in curves]))
+
+
+def test_a_study_on_sqlite_prunes_trials_that_cannot_win_and_stores_why(curves, tmp_path):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="grpo-lr", storage=storage, direction="maximize", pruner=pruner())
+    order = best_first(curves)
+    objective, spent = replay(curves, order)
+    study.optimize(objective, n_trials=len(curves))
+
+    states = [t.state for t in study.trials]
+    assert states[:2] == [optuna.trial.TrialState.COMPLETE] * 2  # the startup trials
+    assert optuna.trial.TrialState.PRUNED in states
+    assert study.best_trial.number == 0  # the best run is never pruned: it was run first here
+    assert sum(spent) < 116 * len(curves)
+
+    reloaded = optuna.load_study(study_name="grpo-lr", storage=storage)  # what the storage kept
+    for trial in reloaded.trials:
+        attrs = trial.user_attrs
+        if trial.state == optuna.trial.TrialState.PRUNED:
+            assert attrs[f"{ATTR}decision"] == "prune"
+            assert attrs[f"{ATTR}p_beat_best"] < 0.05
+            assert "P(final value beats the best trial's" in attrs[f"{ATTR}reason"]
+            assert attrs[f"{ATTR}final_q05"] <= attrs[f"{ATTR}final_q50"] <= attrs[f"{ATTR}final_q95"]
+        elif trial.number >= 2:
+            assert attrs[f"{ATTR}decision"] == "continue"
+        else:
+            assert attrs[f"{ATTR}decision"] == "waiting" and "startup" in attrs[f"{ATTR}reason"]
+
+
+def test_a_minimised_objective_is_pruned_as_the_same_reward_maximised(curves):
+    order = best_first(curves)
+    pruned = {}
+    for direction in ("maximize", "minimize"):
+        study = optuna.create_study(direction=direction, pruner=pruner())
+        objective, _ = replay(curves, order, direction=direction)
+        study.optimize(objective, n_trials=len(curves))
+        pruned[direction] = [t.number for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned["maximize"] == pruned["minimize"] and pruned["maximize"]
+
+
+def test_startup_warm_up_and_interval_are_respected(curves):
+    study = optuna.create_study(direction="maximize", pruner=pruner(n_startup_trials=3, n_warmup_steps=30))
+    objective, _ = replay(curves, best_first(curves))
+    study.optimize(objective, n_trials=len(curves))
+    checked = study.pruner.checks
+    assert {c.step for c in checked} <= {30 + 10 * k for k in range(10)}
+    assert all(c.decision == "waiting" for c in checked if c.p_beat_best != c.p_beat_best)  # NaN: no forecast
+    for trial in study.trials[:3]:
+        assert trial.state == optuna.trial.TrialState.COMPLETE
+
+
+def test_a_failing_forecast_never_prunes_and_is_said_once(curves, monkeypatch, caplog):
+    def broken(self, run, *, horizon=None):
+        raise BayesGRPOError("the population file is damaged")
+
+    monkeypatch.setattr(LiveForecaster, "update", broken)
+    study = optuna.create_study(direction="maximize", pruner=pruner())
+    objective, spent = replay(curves, best_first(curves))
+    with caplog.at_level(logging.WARNING, logger="bayesgrpo.integrations.optuna"):
+        study.optimize(objective, n_trials=4)
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    assert spent == [116] * 4
+    errors = [c for c in study.pruner.checks if c.decision == "error"]
+    assert errors and "damaged" in errors[0].reason
+    assert study.trials[-1].user_attrs[f"{ATTR}decision"] == "error"
+    assert sum("failed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_population_is_fitted_on_the_studys_finished_trials(curves, mocked, tmp_path):
+    study = optuna.create_study(
+        study_name="fit-on-trials",
+        direction="maximize",
+        # never prunes on probability: every trial finishes, the fits come at 3 and 6 finished
+        pruner=pruner(
+            fit_after=3, cache_dir=tmp_path, fit_kwargs={"draws": 50, "tune": 50}, min_prob_beat_best=0.0
+        ),
+    )
+    objective, _ = replay(curves, best_first(curves))
+    study.optimize(objective, n_trials=len(curves))
+    assert sorted(p.name for p in tmp_path.glob("*.nc")) == [
+        "population_fit-on-trials_3.nc",
+        "population_fit-on-trials_6.nc",
+    ]
+    assert study.pruner._fitted_on == 6
+    assert set(study.pruner._forecaster.population.data.run_ids) <= {f"trial_{i}" for i in range(7)}
+
+
+def test_trial_values_become_a_curve_from_step_one():
+    trial = optuna.trial.create_trial(
+        state=optuna.trial.TrialState.RUNNING,
+        intermediate_values={0: 0.1, 1: 0.2, 2: float("nan"), 3: 0.4},
+    )
+    table, kept, offset = trial_table(trial, -1.0, {"reward_min": 0.0, "reward_max": 1.0}, 10)
+    assert (kept, offset) == (3, 1)
+    assert table.points["step"].tolist() == [1, 2, 4]
+    assert table.points["reward"].tolist() == [-0.1, -0.2, -0.4]
+    row = table.runs.iloc[0]
+    assert (row["reward_min"], row["reward_max"], row["total_steps"]) == (-1.0, 0.0, 11)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"horizon": 1}, "horizon"),
+        ({"min_prob_beat_best": 1.5}, "min_prob_beat_best"),
+        ({"interval_steps": 0}, "interval_steps"),
+        ({"fit_after": 1}, "fit_after"),
+        ({"band": "noise"}, "band"),
+    ],
+)
+def test_bad_settings_fail_at_construction(kwargs, message):
+    with pytest.raises(BayesGRPOError, match=message):
+        pruner(**kwargs)
+
+
+def test_importing_without_optuna_names_the_extra():
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["optuna"] = None
+        try:
+            import bayesgrpo.integrations.optuna
+        except ImportError as error:
+            print(error)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "bayesgrpo[optuna]" in out.stdout
