@@ -48,7 +48,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 from bayesgrpo.errors import BayesGRPOError, FitWarning, LiveUpdateWarning
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 from bayesgrpo.model.datasets import bundled_population
-from bayesgrpo.model.draws import check_band
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import PlateauRule
@@ -126,10 +125,11 @@ class RewardCurvePruner(BasePruner):
         ``plateau_max_prob_beat_best``: a finished plateau that is not the best has nothing to add.
     plateau_max_prob_beat_best : float
         See ``plateau`` (default 0.5).
-    band : {"curve", "predictive"}
-        What the trial's final value is: ``"curve"`` (default) the expected reward at the
-        horizon (an objective that averages its last evaluations), ``"predictive"`` one logged
-        value there (an objective that returns its last report as it is).
+    final_points : int, optional
+        What the trial's final value is: the mean of its last ``final_points`` reported values
+        (1: the last report as it is), drawn as the curve at the horizon plus one logged value's
+        noise shrunk by ``sqrt(final_points)``; None (default) the expected reward at the horizon
+        itself (an objective that smooths its last evaluations well).
     n_startup_trials : int
         No pruning until this many trials have finished (Optuna's ``MedianPruner`` default: 5).
     n_warmup_steps : int
@@ -163,7 +163,7 @@ class RewardCurvePruner(BasePruner):
         min_prob_beat_best: float = 0.05,
         plateau: PlateauRule | None = None,
         plateau_max_prob_beat_best: float = 0.5,
-        band: str = "curve",
+        final_points: int | None = None,
         n_startup_trials: int = 5,
         n_warmup_steps: int = 0,
         interval_steps: int = 1,
@@ -196,7 +196,10 @@ class RewardCurvePruner(BasePruner):
         self.min_prob_beat_best = float(min_prob_beat_best)
         self.plateau = plateau
         self.plateau_max_prob_beat_best = float(plateau_max_prob_beat_best)
-        self.band = check_band(band)
+        if final_points is not None and (isinstance(final_points, bool) or not isinstance(final_points, int)
+                                         or final_points < 1):  # fmt: skip
+            raise BayesGRPOError(f"final_points must be a whole number >= 1 or None; got {final_points!r}")
+        self.final_points = final_points
         self.n_startup_trials = n_startup_trials
         self.n_warmup_steps = n_warmup_steps
         self.interval_steps = interval_steps
@@ -266,7 +269,10 @@ class RewardCurvePruner(BasePruner):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LiveUpdateWarning)  # the update names its method
             update = forecaster.update(table, horizon=self._horizon(trial) + offset)
-        final = update.reward_draws([update.horizon_step], band=self.band)[:, 0]
+        final = update.reward_draws([update.horizon_step], band="curve")[:, 0]
+        if self.final_points is not None:  # one logged value's noise, averaged over the last points
+            noise = update.reward_draws([update.horizon_step], band="predictive")[:, 0] - final
+            final = final + noise / math.sqrt(self.final_points)
         values = [t.value for t in finished if t.value is not None and math.isfinite(t.value)]
         best = max(sign * v for v in values)
         p_beat = float(np.mean(final > best))

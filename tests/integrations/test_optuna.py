@@ -172,7 +172,7 @@ def test_trial_values_become_a_curve_from_step_one():
         ({"min_prob_beat_best": 1.5}, "min_prob_beat_best"),
         ({"interval_steps": 0}, "interval_steps"),
         ({"fit_after": 1}, "fit_after"),
-        ({"band": "noise"}, "band"),
+        ({"final_points": 0}, "final_points"),
     ],
 )
 def test_bad_settings_fail_at_construction(kwargs, message):
