@@ -83,6 +83,7 @@ BLOCK_TESTS = {
     "predict_new_run(population, new_run": "test_python_walkthrough_on_bundled_and_user_logs",
     "bayesgrpo diagnose LOGS": "test_command_synopses, test_diagnose_on_user_logs",
     "bayesgrpo report logs/": "test_python_walkthrough_on_bundled_and_user_logs",
+    "RewardCurvePruner(": "test_optuna_block",
 }
 
 
@@ -537,3 +538,26 @@ def test_verl_block(monkeypatch):
     done, _ = fake_fit(trainer, trainer.logger, dict(verl_metrics()))
     assert hook.last_decision is not None, "the hook decided nothing over a real run's 105 steps"
     assert done[-1] == trainer.total_training_steps  # a stop ends the loop after one more step
+
+
+@pytest.mark.slow
+def test_optuna_block(tmp_path, monkeypatch):
+    """The README's Optuna study on SQLite, with ``train_grpo`` a user's training loop: a noisy
+    saturating reward whose level depends on the learning rate (best near 1e-6).
+    """
+    monkeypatch.chdir(tmp_path)
+
+    def train_grpo(lr: float, max_steps: int) -> Iterator[tuple[int, float]]:
+        rng = np.random.default_rng(int(lr * 1e9))
+        level = 0.85 - 0.25 * abs(np.log10(lr) + 6.0)  # best at lr = 1e-6
+        for step in range(1, max_steps + 1):
+            yield step, float(0.2 + (level - 0.2) * (1 - np.exp(-step / 60)) + rng.normal(0, 0.03))
+
+    namespace = block("RewardCurvePruner(").run({"train_grpo": train_grpo})
+    study = namespace["study"]
+    states = [t.state.name for t in study.trials]
+    assert len(states) == 20 and "PRUNED" in states and "COMPLETE" in states
+    assert all(t.user_attrs.get("bayesgrpo:decision") for t in study.trials[5:])
+    pruned = [t for t in study.trials if t.state.name == "PRUNED"]
+    assert all("P(final value beats the best" in t.user_attrs["bayesgrpo:reason"] for t in pruned)
+    assert (tmp_path / "grpo.db").exists()
