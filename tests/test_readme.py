@@ -27,12 +27,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
 
+import bayesgrpo
 from bayesgrpo.interfaces.cli import main
 from bayesgrpo.interfaces.cli.parser import build_parser
 from bayesgrpo.logs.writers.tensorboard import write_tensorboard
 from bayesgrpo.logs.writers.trl import write_trainer_state
 from bayesgrpo.logs.writers.verl import write_verl_console
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 from tests.integrations.test_trl import tiny_gpt2
 from tests.integrations.test_verl import FakeTracking, fake_fit, verl_metrics
@@ -84,6 +88,8 @@ BLOCK_TESTS = {
     "bayesgrpo diagnose LOGS": "test_command_synopses, test_diagnose_on_user_logs",
     "bayesgrpo report logs/": "test_python_walkthrough_on_bundled_and_user_logs",
     "RewardCurvePruner(": "test_optuna_block",
+    'load_runs(["mlflow:sqlite:///mlflow.db#grpo-sweep"])': "test_mlflow_block",
+    'bayesgrpo stop "mlflow:': "test_command_synopses (and tests/logs/readers/test_mlflow.py, a server)",
 }
 
 
@@ -561,3 +567,25 @@ def test_optuna_block(tmp_path, monkeypatch):
     pruned = [t for t in study.trials if t.state.name == "PRUNED"]
     assert all("P(final value beats the best" in t.user_attrs["bayesgrpo:reason"] for t in pruned)
     assert (tmp_path / "grpo.db").exists()
+
+
+def test_mlflow_block(tmp_path, monkeypatch):
+    """The README's MLflow block on a local store holding two real bundled runs."""
+    monkeypatch.chdir(tmp_path)
+    client = MlflowClient(tracking_uri="sqlite:///mlflow.db")
+    experiment = client.create_experiment("grpo-sweep")
+    bundled = load_bundled(warn=False)
+    for name, run_id in (
+        ("lr-1e-6", "verl_asyncRA_q3b_fsdp_base"),
+        ("lr-3e-6", "verl_asyncRA_q3b_fsdp_off_ppl"),
+    ):
+        run = client.create_run(experiment, run_name=name)
+        points = bundled.run(run_id).dropna(subset=["reward"])
+        metrics = [
+            Metric("reward", float(r), 1000 + int(s), int(s))
+            for s, r in zip(points["step"], points["reward"], strict=True)
+        ]
+        client.log_batch(run.info.run_id, metrics=metrics)
+    namespace = block('load_runs(["mlflow:sqlite:///mlflow.db#grpo-sweep"])').run({"bayesgrpo": bayesgrpo})
+    assert sorted(namespace["table"].run_ids) == ["lr-1e-6", "lr-3e-6"]
+    assert namespace["run"].run_ids == ["lr-1e-6"]

@@ -44,16 +44,20 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class Source:
-    """One unit a reader reads: a file, or a folder's TensorBoard event files."""
+    """One unit a reader reads: a file, a folder's TensorBoard event files, or a tracker's URI."""
 
     format: str
     paths: tuple[Path, ...]
     run_id: str
     reward: str | None = None
+    #: A source that is not a file: an ``mlflow:`` URI (``paths`` is then empty).
+    uri: str | None = None
 
     @property
     def label(self) -> str:
-        """The file read, or the folder of a TensorBoard run's event files."""
+        """The file read, the folder of a TensorBoard run's event files, or the URI."""
+        if self.uri is not None:
+            return self.uri
         if len(self.paths) == 1:
             return str(self.paths[0])
         return str(self.paths[0].parent)

@@ -46,8 +46,11 @@ READERS: dict[str, tuple[str, str]] = {
     "csv": ("bayesgrpo.logs.readers.tabular", "read_table"),
     "jsonl": ("bayesgrpo.logs.readers.tabular", "read_table"),
     "parquet": ("bayesgrpo.logs.readers.tabular", "read_table"),
+    "mlflow": ("bayesgrpo.logs.readers.mlflow", "read_mlflow"),
 }
 
+#: Sources named by URI (read by ``readers.mlflow``), not found on disk.
+MLFLOW_SCHEME = "mlflow:"
 _TFEVENTS = re.compile(r"(^|\.)tfevents\.")
 _VERL_JSONL_HEAD = re.compile(r'\s*\{\s*"step"\s*:\s*[^,{}\[\]]*,\s*"data"\s*:\s*\{')
 _VERL_LINE = re.compile(r"step:\s*\d+\s+-\s+[\w/@.()\-]+:")
@@ -212,6 +215,9 @@ def discover(
     manifest_sources: list[Source] = []
     manifest_frames: list[pd.DataFrame] = []
     for given in paths:
+        if isinstance(given, str) and given.startswith(MLFLOW_SCHEME):  # a tracker, not a file
+            manifest_sources.append(Source("mlflow", (), "", uri=str(given)))
+            continue
         given = Path(given)
         if not given.exists():
             raise LogReadError("no such file or folder", given)
@@ -452,7 +458,8 @@ def load_runs(
     Parameters
     ----------
     paths : path or list of paths
-        Files or folders (read recursively).
+        Files or folders (read recursively), or MLflow sources:
+        ``"mlflow:<tracking URI>#<experiment>[/<run>]"`` (``bayesgrpo.logs.readers.mlflow``).
     format : str, optional
         Force one format for every file (see ``READERS``); detected per file by default.
     reward : str, optional

@@ -1,0 +1,211 @@
+"""Runs from an MLflow tracking server or a local ``mlruns/`` store, read with MLflow's own client.
+
+A source is named by a URI: ``mlflow:<tracking URI>#<experiment>[/<run>]``, e.g.
+``mlflow:http://127.0.0.1:5000#grpo-sweep``, ``mlflow:./mlruns#grpo-sweep/lr-1e-6`` or
+``mlflow:sqlite:///mlflow.db#0``. The experiment is named by its name or id, a run by its name or
+id; without a run, every run of the experiment is read. Each run's metric histories become its
+points (one record per logged value, with its step), its params its metadata: the model name
+(its family and size where the name says them), learning rate, group size
+(``num_generations``), batch size and planned steps (``max_steps``), plus the experiment's and
+the run's names and the run's status. TRL with ``report_to="mlflow"`` logs exactly these.
+
+mlflow is an optional dependency (``pip install 'bayesgrpo[mlflow]'``): it is imported when an
+``mlflow:`` source is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from bayesgrpo.errors import LogReadError
+from bayesgrpo.logs.readers._records import RawRun
+from bayesgrpo.logs.readers.base import ReadOptions, Source
+from bayesgrpo.logs.readers.model_names import model_identity
+from bayesgrpo.logs.readers.trl.columns import TRL_ALIASES, TRL_REWARD_CANDIDATES
+
+SCHEME = "mlflow:"
+#: Rewards tried in order when the user names none: TRL's (what ``report_to="mlflow"`` logs,
+#: with or without the ``train/`` prefix), then verl's.
+REWARD_CANDIDATES: tuple[str, ...] = (
+    *TRL_REWARD_CANDIDATES,
+    *(f"train/{name}" for name in TRL_REWARD_CANDIDATES),
+    "critic/score/mean",
+    "critic/rewards/mean",
+)
+#: Params that name the model, in order of preference.
+MODEL_PARAMS: tuple[str, ...] = (
+    "model_name_or_path",
+    "model_name",
+    "model",
+    "base_model",
+    "_name_or_path",
+    "actor_rollout_ref.model.path",
+)
+#: Params -> metadata names of the schema.
+PARAM_METADATA: dict[str, str] = {
+    "learning_rate": "learning_rate",
+    "num_generations": "group_size",
+    "actor_rollout_ref.rollout.n": "group_size",
+    "per_device_train_batch_size": "per_device_batch_size",
+    "data.train_batch_size": "batch_size",
+    "max_steps": "total_steps",
+    "trainer.total_training_steps": "total_steps",
+    "num_train_epochs": "num_epochs",
+    "logging_steps": "logging_steps",
+}
+#: How long one request to a tracking server may take, and how often it is retried, unless the
+#: user's environment says otherwise (MLflow's defaults retry for minutes when a server is down).
+REQUEST_TIMEOUT_S = "10"
+REQUEST_RETRIES = "1"
+
+
+@dataclass(frozen=True)
+class MlflowURI:
+    """A parsed ``mlflow:`` source."""
+
+    text: str
+    tracking_uri: str
+    experiment: str
+    run: str | None
+
+    @classmethod
+    def parse(cls, text: str) -> MlflowURI:
+        """Split ``mlflow:<tracking>#<experiment>[/<run>]``; a clear error when it is not one."""
+        if not text.startswith(SCHEME):
+            raise LogReadError(f"not an MLflow source (they start with {SCHEME!r}): {text!r}")
+        body = text[len(SCHEME) :]
+        tracking, hash_mark, selection = body.partition("#")
+        if not tracking or not hash_mark or not selection.strip("/"):
+            raise LogReadError(
+                f"an MLflow source reads mlflow:<tracking URI>#<experiment>[/<run>] (e.g. "
+                f"mlflow:http://127.0.0.1:5000#grpo-sweep); got {text!r}"
+            )
+        experiment, _, run = selection.partition("/")
+        return cls(text, tracking, experiment, run or None)
+
+
+@contextlib.contextmanager
+def _bounded_requests() -> Iterator[None]:
+    """Requests to a server that give up in seconds, not minutes, unless the user chose."""
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")}
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", REQUEST_TIMEOUT_S)
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", REQUEST_RETRIES)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _client(uri: MlflowURI) -> Any:
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError as exc:
+        raise LogReadError(
+            f"reading {uri.text} needs mlflow: install the extra with `pip install 'bayesgrpo[mlflow]'`"
+        ) from exc
+    return MlflowClient(tracking_uri=uri.tracking_uri)
+
+
+def _experiment(client: Any, uri: MlflowURI) -> Any:
+    try:
+        found = client.get_experiment_by_name(uri.experiment)
+        if found is None and uri.experiment.isdigit():
+            found = client.get_experiment(uri.experiment)
+    except Exception as exc:  # the client raises MlflowException, requests' and sqlalchemy's errors
+        if "does not exist" in str(exc) or "RESOURCE_DOES_NOT_EXIST" in str(exc):
+            found = None
+        else:
+            raise LogReadError(
+                f"cannot read the MLflow tracking store {uri.tracking_uri!r} ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:300]}); is the server running?",
+                uri.text,
+            ) from exc
+    if found is None:
+        names = sorted(e.name for e in client.search_experiments())
+        raise LogReadError(
+            f"no experiment {uri.experiment!r} in the MLflow tracking store {uri.tracking_uri!r}; "
+            f"experiments there: {names}",
+            uri.text,
+        )
+    return found
+
+
+def _runs(client: Any, experiment: Any, uri: MlflowURI) -> list[Any]:
+    runs: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs([experiment.experiment_id], max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            break
+    if uri.run is not None:
+        runs = [r for r in runs if uri.run in (r.info.run_name, r.info.run_id)]
+        if not runs:
+            raise LogReadError(
+                f"no run {uri.run!r} in experiment {experiment.name!r} of {uri.tracking_uri!r}", uri.text
+            )
+    return sorted(runs, key=lambda r: (r.info.start_time or 0, r.info.run_name or ""))
+
+
+def run_metadata(params: Mapping[str, str], experiment: str, run_name: str, info: Any) -> dict[str, Any]:
+    """A run's metadata from its MLflow params (strings) and info."""
+    metadata: dict[str, Any] = {
+        "experiment": experiment,
+        "mlflow_run_id": info.run_id,
+        "mlflow_run_name": run_name,
+        "status": info.status,
+    }
+    for key in MODEL_PARAMS:
+        if params.get(key):
+            metadata.update(model_identity(params[key]))
+            break
+    for key, name in PARAM_METADATA.items():
+        value = pd.to_numeric(params.get(key), errors="coerce")
+        if pd.notna(value) and name not in metadata and not (name == "total_steps" and value <= 0):
+            metadata[name] = float(value)
+    return metadata
+
+
+def read_mlflow(source: Source, options: ReadOptions) -> list[RawRun]:
+    """Every run an ``mlflow:`` source names, as raw runs (long records: one per logged value)."""
+    uri = MlflowURI.parse(source.uri or "")
+    with _bounded_requests():
+        client = _client(uri)
+        experiment = _experiment(client, uri)
+        raws = []
+        for run in _runs(client, experiment, uri):
+            rows: list[tuple[int, str, float]] = []
+            for key in sorted(run.data.metrics):
+                logged = client.get_metric_history(run.info.run_id, key)
+                history = sorted(logged, key=lambda m: (m.timestamp, m.step))  # as logged, in time
+                rows.extend((m.step, key, m.value) for m in history)
+            records = pd.DataFrame(rows, columns=["step", "metric", "value"])
+            records.insert(0, "_loc", range(1, len(records) + 1))
+            name = run.info.run_name or run.info.run_id
+            candidates = ((options.reward,) if options.reward else ()) + REWARD_CANDIDATES
+            raws.append(
+                RawRun(
+                    run_id=name,
+                    source=f"{uri.text.split('#')[0]}#{experiment.name}/{name}",
+                    format="mlflow",
+                    records=records,
+                    records_read=len(records),
+                    metadata=run_metadata(run.data.params, experiment.name, name, run.info),
+                    reward_candidates=candidates,
+                    aliases={**TRL_ALIASES, **{f"train/{k}": v for k, v in TRL_ALIASES.items()}},
+                    location_label="metric record",
+                    long=True,
+                )
+            )
+    return raws
