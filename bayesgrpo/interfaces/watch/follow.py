@@ -26,6 +26,7 @@ from bayesgrpo.errors import (
     UnknownFormatError,
 )
 from bayesgrpo.logs.readers import Source, default_run_id, detect_format, discover, load_runs, merge_metadata
+from bayesgrpo.logs.readers.load import MLFLOW_SCHEME
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
 logger = logging.getLogger(__name__)
@@ -81,8 +82,10 @@ def source_key(source: Source) -> str:
     """What identifies a followed source across polls although its files change.
 
     A TensorBoard run is its folder (a resumed run adds event files), a trainer state its
-    training folder (``checkpoint-N`` moves on), anything else its file.
+    training folder (``checkpoint-N`` moves on), a tracker its URI, anything else its file.
     """
+    if source.uri is not None:
+        return source.uri
     first = Path(source.paths[0])
     if source.format == "tensorboard":
         return f"tensorboard:{first.parent}"
@@ -213,6 +216,8 @@ class LogFollower:
         file sets :attr:`state` to ``"waiting"`` (keeping what was read before); other read
         errors set ``"error"`` with the reader's message.
         """
+        if self.source.uri is not None:
+            return self._poll_tracker()
         stamps = {Path(p): FileStamp.of(p) for p in self.source.paths}
         if stamps == self._stamps:
             return False
@@ -246,6 +251,21 @@ class LogFollower:
         self.table = table if self._archive is None else merge_generations(self._archive, table)
         self.state, self.message = "ok", ""
         return True
+
+    def _poll_tracker(self) -> bool:
+        """A tracker (an ``mlflow:`` source) has no file to stat: ask it again, keep what changed."""
+        uri, settings = str(self.source.uri), self.settings
+        try:
+            self.reads += 1
+            table = load_runs([uri], reward=settings.reward, metadata=settings.metadata, warn=False)
+        except (LogReadError, BayesGRPOError, OSError) as exc:
+            self.state, self.message = "error", short_error(exc)
+            logger.warning("watch: cannot read %s: %s", self.label, exc)
+            return False
+        changed = self.table is None or not table.points.equals(self.table.points)
+        self.table, self._current = table, table
+        self.state, self.message = "ok", ""
+        return changed
 
     def _read(self, paths: Sequence[Path]) -> RunsTable:
         """``load_runs`` on the source's files, named and described as ``load_runs`` on the
@@ -329,8 +349,9 @@ def short_error(exc: BaseException) -> str:
 class WatchTarget:
     """One path the user gave, and the followers it expands into."""
 
-    def __init__(self, path: Path, settings: ReadSettings) -> None:
-        self.path = path
+    def __init__(self, path: Path | str, settings: ReadSettings) -> None:
+        self.uri = str(path) if str(path).startswith(MLFLOW_SCHEME) else None
+        self.path = Path(path)
         self.settings = settings
         self.followers: dict[str, LogFollower] = {}
         self._listing: dict[Path, FileStamp] | None = None
@@ -343,7 +364,11 @@ class WatchTarget:
         A path that does not exist yet has none (it is waiting); once it exists it is followed as
         a file or expanded as a folder, whichever it turned out to be.
         """
-        if self.path.is_dir():
+        if self.uri is not None:  # a tracker: one follower for every run it holds
+            if not self.followers:
+                follower = LogFollower(Source("mlflow", (), "", uri=self.uri), self.settings)
+                self.followers = {follower.key: follower}
+        elif self.path.is_dir():
             if self._mode != "folder":
                 self.followers, self._listing, self._mode = {}, None, "folder"
             listing = _listing(self.path)

@@ -18,6 +18,7 @@ from bayesgrpo.errors import (
     BayesGRPOError,
 )
 from bayesgrpo.interfaces.watch.follow import LogFollower, ReadSettings, WatchTarget, short_error
+from bayesgrpo.logs.readers.load import MLFLOW_SCHEME
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.draws import DEFAULT_BAND, band_draws, check_band
 from bayesgrpo.questions.live import live_forecaster
@@ -144,7 +145,8 @@ class Watcher:
     Parameters
     ----------
     paths : path or paths
-        Log files or folders; they need not exist yet.
+        Log files or folders; they need not exist yet. An ``mlflow:`` source (a tracking server
+        or store, ``bayesgrpo.logs.readers.mlflow``) is asked again at every poll.
     rule : StoppingRule
         Gives the advice (``PlateauRule``, ``BudgetRule``, ``TargetRule``).
     population : RewardModel, LiveForecaster, path of a saved model, or None
@@ -186,7 +188,9 @@ class Watcher:
         paths = [self.paths] if isinstance(self.paths, (str, Path)) else list(self.paths)
         if not paths:
             raise BayesGRPOError("watch needs at least one log file or folder")
-        self._targets = [WatchTarget(Path(p), self.read) for p in paths]
+        self._targets = [
+            WatchTarget(p if str(p).startswith(MLFLOW_SCHEME) else Path(p), self.read) for p in paths
+        ]
         if self.smooth < 1:
             raise BayesGRPOError(f"smooth must be at least 1 (points averaged); got {self.smooth}")
         check_band(self.band)

@@ -20,8 +20,10 @@ from mlflow.tracking import MlflowClient
 
 from bayesgrpo.errors import LogReadError
 from bayesgrpo.interfaces.cli import main
+from bayesgrpo.interfaces.watch import Watcher
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.model.datasets import load_bundled
+from bayesgrpo.questions.stopping import PlateauRule
 
 RUNS = {  # run_id -> (model, group size): a verl run and two notebook runs
     "verl_asyncRA_q3b_fsdp_base": ("Qwen/Qwen2.5-3B-Instruct", 5),
@@ -178,3 +180,25 @@ def test_a_server_that_is_down_is_a_clear_error_in_seconds():
         load_runs([uri])
     assert uri in str(error.value)
     assert time.monotonic() - start < 60
+
+
+@pytest.mark.slow
+def test_watch_follows_a_run_still_being_logged(server, bundled):
+    points = bundled["verl_asyncRA_q3b_fsdp_base"].dropna(subset=["reward"])
+    client = MlflowClient(tracking_uri=server)
+    run = client.create_run(client.create_experiment("live"), run_name="still-training")
+    client.log_batch(run.info.run_id, params=[Param("max_steps", str(int(points["step"].max())))])
+
+    def log(rows):
+        metrics = [Metric("reward", float(r), 1000 + int(s), int(s)) for s, r in rows]
+        client.log_batch(run.info.run_id, metrics=metrics)
+
+    rows = list(zip(points["step"], points["reward"], strict=True))
+    log(rows[:30])
+    watcher = Watcher([f"mlflow:{server}#live"], rule=PlateauRule(eps=0.01, relative=True))
+    (first,) = watcher.poll()
+    assert first.run_id == "still-training" and first.step == rows[29][0] and first.state == "ok"
+    assert first.horizon_step == points["step"].max()
+    log(rows[30:60])
+    (later,) = watcher.poll()
+    assert later.step == rows[59][0] and later.final_median is not None and later.updated
