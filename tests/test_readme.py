@@ -14,8 +14,10 @@ import ast
 import importlib
 import inspect
 import json
+import os
 import re
 import shlex
+import subprocess
 import sys
 import tomllib
 import types
@@ -89,6 +91,7 @@ BLOCK_TESTS = {
     "bayesgrpo report logs/": "test_python_walkthrough_on_bundled_and_user_logs",
     "RewardCurvePruner(": "test_optuna_block",
     'load_runs(["mlflow:sqlite:///mlflow.db#grpo-sweep"])': "test_mlflow_block",
+    'load_runs(["wandb/"])': "test_wandb_offline_block",
     'bayesgrpo stop "mlflow:': "test_command_synopses (and tests/logs/readers/test_mlflow.py, a server)",
 }
 
@@ -589,3 +592,22 @@ def test_mlflow_block(tmp_path, monkeypatch):
     namespace = block('load_runs(["mlflow:sqlite:///mlflow.db#grpo-sweep"])').run({"bayesgrpo": bayesgrpo})
     assert sorted(namespace["table"].run_ids) == ["lr-1e-6", "lr-3e-6"]
     assert namespace["run"].run_ids == ["lr-1e-6"]
+
+
+@pytest.mark.slow
+def test_wandb_offline_block(tmp_path, monkeypatch):
+    """The README's W&B block on what a real ``wandb.init(mode="offline")`` leaves in ``wandb/``."""
+    monkeypatch.chdir(tmp_path)
+    code = (
+        "import math, wandb\n"
+        "for name in ('lr-1e-6', 'lr-3e-6'):\n"
+        "    run = wandb.init(mode='offline', project='grpo', name=name, config={'max_steps': 40})\n"
+        "    for step in range(1, 41):\n"
+        "        wandb.log({'train/reward': 0.2 + 0.5 * (1 - math.exp(-step / 10))}, step=step)\n"
+        "    run.finish()\n"
+    )
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
+    table = block('load_runs(["wandb/"])').run({"bayesgrpo": bayesgrpo})["table"]
+    assert sorted(table.run_ids) == ["lr-1e-6", "lr-3e-6"]
+    assert table.runs["total_steps"].tolist() == [40.0, 40.0]

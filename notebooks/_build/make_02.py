@@ -48,13 +48,13 @@ nb.cells = [
          "      f\"complete on {(wide['partial'] < wide['complete']).sum()} of {len(wide)}\")"),
     md("How to read it: partial pooling lets a run's own points decide what they can and the population "
        "fill in the rest; no pooling has only the priors to extrapolate from; complete pooling ignores what makes "
-       "runs differ. On the bundled runs complete pooling is clearly worst (median CRPS 0.216, against 0.127 "
+       "runs differ. On the bundled runs complete pooling is clearly worst (median CRPS 0.216, against 0.128 "
        "partial and 0.122 none). Partial and no pooling are close at this cut: no pooling is a little better on "
-       "the median, the means are equal (0.138), and partial wins on 36 of the 60 runs. Most runs' first quarter "
+       "the median, the means are within 0.001 (0.138 none, 0.139 partial), and partial wins on 36 of the 60 runs. Most runs' first quarter "
        "already pins their curve down (the simulated short runs of `tests/model/test_recovery.py`, seen for 15% "
        "of their horizon, show the gap pooling makes when a run has little data). Two cautions in the tables "
-       "above: the partial fit has not fully converged at these settings (max r_hat 1.11, min bulk ESS 13), and "
-       "neither it nor no pooling reaches 90% coverage on the held-out points (0.82 on the mean for both, 0.96 "
+       "above: the partial fit has not fully converged at these settings (max r_hat 1.03, min bulk ESS 34), and "
+       "neither it nor no pooling reaches 90% coverage on the held-out points (0.82 on the mean for both, 0.95-0.96 "
        "on the median run); complete pooling's 0.95 comes with the worst CRPS: wide intervals, not good "
        "forecasts. `benchmarks/results/backtest_forecast.md` compares the partial model with the published "
        "baselines."),

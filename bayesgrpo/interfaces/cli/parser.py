@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument(
         "--format",
         help="force a format (tensorboard, verl-console, verl-jsonl, trl-state, trl-console, notebook, "
-        "wandb-csv, csv, jsonl, parquet)",
+        "wandb-csv, wandb-offline, csv, jsonl, parquet)",
     )
     runs.add_argument("--reward", help="metric to use as the reward (default: each format's train reward)")
     runs.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")

@@ -47,6 +47,7 @@ READERS: dict[str, tuple[str, str]] = {
     "jsonl": ("bayesgrpo.logs.readers.tabular", "read_table"),
     "parquet": ("bayesgrpo.logs.readers.tabular", "read_table"),
     "mlflow": ("bayesgrpo.logs.readers.mlflow", "read_mlflow"),
+    "wandb-offline": ("bayesgrpo.logs.readers.wandb_offline", "read_wandb_offline"),
 }
 
 #: Sources named by URI (read by ``readers.mlflow``), not found on disk.
@@ -95,6 +96,8 @@ def detect_format(path: PathLike) -> str | None:
     try:
         with open(path, "rb") as handle:
             head_bytes = handle.read(_HEAD_BYTES)
+        if suffix == ".wandb":  # W&B's offline run file: a binary log of protobuf records
+            return "wandb-offline" if head_bytes.startswith(b":W&B") else None
         head = head_bytes.decode("utf-8", errors="replace").lstrip("\ufeff")
     except OSError as exc:
         raise LogReadError(f"cannot open: {exc.strerror}", path) from exc

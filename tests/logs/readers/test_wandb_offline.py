@@ -1,0 +1,111 @@
+"""W&B offline runs written by a real ``wandb.init(mode="offline")``, read back (no network, no login)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bayesgrpo.errors import LogReadError
+from bayesgrpo.logs.readers import detect_format, load_runs
+from bayesgrpo.model.datasets import load_bundled
+
+RUN = "verl_asyncRA_q3b_fsdp_base"
+
+
+@pytest.fixture(scope="module")
+def bundled_points():
+    points = load_bundled(warn=False).run(RUN)
+    return points[np.isfinite(points["reward"].to_numpy(dtype=float))].reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def offline_folder(tmp_path_factory, bundled_points) -> Path:
+    """``wandb/`` as a GPU box without network leaves it: one offline run of a real bundled run,
+    logged as TRL's ``report_to="wandb"`` logs (``train/reward``, ``train/loss`` each step).
+    """
+    folder = tmp_path_factory.mktemp("wandb_box")
+    np.save(folder / "points.npy", bundled_points[["step", "reward"]].to_numpy(dtype=float))
+    code = textwrap.dedent(
+        """
+        import numpy as np, wandb
+        points = np.load("points.npy")
+        run = wandb.init(mode="offline", project="grpo-sweep", name="qwen3b-lr1e-6",
+                         config={"model_name_or_path": "Qwen/Qwen2.5-3B-Instruct", "learning_rate": 1e-6,
+                                 "num_generations": 5, "max_steps": 105})
+        for step, reward in points:
+            wandb.log({"train/reward": float(reward), "train/loss": 0.01}, step=int(step))
+        run.finish()
+        """
+    )
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DIR": str(folder)}
+    subprocess.run([sys.executable, "-c", code], cwd=folder, env=env, check=True, timeout=300)
+    return folder / "wandb"
+
+
+def run_file(folder: Path) -> Path:
+    (path,) = folder.glob("offline-run-*/run-*.wandb")
+    return path
+
+
+def test_an_offline_run_reads_back_as_it_was_logged(offline_folder, bundled_points):
+    path = run_file(offline_folder)
+    assert detect_format(path) == "wandb-offline"
+    table = load_runs([offline_folder])  # the whole wandb/ folder, as it is left on the box
+    assert table.run_ids == ["qwen3b-lr1e-6"]
+    read = table.run("qwen3b-lr1e-6")
+    assert read["step"].tolist() == bundled_points["step"].tolist()
+    assert np.allclose(read["reward"], bundled_points["reward"])
+    row = table.runs.iloc[0]
+    assert (row["family"], row["size_b"], row["group_size"], row["total_steps"]) == ("Qwen", 3.0, 5, 105)
+    assert row["project"] == "grpo-sweep" and row["reward_key"] == "train/reward"
+    report = table.report
+    assert report.records_read == 2 * len(bundled_points) == report.records_kept
+
+
+def test_a_torn_last_record_keeps_what_came_before_and_says_so(offline_folder, tmp_path, bundled_points):
+    torn = tmp_path / "run-torn.wandb"
+    data = run_file(offline_folder).read_bytes()
+    torn.write_bytes(data[: int(len(data) * 0.6)])  # the box went away mid-write
+    with pytest.warns(UserWarning, match="truncated"):
+        table = load_runs([torn])
+    issues = [i for i in table.report.issues if i.kind == "truncated"]
+    assert len(issues) == 1 and issues[0].locations[0].startswith("byte ")
+    kept = table.run(table.run_ids[0])
+    assert 0 < len(kept) < len(bundled_points)
+    assert np.allclose(kept["reward"], bundled_points["reward"][: len(kept)])
+    report = table.report
+    assert report.records_read == report.records_kept + report.records_dropped
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.floats(0.0, 1.0), flips=st.lists(st.integers(0, 10**9), max_size=3))
+def test_a_damaged_run_file_never_crashes_the_reader(offline_folder, tmp_path, cut, flips):
+    data = bytearray(run_file(offline_folder).read_bytes())
+    data = data[: int(len(data) * cut)]
+    for flip in flips:
+        if data:
+            data[flip % len(data)] ^= 0xFF
+    damaged = tmp_path / "run-damaged.wandb"
+    damaged.write_bytes(bytes(data))
+    try:
+        table = load_runs([damaged], format="wandb-offline", warn=False)
+    except LogReadError:
+        return  # an unreadable file is a clear error
+    report = table.report
+    assert report.records_read == report.records_kept + report.records_dropped
+
+
+def test_a_folder_copied_without_its_run_file_is_a_clear_error(offline_folder, tmp_path):
+    copy = tmp_path / "wandb"
+    shutil.copytree(offline_folder, copy, ignore=shutil.ignore_patterns("*.wandb"))
+    with pytest.raises(LogReadError, match="no readable log found"):
+        load_runs([copy])
