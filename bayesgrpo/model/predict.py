@@ -239,6 +239,8 @@ def size_effect_draws(
     if size_range is None:
         return slope * log_size
     beyond = abs(log_size - float(np.clip(log_size, *size_range)))
+    if beyond == 0.0:  # inside the fitted sizes: the fitted trend, no draw taken from rng
+        return slope * log_size
     return slope * log_size + extrapolation_sd * beyond * rng.standard_normal(slope.shape)
 
 
