@@ -47,9 +47,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from bayesgrpo.errors import BayesGRPOError, FitWarning, LiveUpdateWarning
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
-from bayesgrpo.model.datasets import bundled_population
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.questions.live import LiveForecaster
+from bayesgrpo.questions.live import LiveForecaster, resolve_population
 from bayesgrpo.questions.stopping import PlateauRule
 
 logger = logging.getLogger(__name__)
@@ -401,20 +400,6 @@ def trial_table(
         meta.update(reward_min=low, reward_max=high)
     runs = {"run_id": run_id, "format": "optuna", **meta, "total_steps": int(horizon) + offset}
     return RunsTable(points=points, runs=coerce_metadata(pd.DataFrame([runs]))), int(finite.sum()), offset
-
-
-def resolve_population(population: RewardModel | str | Path | None) -> RewardModel:
-    """The population: the shipped one (None), a saved file, or a fitted model."""
-    if population is None:
-        return bundled_population()
-    if isinstance(population, (str, Path)):
-        return RewardModel.load(population)
-    if isinstance(population, RewardModel):
-        return population
-    raise BayesGRPOError(
-        "population must be None, a path to a saved RewardModel or a RewardModel; got "
-        f"{type(population).__name__}"
-    )
 
 
 def _safe(name: str) -> str:

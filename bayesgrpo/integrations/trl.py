@@ -78,10 +78,9 @@ from bayesgrpo.integrations.trainer_history import (
 )
 from bayesgrpo.logs.readers.trl.metadata import is_eval, is_summary
 from bayesgrpo.logs.readers.trl.state import history_store
-from bayesgrpo.model.datasets import bundled_population
 from bayesgrpo.model.laplace import single_threaded_blas
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.questions.live import LiveForecaster
+from bayesgrpo.questions.live import LiveForecaster, resolve_population
 from bayesgrpo.questions.stopping import PlateauRule
 
 if TYPE_CHECKING:
@@ -100,16 +99,7 @@ logger = logging.getLogger(__name__)
 
 def resolve_prior(prior: str | Path | RewardModel | None) -> RewardModel:
     """The population a live update starts from: the bundled one, a saved file, or a model."""
-    if prior is None:
-        return bundled_population()
-    if isinstance(prior, (str, Path)):
-        return RewardModel.load(prior)
-    if isinstance(prior, RewardModel):
-        return prior
-    raise BayesGRPOError(
-        "prior must be None (the bundled population), a path to a saved RewardModel or a RewardModel; got "
-        f"{type(prior).__name__}"
-    )
+    return resolve_population(prior)
 
 
 class BayesStopCallback(TrainerCallback):

@@ -552,6 +552,22 @@ def _level(
     return value
 
 
+def resolve_population(population: RewardModel | str | Path | None) -> RewardModel:
+    """A population from what a user gives: the one shipped with bayesgrpo (None), a file written
+    by ``RewardModel.save``, or a fitted model.
+    """
+    if population is None:
+        return bundled_population()
+    if isinstance(population, (str, Path)):
+        return RewardModel.load(population)
+    if isinstance(population, RewardModel):
+        return population
+    raise BayesGRPOError(
+        "population must be None (the shipped one), a path to a saved RewardModel or a RewardModel; got "
+        f"{type(population).__name__}"
+    )
+
+
 def live_forecaster(population: Any = None, random_seed: int | None = 1) -> LiveForecaster:
     """What answers live updates, from what a user gives.
 

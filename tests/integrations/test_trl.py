@@ -26,6 +26,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from bayesgrpo.errors import BayesGRPOError, UnknownMetricError
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.questions import live as live_module
 from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
 from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
 
@@ -453,7 +454,7 @@ def test_no_horizon_is_a_clear_failure(trl_module):
 
 def test_the_prior_is_loaded_lazily_once_by_its_kind(trl_module, monkeypatch, tmp_path):
     loads: list[Any] = []
-    monkeypatch.setattr(trl_module, "bundled_population", lambda: loads.append("bundled") or "POP")
+    monkeypatch.setattr(live_module, "bundled_population", lambda: loads.append("bundled") or "POP")
     monkeypatch.setattr(RewardModel, "load", classmethod(lambda cls, path: loads.append(Path(path)) or "POP"))
 
     class Forecaster(ScriptedForecaster):
@@ -481,7 +482,7 @@ def test_a_prior_that_fails_to_load_is_not_retried(trl_module, monkeypatch):
         calls.append(1)
         raise BayesGRPOError("no fitted population")
 
-    monkeypatch.setattr(trl_module, "bundled_population", missing)
+    monkeypatch.setattr(live_module, "bundled_population", missing)
     cb = trl_module.BayesStopCallback(every=1, min_points=1)
     state, args = FakeState(), GRPOConfig()
     for step in (1, 2, 3):

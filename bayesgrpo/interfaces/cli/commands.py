@@ -460,6 +460,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     """
     import numpy as np
 
+    if args.workers is not None or args.address is not None:
+        return _fleet_stop(args, _stop_rule(args))
     table = read_logs(args)
     rule = _stop_rule(args)
     last_step = table.points.dropna(subset=["reward"]).groupby("run_id")["step"].max()
@@ -492,6 +494,49 @@ def cmd_stop(args: argparse.Namespace) -> int:
                 f"    (Pareto k {row.pareto_k:.2f}: the importance weights were unreliable, so this "
                 "answer comes from the MCMC fallback)"
             )
+    return EXIT_OK
+
+
+def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
+    """``bayesgrpo stop --workers N`` / ``--address``: the fleet path (one task batch per worker
+    share, the population sent once), one row per run; a run whose log cannot be read is a row
+    with its error, not the end of the command.
+    """
+    import numpy as np
+
+    from bayesgrpo.interfaces.fleet import FleetSettings, assess
+
+    settings = FleetSettings(
+        rule=rule, horizon=args.horizon, band=args.band, reward=args.reward, metadata=args.metadata
+    )
+    frame = assess(
+        args.paths,
+        args.population,
+        settings=settings,
+        workers=args.workers,
+        address=args.address,
+        progress=not args.json,
+    )
+    if args.json:
+        json.dump(frame.replace({np.nan: None}).to_dict("records"), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        for row in frame.itertuples(index=False):
+            if row.status != "ok":
+                print(f"{row.run_id}: ERROR {row.error}")
+                continue
+            print(
+                f"{row.run_id}: {str(row.decision).upper()} at step {row.step:.0f} of {row.horizon_step:.0f} "
+                f"(probability {row.probability:.2f}); reward at step {row.horizon_step:.0f}: "
+                f"{row.final_median:.3g} [{row.final_lower:.3g}, {row.final_upper:.3g}] (90% {row.band} band)"
+            )
+            print(f"    {row.reason}")
+    errors = int((frame["status"] != "ok").sum())
+    print(
+        f"{len(frame)} runs, {errors} with errors, {frame.attrs.get('retried_tasks', 0)} tasks retried "
+        f"({frame.attrs.get('engine')})",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 

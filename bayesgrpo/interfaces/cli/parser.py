@@ -176,6 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument(
         "--no-bundled", action="store_true", help="fit the pooled model on the runs alone (implies --fit)"
     )
+    stop.add_argument(
+        "--workers",
+        type=int,
+        help="assess the runs on Ray with this many worker processes (a local Ray; bayesgrpo[ray])",
+    )
+    stop.add_argument("--address", help="assess the runs on this Ray cluster (ray://host:10001, auto)")
     stop.add_argument("--reward", help="metric to use as the reward")
     stop.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     stop.add_argument("--curve", default=DEFAULT_CURVE, help="with --fit: the curve family")

@@ -97,6 +97,14 @@ def read_wandb_offline(source: Source, options: ReadOptions) -> list[RawRun]:
         store.open_for_scan(str(path))
     except Exception as exc:  # the datastore raises bare Exception ("Invalid header") and asserts
         raise LogReadError(f"not a readable W&B run file ({type(exc).__name__}: {exc})", path) from exc
+    try:
+        return [_scan(store, path, source, options, wandb_internal_pb2)]
+    finally:
+        store.close()  # the datastore opens the file for update ("r+b"): never leave it open
+
+
+def _scan(store: Any, path: Path, source: Source, options: ReadOptions, protos: Any) -> RawRun:
+    """The records of an opened run file, as one raw run."""
     rows: list[tuple[int, int, str, Any]] = []
     config: dict[str, Any] = {}
     run_info: dict[str, Any] = {}
@@ -113,7 +121,7 @@ def read_wandb_offline(source: Source, options: ReadOptions) -> list[RawRun]:
             if offset < path.stat().st_size and not issues:
                 issues.append(_truncated(path, offset, "the file ends inside a record"))
             break
-        record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]  # generated protobuf, no stubs
+        record = protos.Record()
         try:
             record.ParseFromString(data)
         except Exception as exc:  # protobuf's DecodeError
@@ -140,22 +148,20 @@ def read_wandb_offline(source: Source, options: ReadOptions) -> list[RawRun]:
     records = pd.DataFrame(rows, columns=["_loc", "step", "metric", "value"])
     name = run_info.get("name") or source.run_id
     candidates = ((options.reward,) if options.reward else ()) + REWARD_CANDIDATES
-    return [
-        RawRun(
-            # the run's W&B name, unless a manifest or the user named the file's run otherwise
-            run_id=str(name) if options.run_id in (None, path.stem) else options.run_id,
-            source=str(path),
-            format=source.format,
-            records=records,
-            records_read=len(records) + sum(i.count for i in issues),
-            issues=issues,
-            metadata=config_metadata(config, run_info),
-            reward_candidates=candidates,
-            aliases=dict(WANDB_ALIASES),
-            location_label="history record",
-            long=True,
-        )
-    ]
+    return RawRun(
+        # the run's W&B name, unless a manifest or the user named the file's run otherwise
+        run_id=str(name) if options.run_id in (None, path.stem) else options.run_id,
+        source=str(path),
+        format=source.format,
+        records=records,
+        records_read=len(records) + sum(i.count for i in issues),
+        issues=issues,
+        metadata=config_metadata(config, run_info),
+        reward_candidates=candidates,
+        aliases=dict(WANDB_ALIASES),
+        location_label="history record",
+        long=True,
+    )
 
 
 def _truncated(path: Path, offset: int, why: str) -> ReadIssue:

@@ -1,0 +1,111 @@
+"""A fleet of runs at once: read, live-update, decide, forecast and diagnose each, serially or on Ray.
+
+:func:`assess` answers for many runs in one call and returns one tidy table, a row per run. Its
+unit of work is a *source* (a log file, a TensorBoard run folder, a trainer state, an ``mlflow:``
+URI), as ``load_runs`` finds them under the paths given; every run of a source gets a row. A source
+that cannot be read gets a row with the error and what the reader reported; the other sources go
+on.
+
+Without ``workers`` or ``address`` the sources are assessed in this process, one after the other.
+With them, on Ray (``pip install 'bayesgrpo[ray]'``; ``ray.init()`` on a laptop, ``address=`` for a
+cluster): the population is put in the object store once (``ray.put``), the sources are cut into
+batches so that a task's overhead stays a small share of its work, and each worker process builds
+its :class:`~bayesgrpo.questions.live.LiveForecaster` (and the compiled draws of the prior) once,
+for every batch it runs. A task whose worker dies is retried by Ray (``max_retries``); the table
+says how many were. Every run's answer depends on its own data and the seed only, never on the
+order or the worker, so the Ray table equals the serial one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bayesgrpo.interfaces.fleet.work import (
+    FLEET_COLUMNS,
+    FleetSettings,
+    assess_source,
+    batches,
+    fleet_sources,
+    progress_bar,
+)
+from bayesgrpo.model.draws import check_band
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.questions.live import LiveForecaster, resolve_population
+
+__all__ = ["FLEET_COLUMNS", "FleetSettings", "assess", "assess_source", "batches", "fleet_sources"]
+
+
+def assess(
+    paths: str | Path | Sequence[str | Path],
+    population: RewardModel | str | Path | None = None,
+    *,
+    settings: FleetSettings | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    batch_size: int | None = None,
+    max_retries: int = 3,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Assess every run under ``paths``: one row per run, columns :data:`FLEET_COLUMNS`.
+
+    Parameters
+    ----------
+    paths : path, URI or a sequence of them
+        Log files, folders (read recursively) and ``mlflow:`` sources.
+    population : RewardModel, path or None
+        The population every run is conditioned on (default: the one shipped with bayesgrpo).
+    settings : FleetSettings, optional
+        The rule, horizon, band, reward metric, metadata, seed; default a plateau rule (eps 1% of
+        the range, p 0.9) at each run's stated horizon.
+    workers : int, optional
+        Ray worker processes to use (a local Ray is started with this many CPUs when none runs).
+        None and no ``address``: serial, in this process.
+    address : str, optional
+        A Ray cluster's address (``"ray://host:10001"`` or ``"auto"``).
+    batch_size : int, optional
+        Sources per Ray task (default: about four tasks a worker).
+    max_retries : int
+        Times Ray retries a task whose worker died.
+    progress : bool
+        A progress bar (rich) counting sources done.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per run; ``attrs["retried_tasks"]`` counts the Ray tasks that ran more than once,
+        ``attrs["engine"]`` says ``"serial"`` or ``"ray"``.
+    """
+    settings = settings or FleetSettings()
+    check_band(settings.band)
+    given = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    sources = fleet_sources(given)
+    model = resolve_population(population)
+    if workers is None and address is None:
+        rows, retried, engine = _serial(sources, model, settings, progress), 0, "serial"
+    else:
+        from bayesgrpo.interfaces.fleet import ray_engine  # Ray is imported only when asked for
+
+        rows, retried = ray_engine.run(
+            sources, model, settings, workers, address, batch_size, max_retries, progress
+        )
+        engine = "ray"
+    frame = pd.DataFrame(rows, columns=list(FLEET_COLUMNS))
+    frame.attrs.update(retried_tasks=retried, engine=engine)
+    return frame
+
+
+def _serial(
+    sources: list[Any], model: RewardModel, settings: FleetSettings, progress: bool
+) -> list[dict[str, Any]]:
+    forecaster = LiveForecaster(model, n_draws=settings.n_draws, random_seed=settings.random_seed)
+    bar = progress_bar(len(sources), progress)
+    rows = []
+    for source in sources:
+        rows.extend(assess_source(source, forecaster, settings))
+        bar.update(1)
+    bar.close()
+    return rows

@@ -1,0 +1,203 @@
+"""The fleet's work: what one source and one run are asked, shared by the serial and Ray engines."""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from rich.progress import Progress
+
+from bayesgrpo.errors import BayesGRPOError, LiveUpdateWarning, LogReadError
+from bayesgrpo.logs.readers import Source, discover, load_runs
+from bayesgrpo.logs.readers.load import MLFLOW_SCHEME
+from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model.draws import DEFAULT_BAND
+from bayesgrpo.questions.diagnostics import diagnose
+from bayesgrpo.questions.live import LiveForecaster
+from bayesgrpo.questions.stopping import PlateauRule
+
+logger = logging.getLogger(__name__)
+
+#: The columns of :func:`assess`'s table, in order.
+FLEET_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "source",
+    "status",
+    "error",
+    "n_points",
+    "step",
+    "horizon_step",
+    "decision",
+    "probability",
+    "reason",
+    "final_median",
+    "final_lower",
+    "final_upper",
+    "band",
+    "method",
+    "worst_finding",
+    "worst_severity",
+    "repairs",
+    "seconds",
+)
+#: What one run's assessment may raise and still leave the others alone.
+RUN_ERRORS = (BayesGRPOError, ValueError, ArithmeticError, OSError)
+_SEVERITY = {"info": 0, "warning": 1, "high": 2}
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """What every run is asked: picklable, sent once to each Ray task."""
+
+    rule: Any = field(default_factory=lambda: PlateauRule(eps=0.01, prob=0.9, relative=True))
+    horizon: float | None = None
+    band: str = DEFAULT_BAND
+    reward: str | None = None
+    metadata: Any = None
+    random_seed: int = 1
+    n_draws: int = 2000
+    diagnose: bool = True
+
+
+def fleet_sources(paths: Iterable[str | Path]) -> list[Source | tuple[str, str]]:
+    """The units of work under ``paths``: sources ``load_runs`` would read, or ``(path, error)``
+    for a path that cannot even be listed (it gets an error row).
+    """
+    out: list[Source | tuple[str, str]] = []
+    for path in paths:
+        if isinstance(path, str) and path.startswith(MLFLOW_SCHEME):
+            out.append(Source("mlflow", (), "", uri=path))
+            continue
+        try:
+            sources, _, _ = discover(path)
+        except (LogReadError, BayesGRPOError, OSError) as exc:
+            out.append((str(path), f"{type(exc).__name__}: {exc}"))
+            continue
+        out.extend(sources)
+    return out
+
+
+def _error_row(source: str, error: str, run_id: str = "", repairs: str = "") -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(FLEET_COLUMNS)
+    row.update(
+        run_id=run_id or Path(source).name, source=source, status="error", error=error, repairs=repairs
+    )
+    return row
+
+
+def assess_source(
+    source: Source | tuple[str, str], forecaster: LiveForecaster, settings: FleetSettings
+) -> list[dict[str, Any]]:
+    """Every run of one source, assessed: a row each (an error row when it cannot be read)."""
+    if isinstance(source, tuple):
+        return [_error_row(*source)]
+    label = source.label
+    try:
+        paths: list[Any] = [source.uri] if source.uri is not None else list(source.paths)
+        table = load_runs(
+            paths,
+            format=None if source.uri is not None else source.format,
+            reward=settings.reward or source.reward,
+            metadata=settings.metadata,
+            warn=False,
+        )
+    except RUN_ERRORS as exc:
+        return [_error_row(label, f"{type(exc).__name__}: {exc}")]
+    if source.uri is None and len(table.run_ids) == 1 and source.run_id:
+        table = _named(table, source.run_id)
+    repairs = (table.report.repair_line() or "") if table.report.has_changes else ""
+    rows = []
+    for run_id in table.run_ids:
+        start = time.perf_counter()
+        run = table.select([run_id])
+        try:
+            rows.append(
+                {
+                    **_assess_run(run, forecaster, settings),
+                    "source": label,
+                    "repairs": repairs,
+                    "seconds": time.perf_counter() - start,
+                }
+            )
+        except RUN_ERRORS as exc:
+            rows.append(_error_row(label, f"{type(exc).__name__}: {exc}", run_id, repairs))
+    return rows
+
+
+def _named(table: RunsTable, run_id: str) -> RunsTable:
+    points = table.points.assign(run_id=pd.Series([run_id] * len(table.points), dtype="string"))
+    return RunsTable(points=points, runs=table.runs.assign(run_id=run_id), report=table.report)
+
+
+def _assess_run(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> dict[str, Any]:
+    run_id = run.run_ids[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LiveUpdateWarning)  # the row names the method that answered
+        update = forecaster.update(run, horizon=settings.horizon)
+    decision = settings.rule.decide(update.curve_draws, update.step, update.horizon_step)[0]
+    lower, median, upper = update.final_interval(0.9, band=settings.band)
+    worst_name, worst_severity = "", ""
+    if settings.diagnose:
+        findings = diagnose(run)  # the run alone: the same whichever batch it is in
+        if len(findings):
+            ranked = findings.assign(rank=findings["severity"].map(_SEVERITY)).sort_values(
+                "rank", ascending=False
+            )
+            worst_name, worst_severity = str(ranked["name"].iloc[0]), str(ranked["severity"].iloc[0])
+    return {
+        "run_id": run_id,
+        "status": "ok",
+        "error": "",
+        "n_points": int(np.isfinite(run.points["reward"].to_numpy(dtype=float)).sum()),
+        "step": float(update.step),
+        "horizon_step": float(update.horizon_step),
+        "decision": decision.decision,
+        "probability": float(decision.probability),
+        "reason": decision.reason,
+        "final_median": median,
+        "final_lower": lower,
+        "final_upper": upper,
+        "band": settings.band,
+        "method": update.method,
+        "worst_finding": worst_name,
+        "worst_severity": worst_severity,
+    }
+
+
+def batches(n_items: int, workers: int, batch_size: int | None = None) -> list[range]:
+    """Consecutive index ranges covering ``n_items``: about four batches a worker (so a slow
+    batch or a retried one does not leave the others idle), or ``batch_size`` items each.
+    """
+    if n_items <= 0:
+        return []
+    size = batch_size or max(1, int(np.ceil(n_items / max(1, 4 * workers))))
+    return [range(start, min(start + size, n_items)) for start in range(0, n_items, size)]
+
+
+class ProgressBar:
+    """Sources done out of all (rich), or nothing when not shown."""
+
+    def __init__(self, total: int, shown: bool) -> None:
+        self._progress = Progress(disable=not shown, transient=False)
+        self._task = self._progress.add_task("assessing sources", total=total)
+        self._progress.start()
+
+    def update(self, done: int) -> None:
+        """Count ``done`` more sources."""
+        self._progress.update(self._task, advance=done)
+
+    def close(self) -> None:
+        """Stop drawing."""
+        self._progress.stop()
+
+
+def progress_bar(total: int, shown: bool) -> ProgressBar:
+    """A progress bar of ``total`` sources (drawn when ``shown``)."""
+    return ProgressBar(total, shown)

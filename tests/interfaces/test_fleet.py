@@ -1,0 +1,100 @@
+"""The fleet: many runs at once, serially (fast lane) and on a real local Ray (slow lane)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesgrpo.interfaces.cli import main
+from bayesgrpo.interfaces.fleet import FLEET_COLUMNS, FleetSettings, assess, batches, fleet_sources
+from bayesgrpo.logs.writers.trl import write_trainer_state
+from bayesgrpo.logs.writers.verl import write_verl_console
+from bayesgrpo.questions.stopping import PlateauRule
+
+
+def _curve(n: int, seed: int, level: float) -> pd.DataFrame:
+    steps = np.arange(1, n + 1)
+    rng = np.random.default_rng(seed)
+    reward = 0.2 + (level - 0.2) * (1 - np.exp(-steps / 15)) + rng.normal(0, 0.03, n)
+    return pd.DataFrame({"step": steps, "reward": reward.round(4)})
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Path:
+    """Eight runs in three formats and one broken log, in one folder tree."""
+    root = tmp_path / "fleet"
+    for i in range(4):
+        folder = root / f"trl_{i}"
+        folder.mkdir(parents=True)
+        write_trainer_state(folder / "trainer_state.json", _curve(60, i, 0.6 + 0.05 * i), max_steps=200)
+    for i in range(3):
+        points = _curve(50, 10 + i, 0.7).rename(columns={"reward": "critic/score/mean"})
+        write_verl_console(root / f"verl_{i}.log", points, total_training_steps=150)
+    _curve(40, 20, 0.5).to_csv(root / "plain.csv", index=False)
+    (root / "broken.csv").write_text("step,reward\n1,0.2\n2,0.3\n3,0.4\n", encoding="utf-8")
+    (root / "broken.csv").write_bytes(b"\x00\x01garbage")  # a file the CSV reader cannot read
+    return root
+
+
+def test_every_run_gets_a_row_and_a_broken_log_gets_its_error(fleet):
+    table = assess([fleet], settings=FleetSettings(horizon=None))
+    assert list(table.columns) == list(FLEET_COLUMNS)
+    ok = table[table["status"] == "ok"]
+    assert len(ok) == 8
+    assert set(ok["decision"]) <= {"stop", "continue", "undecided"}
+    assert (ok["final_lower"] <= ok["final_median"]).all() and (ok["final_median"] <= ok["final_upper"]).all()
+    assert set(ok.loc[ok["run_id"].str.startswith("trl_"), "horizon_step"]) == {200.0}
+    errors = table[table["status"] == "error"]
+    assert len(errors) == 1 and errors["source"].iloc[0].endswith("broken.csv") and errors["error"].iloc[0]
+    assert table.attrs == {"retried_tasks": 0, "engine": "serial"}
+
+
+def test_a_path_that_does_not_exist_is_a_row_not_the_end(fleet):
+    table = assess([fleet / "verl_0.log", fleet / "missing.log"])
+    assert table["status"].tolist() == ["ok", "error"]
+    assert "no such file" in table["error"].iloc[1]
+
+
+def test_batches_cover_every_source_once_about_four_a_worker():
+    for n, workers in [(1, 2), (7, 2), (100, 2), (1000, 8)]:
+        chunks = batches(n, workers)
+        covered = [i for chunk in chunks for i in chunk]
+        assert covered == list(range(n))
+        assert len(chunks) <= max(1, 4 * workers)
+    assert [len(c) for c in batches(10, 2, batch_size=3)] == [3, 3, 3, 1]
+    assert batches(0, 4) == []
+
+
+def test_fleet_sources_are_those_load_runs_reads(fleet):
+    sources = fleet_sources([fleet])
+    assert len(sources) == 9  # 4 trainer states, 3 verl logs, 2 CSV files
+
+
+def test_stop_with_workers_takes_the_fleet_path(fleet, capsys, monkeypatch):
+    seen = {}
+
+    def fake_assess(paths, population, *, settings, workers, address, progress):
+        seen.update(paths=paths, workers=workers, address=address, rule=settings.rule)
+        frame = assess(paths, population, settings=settings)
+        return frame
+
+    monkeypatch.setattr("bayesgrpo.interfaces.fleet.assess", fake_assess)  # what cli imports
+    assert main(["stop", str(fleet), "--workers", "2", "--json", "--eps", "0.02"]) == 0
+    out = capsys.readouterr()
+    rows = json.loads(out.out)
+    assert len(rows) == 9 and seen["workers"] == 2 and seen["rule"].eps == 0.02
+    assert "9 runs, 1 with errors, 0 tasks retried" in out.err
+
+
+@pytest.mark.slow
+def test_ray_gives_the_serial_answers_with_one_and_two_workers(fleet):
+    settings = FleetSettings(rule=PlateauRule(eps=0.02, prob=0.9, relative=True))
+    serial = assess([fleet], settings=settings)
+    for workers in (1, 2):
+        on_ray = assess([fleet], settings=settings, workers=workers)
+        assert on_ray.attrs["engine"] == "ray" and on_ray.attrs["retried_tasks"] == 0
+        pd.testing.assert_frame_equal(serial.drop(columns="seconds"), on_ray.drop(columns="seconds"))
