@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 
 from bayesgrpo.interfaces.cli import main
@@ -98,3 +104,79 @@ def test_ray_gives_the_serial_answers_with_one_and_two_workers(fleet):
         on_ray = assess([fleet], settings=settings, workers=workers)
         assert on_ray.attrs["engine"] == "ray" and on_ray.attrs["retried_tasks"] == 0
         pd.testing.assert_frame_equal(serial.drop(columns="seconds"), on_ray.drop(columns="seconds"))
+
+
+@pytest.fixture
+def big_fleet(tmp_path: Path) -> Path:
+    """Forty verl logs: enough work per batch for a worker to be caught in the middle of one."""
+    root = tmp_path / "big"
+    root.mkdir()
+    for i in range(40):
+        points = _curve(80, 100 + i, 0.6 + 0.01 * (i % 10)).rename(columns={"reward": "critic/score/mean"})
+        write_verl_console(root / f"run_{i:02d}.log", points, total_training_steps=200)
+    return root
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_batch_costs_a_retry_not_a_run(big_fleet):
+    killed: list[int] = []
+
+    def kill_one_busy_worker(deadline: float) -> None:
+        # Ray titles a worker process "ray::assess_batch" while it runs that task
+        while time.monotonic() < deadline and not killed:
+            for process in psutil.process_iter(["pid", "cmdline"]):
+                try:
+                    if "ray::assess_batch" in " ".join(process.info["cmdline"] or []):
+                        process.send_signal(signal.SIGKILL)
+                        killed.append(process.info["pid"])
+                        return
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            time.sleep(0.02)
+
+    serial = assess([big_fleet])
+    killer = threading.Thread(target=kill_one_busy_worker, args=(time.monotonic() + 120,), daemon=True)
+    killer.start()
+    on_ray = assess([big_fleet], workers=2, batch_size=10)
+    killer.join(timeout=5)
+    assert killed, "no worker was caught running a batch"
+    assert on_ray.attrs["retried_tasks"] >= 1
+    assert len(on_ray) == 40 and on_ray["run_id"].is_unique
+    pd.testing.assert_frame_equal(serial.drop(columns="seconds"), on_ray.drop(columns="seconds"))
+
+
+def _ray_processes() -> list[int]:
+    found = []
+    for process in psutil.process_iter(["pid", "name", "cmdline"]):
+        try:
+            line = " ".join(process.info["cmdline"] or [])
+            if "raylet" in (process.info["name"] or "") or "ray::" in line or "gcs_server" in line:
+                found.append(process.info["pid"])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_and_leaves_no_ray_process_behind(big_fleet):
+    assert not _ray_processes(), "a Ray from elsewhere is running: this test cannot tell them apart"
+    code = (
+        "import sys\n"
+        "from bayesgrpo.interfaces.fleet import assess\n"
+        "try:\n"
+        f"    assess([{str(big_fleet)!r}] * 5, workers=2, batch_size=2)\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(
+        "ray::assess_batch" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])
+    ):
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 130
+    deadline = time.monotonic() + 30
+    while _ray_processes() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _ray_processes()

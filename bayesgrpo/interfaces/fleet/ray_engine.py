@@ -3,8 +3,9 @@
 The population goes into the object store once (``ray.put``); each task gets a batch of sources
 and a reference to it. A worker process keeps one :class:`~bayesgrpo.questions.live.LiveForecaster`
 per population it has seen (:data:`_FORECASTERS`), so the population is deserialised and the
-prior's draws made once per worker, not per run or per task. A small actor counts the times each
-batch started, which is how a task Ray retried after its worker died is counted.
+prior's draws made once per worker, not per run or per task. A batch whose worker process dies
+is sent again by the driver (up to ``max_retries`` times) and counted, so no run is lost and none
+is assessed twice into the table.
 """
 
 from __future__ import annotations
@@ -20,39 +21,28 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "`pip install 'bayesgrpo[ray]'`"
     ) from exc
 
+from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.fleet.work import FleetSettings, assess_source, batches, progress_bar
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster
 
+#: What a batch meets when its worker process dies (killed, out of memory, its node gone).
+WORKER_LOST = (
+    ray.exceptions.WorkerCrashedError,
+    ray.exceptions.NodeDiedError,
+    ray.exceptions.LocalRayletDiedError,
+)
 #: Per worker process: the live forecaster of each population (by object reference), built once.
 _FORECASTERS: dict[str, LiveForecaster] = {}
 
 
-@ray.remote(num_cpus=0)
-class BatchAttempts:
-    """How many times each batch started: more than once is a retry (its worker died)."""
-
-    def __init__(self) -> None:
-        self.counts: dict[int, int] = {}
-
-    def start(self, batch: int) -> int:
-        """Count one more start of ``batch``; how many so far."""
-        self.counts[batch] = self.counts.get(batch, 0) + 1
-        return self.counts[batch]
-
-    def retried(self) -> int:
-        """How many batches started more than once."""
-        return sum(count > 1 for count in self.counts.values())
-
-
 @ray.remote
 def assess_batch(
-    batch: int, sources: Sequence[Any], population: list[Any], settings: FleetSettings, attempts: Any
+    sources: Sequence[Any], population: list[Any], settings: FleetSettings
 ) -> list[dict[str, Any]]:
     """Assess one batch of sources in a worker (``population`` is ``[ObjectRef]``: not resolved
     by Ray before the call, so the worker can keep its forecaster by the reference).
     """
-    ray.get(attempts.start.remote(batch))
     key = population[0].hex()
     if key not in _FORECASTERS:
         model = ray.get(population[0])
@@ -86,23 +76,38 @@ def run(
         capacity = workers or max(1, int(ray.available_resources().get("CPU", 1)))
         chunks = batches(len(sources), capacity, batch_size)
         reference = ray.put(model)
-        attempts = BatchAttempts.remote()  # type: ignore[attr-defined]
-        task = assess_batch.options(max_retries=max_retries)
-        futures = {
-            task.remote(i, [sources[j] for j in chunk], [reference], settings, attempts): i
-            for i, chunk in enumerate(chunks)
-        }
+        # retried here, not by Ray: a batch whose worker died is sent again, and counted
+        task = assess_batch.options(max_retries=0)
+
+        def submit(index: int) -> Any:
+            return task.remote([sources[j] for j in chunks[index]], [reference], settings)
+
+        futures = {submit(i): i for i in range(len(chunks))}
+        tries = dict.fromkeys(range(len(chunks)), 1)
         results: dict[int, list[dict[str, Any]]] = {}
+        retried = 0
         bar = progress_bar(len(sources), progress)
         pending = list(futures)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for future in done:
-                index = futures[future]
-                results[index] = ray.get(future)
+                index = futures.pop(future)
+                try:
+                    results[index] = ray.get(future)
+                except WORKER_LOST as exc:
+                    if tries[index] > max_retries:
+                        raise BayesGRPOError(
+                            f"a batch of {len(chunks[index])} sources lost its worker "
+                            f"{tries[index]} times: {exc}"
+                        ) from exc
+                    tries[index] += 1
+                    retried += 1
+                    again = submit(index)
+                    futures[again] = index
+                    pending.append(again)
+                    continue
                 bar.update(len(chunks[index]))
         bar.close()
-        retried = int(ray.get(attempts.retried.remote()))
     except KeyboardInterrupt:
         for future in pending:
             ray.cancel(future, force=True)
