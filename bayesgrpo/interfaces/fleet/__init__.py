@@ -11,8 +11,8 @@ With them, on Ray (``pip install 'bayesgrpo[ray]'``; ``ray.init()`` on a laptop,
 cluster): the population is put in the object store once (``ray.put``), the sources are cut into
 batches so that a task's overhead stays a small share of its work, and each worker process builds
 its :class:`~bayesgrpo.questions.live.LiveForecaster` (and the compiled draws of the prior) once,
-for every batch it runs. A task whose worker dies is retried by Ray (``max_retries``); the table
-says how many were. Every run's answer depends on its own data and the seed only, never on the
+for every batch it runs. A batch whose worker process dies is sent again (``max_retries`` times at
+most) and counted in ``attrs["retried_tasks"]``: no run is lost or assessed twice. Every run's answer depends on its own data and the seed only, never on the
 order or the worker, so the Ray table equals the serial one.
 """
 
@@ -69,7 +69,7 @@ def assess(
     batch_size : int, optional
         Sources per Ray task (default: about four tasks a worker).
     max_retries : int
-        Times Ray retries a task whose worker died.
+        Times a batch whose worker process died is sent again.
     progress : bool
         A progress bar (rich) counting sources done.
 
