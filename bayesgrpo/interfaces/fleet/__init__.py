@@ -12,8 +12,9 @@ cluster): the population is put in the object store once (``ray.put``), the sour
 batches so that a task's overhead stays a small share of its work, and each worker process builds
 its :class:`~bayesgrpo.questions.live.LiveForecaster` (and the compiled draws of the prior) once,
 for every batch it runs. A batch whose worker process dies is sent again (``max_retries`` times at
-most) and counted in ``attrs["retried_tasks"]``: no run is lost or assessed twice. Every run's answer depends on its own data and the seed only, never on the
-order or the worker, so the Ray table equals the serial one.
+most) and counted in ``attrs["retried_tasks"]``: no run is lost or assessed twice. Every run's
+answer depends on its own data and the seed only, never on the order or the worker, so the Ray
+table equals the serial one.
 """
 
 from __future__ import annotations
