@@ -164,7 +164,7 @@ def test_ctrl_c_cancels_and_leaves_no_ray_process_behind(big_fleet):
         "import sys\n"
         "from bayesgrpo.interfaces.fleet import assess\n"
         "try:\n"
-        f"    assess([{str(big_fleet)!r}] * 5, workers=2, batch_size=2)\n"
+        f"    assess([{str(big_fleet)!r}] * 40, workers=2, batch_size=2)\n"  # about a minute of work
         "except KeyboardInterrupt:\n"
         "    sys.exit(130)\n"
     )
