@@ -168,14 +168,16 @@ def test_ctrl_c_cancels_and_leaves_no_ray_process_behind(big_fleet):
         "except KeyboardInterrupt:\n"
         "    sys.exit(130)\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", code])
+    # SIGINT as a terminal delivers it (a disposition inherited as ignored would hide the test)
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+    )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any(
-        "ray::assess_batch" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])
-    ):
+    while time.monotonic() < deadline and not _ray_processes():  # Ray is up: the fleet is starting
         time.sleep(0.1)
+    time.sleep(5)  # into the work (about a minute of it)
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=60) == 130
+    assert process.wait(timeout=60) == 130, "the fleet finished or failed instead of being interrupted"
     deadline = time.monotonic() + 30
     while _ray_processes() and time.monotonic() < deadline:
         time.sleep(0.5)
