@@ -26,7 +26,7 @@ import pandas as pd
 from bayesgrpo.errors import LogReadError
 from bayesgrpo.logs.readers._records import RawRun
 from bayesgrpo.logs.readers.base import ReadOptions, Source
-from bayesgrpo.logs.readers.model_names import model_identity
+from bayesgrpo.logs.readers.model_names import tracked_metadata
 from bayesgrpo.logs.readers.trl.columns import TRL_ALIASES, TRL_REWARD_CANDIDATES
 
 SCHEME = "mlflow:"
@@ -166,14 +166,7 @@ def run_metadata(params: Mapping[str, str], experiment: str, run_name: str, info
         "mlflow_run_name": run_name,
         "status": info.status,
     }
-    for key in MODEL_PARAMS:
-        if params.get(key):
-            metadata.update(model_identity(params[key]))
-            break
-    for key, name in PARAM_METADATA.items():
-        value = pd.to_numeric(params.get(key), errors="coerce")
-        if pd.notna(value) and name not in metadata and not (name == "total_steps" and value <= 0):
-            metadata[name] = float(value)
+    metadata.update(tracked_metadata(params, MODEL_PARAMS, PARAM_METADATA))
     return metadata
 
 

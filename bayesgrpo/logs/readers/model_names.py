@@ -11,7 +11,9 @@ not read as the size.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bayesgrpo.logs.readers.verl.config import model_name
@@ -67,3 +69,45 @@ def model_identity(name: Any) -> dict[str, Any]:
     if sizes:
         out["size_b"] = sizes[-1] if len(sizes) == 1 else max(sizes)
     return out
+
+
+def tracked_metadata(
+    values: Mapping[str, Any], model_keys: Sequence[str], numbers: Mapping[str, str]
+) -> dict[str, Any]:
+    """Metadata from what a tracker kept of a run (MLflow params, a W&B config).
+
+    Parameters
+    ----------
+    values : mapping
+        The tracker's key -> value (strings or numbers).
+    model_keys : sequence of str
+        Keys that name the model, in order of preference: the first non-empty one gives
+        :func:`model_identity`.
+    numbers : mapping
+        Key -> metadata name, for values that are numbers (a number written as text counts);
+        a planned step count of 0 or less (TRL's ``max_steps=-1``) is not one.
+
+    Returns
+    -------
+    dict
+    """
+    metadata: dict[str, Any] = {}
+    for key in model_keys:
+        value = values.get(key)
+        if isinstance(value, str) and value:
+            metadata.update(model_identity(value))
+            break
+    for key, name in numbers.items():
+        number = finite_float(values.get(key))
+        if number is not None and name not in metadata and not (name == "total_steps" and number <= 0):
+            metadata[name] = number
+    return metadata
+
+
+def finite_float(value: Any) -> float | None:
+    """``value`` as a finite float (a number written as text counts), else None."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

@@ -22,7 +22,6 @@ is read.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import pandas as pd
 from bayesgrpo.errors import LogReadError
 from bayesgrpo.logs.readers._records import RawRun
 from bayesgrpo.logs.readers.base import ReadOptions, Source
-from bayesgrpo.logs.readers.model_names import model_identity
+from bayesgrpo.logs.readers.model_names import finite_float, tracked_metadata
 from bayesgrpo.logs.readers.wandb import INTERNAL_METRICS, REWARD_CANDIDATES, WANDB_ALIASES
 from bayesgrpo.logs.report import ReadIssue
 
@@ -66,14 +65,6 @@ def _decoded(value_json: str) -> Any:
         return json.loads(value_json)
     except (json.JSONDecodeError, TypeError):
         return value_json  # kept as text: reported where a number belongs
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _item_key(item: Any) -> str:
@@ -134,8 +125,9 @@ def _scan(store: Any, path: Path, source: Source, options: ReadOptions, protos: 
             for item in record.history.item:
                 key = _item_key(item)
                 value = _decoded(item.value_json)
-                if key == "_step" and _number(value) is not None:
-                    step = int(_number(value) or 0)
+                logged_step = finite_float(value) if key == "_step" else None
+                if logged_step is not None:
+                    step = int(logged_step)
                 if key not in INTERNAL_METRICS:
                     rows.append((n_history, step, key, value))
         elif kind == "run":
@@ -178,19 +170,8 @@ def _truncated(path: Path, offset: int, why: str) -> ReadIssue:
 
 def config_metadata(config: dict[str, Any], run_info: dict[str, Any]) -> dict[str, Any]:
     """A run's metadata from its W&B config and run record."""
+    # W&B keeps some config entries as {"value": ...}
+    plain = {k: v.get("value") if isinstance(v, dict) else v for k, v in config.items()}
     metadata: dict[str, Any] = {k: v for k, v in run_info.items() if v}
-    for key in MODEL_KEYS:
-        value = config.get(key)
-        if isinstance(value, dict):
-            value = value.get("value")
-        if isinstance(value, str) and value:
-            metadata.update(model_identity(value))
-            break
-    for key, name in CONFIG_METADATA.items():
-        value = config.get(key)
-        if isinstance(value, dict):
-            value = value.get("value")
-        number = _number(value)
-        if number is not None and name not in metadata and not (name == "total_steps" and number <= 0):
-            metadata[name] = number
+    metadata.update(tracked_metadata(plain, MODEL_KEYS, CONFIG_METADATA))
     return metadata
