@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from wandb.sdk.internal.datastore import DataStore
 
 from bayesgrpo.errors import LogReadError
 from bayesgrpo.logs.readers import detect_format, load_runs
@@ -56,6 +57,32 @@ def run_file(folder: Path) -> Path:
     return path
 
 
+def record_spans(path: Path) -> list[tuple[int, int]]:
+    """The byte span of every record of an intact run file, read with wandb's own reader."""
+    store = DataStore()
+    store.open_for_scan(str(path))
+    spans = []
+    try:
+        while True:
+            start = store._index
+            if store.scan_data() is None:
+                return spans
+            spans.append((start, store._index))
+    finally:
+        store.close()
+
+
+def test_a_cut_between_records_reads_as_a_shorter_whole_run(offline_folder, tmp_path):
+    data = run_file(offline_folder).read_bytes()
+    spans = record_spans(run_file(offline_folder))
+    _, boundary = next(span for span in spans if span[1] > 0.6 * len(data))
+    cut = tmp_path / "run-cut.wandb"
+    cut.write_bytes(data[:boundary])
+    table = load_runs([cut], warn=False)
+    assert not [i for i in table.report.issues if i.kind == "truncated"]
+    assert table.report.records_read == table.report.records_kept > 0
+
+
 def test_an_offline_run_reads_back_as_it_was_logged(offline_folder, bundled_points):
     path = run_file(offline_folder)
     assert detect_format(path) == "wandb-offline"
@@ -74,7 +101,10 @@ def test_an_offline_run_reads_back_as_it_was_logged(offline_folder, bundled_poin
 def test_a_torn_last_record_keeps_what_came_before_and_says_so(offline_folder, tmp_path, bundled_points):
     torn = tmp_path / "run-torn.wandb"
     data = run_file(offline_folder).read_bytes()
-    torn.write_bytes(data[: int(len(data) * 0.6)])  # the box went away mid-write
+    # the box went away mid-write: cut inside the record that spans 60% of the file (a cut that
+    # lands exactly between two records leaves a shorter, whole file, read in full without a word)
+    start, end = next((a, b) for a, b in record_spans(run_file(offline_folder)) if b > 0.6 * len(data))
+    torn.write_bytes(data[: (start + end) // 2])
     with pytest.warns(UserWarning, match="truncated"):
         table = load_runs([torn])
     issues = [i for i in table.report.issues if i.kind == "truncated"]
