@@ -16,9 +16,20 @@ import psutil
 import pytest
 
 from bayesgrpo.interfaces.cli import main
-from bayesgrpo.interfaces.fleet import FLEET_COLUMNS, FleetSettings, assess, batches, fleet_sources
+from bayesgrpo.interfaces.fleet import (
+    FLEET_COLUMNS,
+    FleetSettings,
+    Population,
+    SerialEngine,
+    assess,
+    batches,
+    fleet_sources,
+    open_engine,
+)
+from bayesgrpo.interfaces.watch import Watcher
 from bayesgrpo.logs.writers.trl import write_trainer_state
 from bayesgrpo.logs.writers.verl import write_verl_console
+from bayesgrpo.model.datasets import POPULATION_FILE
 from bayesgrpo.questions.stopping import PlateauRule
 
 
@@ -96,6 +107,105 @@ def test_stop_with_workers_takes_the_fleet_path(fleet, capsys, monkeypatch):
     assert "9 runs, 1 with errors, 0 tasks retried" in out.err
 
 
+def test_the_serial_engine_maps_in_order_and_builds_a_forecaster_once(monkeypatch):
+    built = []
+    model = object()
+
+    class Forecaster:
+        def __init__(self, population, n_draws, random_seed):
+            built.append((population, n_draws, random_seed))
+
+    monkeypatch.setattr("bayesgrpo.interfaces.fleet.work.LiveForecaster", Forecaster)
+    with open_engine([Population(model, 100, 7)]) as engine:  # type: ignore[arg-type]
+        assert isinstance(engine, SerialEngine)
+        out = engine.map(_square_with_forecaster, [3, 1, 2], 10)
+    assert [value for value, _ in out] == [19, 11, 14]
+    assert len({id(forecaster) for _, forecaster in out}) == 1 and built == [(model, 100, 7)]
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        open_engine([Population(model)], workers=0)  # type: ignore[arg-type]
+
+
+def _square_with_forecaster(item, forecaster_of, settings):
+    return item * item + settings, forecaster_of(0)
+
+
+def test_diagnose_only_settings_skip_the_live_update(fleet):
+    table = assess([fleet], settings=FleetSettings(forecast=False))
+    ok = table[table["status"] == "ok"]
+    assert ok["decision"].isna().all() and ok["final_median"].isna().all()
+    assert all(isinstance(found, list) for found in table["findings"])
+    assert (ok["worst_finding"] == [f[0]["name"] if f else "" for f in ok["findings"]]).all()
+
+
+def test_forecast_with_a_population_answers_live_run_by_run(fleet, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["forecast", str(fleet), "--population", str(POPULATION_FILE), "--output", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "9 runs, 1 with errors" in printed.err and "ERROR" in printed.out
+    written = pd.read_csv(out / "final_reward.csv")
+    ok = written[written["status"] == "ok"]
+    assert len(written) == 9 and len(ok) == 8
+    assert (ok["final_lower"] <= ok["final_median"]).all() and (ok["final_median"] <= ok["final_upper"]).all()
+    with pytest.raises(SystemExit, match="--cut"):
+        main(["forecast", str(fleet), "--workers", "2", "--cut", "0.5"])
+
+
+def test_diagnose_with_workers_lists_every_run_and_the_unreadable_one(fleet, capsys, monkeypatch):
+    seen = {}
+
+    def serial_assess(paths, population, *, settings, workers, address, progress):
+        seen.update(workers=workers, settings=settings)
+        return assess(paths, population, settings=settings)
+
+    monkeypatch.setattr("bayesgrpo.interfaces.fleet.assess", serial_assess)
+    assert main(["diagnose", str(fleet), "--workers", "2", "--json"]) == 0
+    findings = pd.DataFrame(json.loads(capsys.readouterr().out))
+    assert seen["workers"] == 2 and not seen["settings"].forecast and seen["settings"].diagnose
+    unreadable = findings[findings["name"] == "unreadable_log"]
+    assert len(unreadable) == 1 and unreadable["evidence"].iloc[0]["source"].endswith("broken.csv")
+    with pytest.raises(SystemExit, match="--model"):
+        main(["diagnose", str(fleet), "--workers", "2", "--model", "model.nc"])
+
+
+@pytest.mark.slow
+def test_forecast_diagnose_and_watch_on_ray_equal_their_serial_answers(fleet, tmp_path, capsys):
+    population = str(POPULATION_FILE)
+    answers = []
+    for extra in ([], ["--workers", "2"]):
+        assert (
+            main(
+                [
+                    "forecast",
+                    str(fleet),
+                    "--population",
+                    population,
+                    "--output",
+                    str(tmp_path),
+                    "--json",
+                    *extra,
+                ]
+            )
+            == 0
+        )
+        answers.append(json.loads(capsys.readouterr().out))
+    assert answers[0] == answers[1]
+
+    assert main(["diagnose", str(fleet), "--workers", "2", "--json"]) == 0
+    on_ray = json.loads(capsys.readouterr().out)
+    serial = assess([fleet], settings=FleetSettings(forecast=False))
+    assert [f["name"] for f in on_ray if f["name"] != "unreadable_log"] == [
+        f["name"] for found in serial["findings"] for f in found
+    ]
+
+    watched = Watcher([fleet], rule=PlateauRule(eps=0.02))
+    with Watcher([fleet], rule=PlateauRule(eps=0.02), workers=2) as watched_on_ray:
+        for _ in range(2):  # the second poll: every run cached, nothing sent to Ray
+            rows = [s.to_dict() | {"seconds": 0} for s in watched.poll()]
+            assert rows == [s.to_dict() | {"seconds": 0} for s in watched_on_ray.poll()]
+        assert watched_on_ray._engine is not None and watched_on_ray._engine.name == "ray"
+    assert watched_on_ray._engine is None
+
+
 @pytest.mark.slow
 def test_ray_gives_the_serial_answers_with_one_and_two_workers(fleet):
     settings = FleetSettings(rule=PlateauRule(eps=0.02, prob=0.9, relative=True))
@@ -122,11 +232,11 @@ def test_a_worker_killed_mid_batch_costs_a_retry_not_a_run(big_fleet):
     killed: list[int] = []
 
     def kill_one_busy_worker(deadline: float) -> None:
-        # Ray titles a worker process "ray::assess_batch" while it runs that task
+        # Ray titles a worker process "ray::run_batch" while it runs that task
         while time.monotonic() < deadline and not killed:
             for process in psutil.process_iter(["pid", "cmdline"]):
                 try:
-                    if "ray::assess_batch" in " ".join(process.info["cmdline"] or []):
+                    if "ray::run_batch" in " ".join(process.info["cmdline"] or []):
                         process.send_signal(signal.SIGKILL)
                         killed.append(process.info["pid"])
                         return

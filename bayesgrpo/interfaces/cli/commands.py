@@ -157,6 +157,8 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     """
     from bayesgrpo.model.reward_model import RewardModel
 
+    if any(getattr(args, name, None) is not None for name in ("population", "workers", "address")):
+        return _fleet_forecast(args)
     table = _forecast_input(args)
     summary = table.summary()
     fitted_on = table
@@ -208,6 +210,82 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         print(f"warning: {message}")
     print("wrote " + ", ".join(str(path) for path in written))
     return EXIT_OK
+
+
+def _fleet_forecast(args: argparse.Namespace) -> int:
+    """``bayesgrpo forecast --population model.nc`` / ``--workers N`` / ``--address``: each run
+    conditioned live on a fitted population (the shipped one by default), serially or on Ray; no
+    pooled fit. A run whose log cannot be read is a row with its error.
+    """
+    import numpy as np
+
+    from bayesgrpo.interfaces.fleet import FleetSettings
+
+    if args.cut is not None:
+        raise SystemExit(
+            "--cut fits the pooled model on part of each run; it does not go with --population, --workers "
+            "or --address (live forecasts of the runs as logged)"
+        )
+    paths = args.paths
+    if args.bundled or not paths:
+        from bayesgrpo.model.datasets import data_dir
+
+        paths = [data_dir()]
+    settings = FleetSettings(
+        horizon=args.horizon,
+        band=args.band,
+        reward=args.reward,
+        metadata=args.metadata,
+        random_seed=args.seed,
+        diagnose=False,
+    )
+    frame = _fleet_frame(args, paths, settings)
+    columns = [
+        "run_id", "source", "status", "error", "n_points", "step", "horizon_step", "final_median",
+        "final_lower", "final_upper", "band", "phase", "phase_probability", "method", "repairs",
+    ]  # fmt: skip
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    frame[columns].to_csv(out / "final_reward.csv", index=False)
+    if args.json:
+        records = frame[columns].replace({np.nan: None}).to_dict("records")
+        json.dump({"final_reward": records}, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    print(f"{'run_id':<44} {'step':>7} {'horizon':>7} {f'reward at horizon [90% {args.band}]':>32} phase")
+    for row in frame.itertuples(index=False):
+        run_id = row.run_id if len(row.run_id) <= 44 else row.run_id[:41] + "..."
+        if row.status != "ok":
+            print(f"{run_id:<44} ERROR {row.error}")
+            continue
+        interval = f"{row.final_median:8.3g} [{row.final_lower:.3g}, {row.final_upper:.3g}]"
+        print(
+            f"{run_id:<44} {row.step:>7.0f} {row.horizon_step:>7.0f} {interval:>32} {row.phase} "
+            f"(P={row.phase_probability:.2f})"
+        )
+    print(f"wrote {out / 'final_reward.csv'}")
+    return EXIT_OK
+
+
+def _fleet_frame(args: argparse.Namespace, paths: Any, settings: Any) -> Any:
+    """The fleet's table of ``paths`` for a CLI verb, and a line on stderr of how it went."""
+    from bayesgrpo.interfaces.fleet import assess
+
+    frame = assess(
+        paths,
+        getattr(args, "population", None),
+        settings=settings,
+        workers=args.workers,
+        address=args.address,
+        progress=not args.json and not getattr(args, "quiet", False),
+    )
+    errors = int((frame["status"] != "ok").sum())
+    print(
+        f"{len(frame)} runs, {errors} with errors, {frame.attrs.get('retried_tasks', 0)} tasks retried "
+        f"({frame.attrs.get('engine')})",
+        file=sys.stderr,
+    )
+    return frame
 
 
 def _forecast_input(args: argparse.Namespace) -> Any:
@@ -504,19 +582,12 @@ def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
     """
     import numpy as np
 
-    from bayesgrpo.interfaces.fleet import FleetSettings, assess
+    from bayesgrpo.interfaces.fleet import FleetSettings
 
     settings = FleetSettings(
         rule=rule, horizon=args.horizon, band=args.band, reward=args.reward, metadata=args.metadata
     )
-    frame = assess(
-        args.paths,
-        args.population,
-        settings=settings,
-        workers=args.workers,
-        address=args.address,
-        progress=not args.json,
-    )
+    frame = _fleet_frame(args, args.paths, settings)
     if args.json:
         json.dump(frame.replace({np.nan: None}).to_dict("records"), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -531,12 +602,6 @@ def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
                 f"{row.final_median:.3g} [{row.final_lower:.3g}, {row.final_upper:.3g}] (90% {row.band} band)"
             )
             print(f"    {row.reason}")
-    errors = int((frame["status"] != "ok").sum())
-    print(
-        f"{len(frame)} runs, {errors} with errors, {frame.attrs.get('retried_tasks', 0)} tasks retried "
-        f"({frame.attrs.get('engine')})",
-        file=sys.stderr,
-    )
     return EXIT_OK
 
 
@@ -555,18 +620,21 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
     from bayesgrpo.questions.diagnostics import diagnose
 
-    if args.bundled or not args.paths:
-        from bayesgrpo.model.datasets import load_bundled
-
-        table = load_bundled(warn=False)
+    if args.workers is not None or args.address is not None:
+        findings, run_ids = _fleet_findings(args)
     else:
-        table = read_logs(args)
-    fitted = None
-    if args.model:
-        from bayesgrpo.model.reward_model import RewardModel
+        if args.bundled or not args.paths:
+            from bayesgrpo.model.datasets import load_bundled
 
-        fitted = RewardModel.load(args.model)
-    findings = diagnose(table, fitted, oscillation=args.oscillation)
+            table = load_bundled(warn=False)
+        else:
+            table = read_logs(args)
+        fitted = None
+        if args.model:
+            from bayesgrpo.model.reward_model import RewardModel
+
+            fitted = RewardModel.load(args.model)
+        findings, run_ids = diagnose(table, fitted, oscillation=args.oscillation), table.run_ids
     if args.min_severity != "info":
         keep = ("warning", "high") if args.min_severity == "warning" else ("high",)
         findings = findings[findings["severity"].isin(keep)]
@@ -575,7 +643,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return EXIT_OK
     if findings.empty:
-        print(f"{len(table.run_ids)} runs: no findings at severity {args.min_severity} or above")
+        print(f"{len(run_ids)} runs: no findings at severity {args.min_severity} or above")
         return EXIT_OK
     for run_id, frame in findings.groupby("run_id", sort=False):
         print(run_id)
@@ -588,9 +656,60 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                 f"  [{row.severity}] {row.name} (steps {row.first_step:.0f}-{row.last_step:.0f}): {evidence}"
             )
             print(f"      -> {row.action}")
-    clean = len(table.run_ids) - findings["run_id"].nunique()
-    print(f"\n{findings['run_id'].nunique()} of {len(table.run_ids)} runs with findings; {clean} without")
+    clean = len(run_ids) - findings["run_id"].nunique()
+    print(f"\n{findings['run_id'].nunique()} of {len(run_ids)} runs with findings; {clean} without")
     return EXIT_OK
+
+
+def _fleet_findings(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """``bayesgrpo diagnose --workers N`` / ``--address``: each run diagnosed on its own logs on
+    Ray (the ringing test's fits are where the time goes). The stall test's reference level from
+    a run's family and task peers needs every run read together, so it is left out here, and a
+    run whose log cannot be read is an ``unreadable_log`` finding.
+    """
+    import pandas as pd
+
+    from bayesgrpo.interfaces.fleet import FleetSettings
+    from bayesgrpo.questions.diagnostics.finding import FINDING_COLUMNS
+
+    if args.model:
+        raise SystemExit(
+            "--model judges stall by a fitted posterior of the runs read together; it does not go with "
+            "--workers or --address"
+        )
+    paths = args.paths
+    if args.bundled or not paths:
+        from bayesgrpo.model.datasets import data_dir
+
+        paths = [data_dir()]
+    settings = FleetSettings(
+        reward=args.reward,
+        metadata=args.metadata,
+        forecast=False,
+        diagnose=True,
+        oscillation=args.oscillation,
+    )
+    frame = _fleet_frame(args, paths, settings)
+    rows = [finding for found in frame["findings"] for finding in found]
+    for row in frame[frame["status"] != "ok"].itertuples(index=False):
+        rows.append(
+            {
+                "run_id": row.run_id,
+                "name": "unreadable_log",
+                "severity": "high",
+                "first_step": float("nan"),
+                "last_step": float("nan"),
+                "evidence": {"source": row.source, "error": row.error},
+                "action": "fix or replace the log; the other runs were diagnosed",
+            }
+        )
+    findings = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
+    print(
+        "(each run judged on its own logs: the stall test's comparison with family/task peers needs the "
+        "runs read together; run without --workers for it)",
+        file=sys.stderr,
+    )
+    return findings, frame["run_id"].tolist()
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -85,6 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
         p.add_argument("--target", type=float, help="target: the reward to reach")
 
+    def fleet_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--workers",
+            type=int,
+            help="the runs on Ray with this many worker processes (a local Ray; pip install "
+            "'bayesgrpo[ray]')",
+        )
+        p.add_argument("--address", help="the runs on this Ray cluster (ray://host:10001, auto)")
+
     def band_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--band",
@@ -150,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the step every run is planned to end at (default: the total steps its logs state, else "
         "its last logged step)",
     )
+    forecast.add_argument(
+        "--population",
+        help="condition each run live on this fitted model (model.nc) instead of fitting the pooled "
+        "model (seconds, not minutes; with --workers or --address without it: the shipped population)",
+    )
+    fleet_flags(forecast)
     band_flag(forecast)
     output_flags(forecast)
     model_flags(forecast, cut=None, output="out")
@@ -176,12 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument(
         "--no-bundled", action="store_true", help="fit the pooled model on the runs alone (implies --fit)"
     )
-    stop.add_argument(
-        "--workers",
-        type=int,
-        help="assess the runs on Ray with this many worker processes (a local Ray; bayesgrpo[ray])",
-    )
-    stop.add_argument("--address", help="assess the runs on this Ray cluster (ray://host:10001, auto)")
+    fleet_flags(stop)
     stop.add_argument("--reward", help="metric to use as the reward")
     stop.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     stop.add_argument("--curve", default=DEFAULT_CURVE, help="with --fit: the curve family")
@@ -206,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also test each run for ringing (oscillator vs overdamped curves by LOO; a few seconds a run)",
     )
     diag.add_argument("--min-severity", choices=["info", "warning", "high"], default="info")
+    fleet_flags(diag)
     diag.add_argument("--reward", help="metric to use as the reward")
     diag.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     output_flags(diag)
@@ -301,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--logging-steps", type=int, help="TRL console logs: the trainer's logging_steps")
     watch.add_argument("--seed", type=int, default=1)
+    fleet_flags(watch)
     band_flag(watch)
     watch.set_defaults(handler=cmd_watch)
     return parser

@@ -21,23 +21,37 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
+from bayesgrpo.interfaces.fleet.engine import Engine, SerialEngine, open_engine
 from bayesgrpo.interfaces.fleet.work import (
     FLEET_COLUMNS,
     FleetSettings,
+    Population,
+    WorkFunction,
     assess_source,
+    assess_source_work,
     batches,
     fleet_sources,
-    progress_bar,
 )
 from bayesgrpo.model.draws import check_band
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.questions.live import LiveForecaster, resolve_population
+from bayesgrpo.questions.live import resolve_population
 
-__all__ = ["FLEET_COLUMNS", "FleetSettings", "assess", "assess_source", "batches", "fleet_sources"]
+__all__ = [
+    "FLEET_COLUMNS",
+    "Engine",
+    "FleetSettings",
+    "Population",
+    "SerialEngine",
+    "WorkFunction",
+    "assess",
+    "assess_source",
+    "batches",
+    "fleet_sources",
+    "open_engine",
+]
 
 
 def assess(
@@ -50,6 +64,7 @@ def assess(
     batch_size: int | None = None,
     max_retries: int = 3,
     progress: bool = False,
+    engine: Engine | None = None,
 ) -> pd.DataFrame:
     """Assess every run under ``paths``: one row per run, columns :data:`FLEET_COLUMNS`.
 
@@ -60,8 +75,8 @@ def assess(
     population : RewardModel, path or None
         The population every run is conditioned on (default: the one shipped with bayesgrpo).
     settings : FleetSettings, optional
-        The rule, horizon, band, reward metric, metadata, seed; default a plateau rule (eps 1% of
-        the range, p 0.9) at each run's stated horizon.
+        The rule, horizon, band, reward metric, metadata, seed, diagnostics; default a plateau
+        rule (eps 1% of the range, p 0.9) at each run's stated horizon.
     workers : int, optional
         Ray worker processes to use (a local Ray is started with this many CPUs when none runs).
         None and no ``address``: serial, in this process.
@@ -73,40 +88,36 @@ def assess(
         Times a batch whose worker process died is sent again.
     progress : bool
         A progress bar (rich) counting sources done.
+    engine : Engine, optional
+        An engine already open on ``[Population(model, settings.n_draws, settings.random_seed)]``
+        (``watch`` keeps one across polls); ``population``, ``workers``, ``address``,
+        ``batch_size`` and ``max_retries`` are then not used.
 
     Returns
     -------
     pandas.DataFrame
         One row per run; ``attrs["retried_tasks"]`` counts the Ray tasks that ran more than once,
-        ``attrs["engine"]`` says ``"serial"`` or ``"ray"``.
+        ``attrs["engine"]`` says ``"serial"`` or ``"ray"``. ``findings`` holds each run's
+        diagnostic findings (records of :func:`bayesgrpo.questions.diagnostics.diagnose` on the
+        run alone), highest severity first.
     """
     settings = settings or FleetSettings()
     check_band(settings.band)
     given = [paths] if isinstance(paths, (str, Path)) else list(paths)
     sources = fleet_sources(given)
-    model = resolve_population(population)
-    if workers is None and address is None:
-        rows, retried, engine = _serial(sources, model, settings, progress), 0, "serial"
+    title = "assessing sources" if progress else None
+    if engine is not None:
+        before = engine.retried_tasks
+        rows = engine.map(assess_source_work, sources, settings, progress=title)
+        retried, name = engine.retried_tasks - before, engine.name
     else:
-        from bayesgrpo.interfaces.fleet import ray_engine  # Ray is imported only when asked for
-
-        rows, retried = ray_engine.run(
-            sources, model, settings, workers, address, batch_size, max_retries, progress
-        )
-        engine = "ray"
-    frame = pd.DataFrame(rows, columns=list(FLEET_COLUMNS))
-    frame.attrs.update(retried_tasks=retried, engine=engine)
+        model = resolve_population(population)
+        spec = Population(model, settings.n_draws, settings.random_seed)
+        with open_engine(
+            [spec], workers=workers, address=address, batch_size=batch_size, max_retries=max_retries
+        ) as opened:
+            rows = opened.map(assess_source_work, sources, settings, progress=title)
+            retried, name = opened.retried_tasks, opened.name
+    frame = pd.DataFrame([row for found in rows for row in found], columns=list(FLEET_COLUMNS))
+    frame.attrs.update(retried_tasks=retried, engine=name)
     return frame
-
-
-def _serial(
-    sources: list[Any], model: RewardModel, settings: FleetSettings, progress: bool
-) -> list[dict[str, Any]]:
-    forecaster = LiveForecaster(model, n_draws=settings.n_draws, random_seed=settings.random_seed)
-    bar = progress_bar(len(sources), progress)
-    rows = []
-    for source in sources:
-        rows.extend(assess_source(source, forecaster, settings))
-        bar.update(1)
-    bar.close()
-    return rows

@@ -1,29 +1,29 @@
-"""The Ray engine of :func:`bayesgrpo.interfaces.fleet.assess` (imported only when Ray is asked for).
+"""The Ray engine of the fleet (imported only when Ray is asked for).
 
-The population goes into the object store once (``ray.put``); each task gets a batch of sources
-and a reference to it. A worker process keeps one :class:`~bayesgrpo.questions.live.LiveForecaster`
-per population it has seen (:data:`_FORECASTERS`), so the population is deserialised and the
-prior's draws made once per worker, not per run or per task. A batch whose worker process dies
-is sent again by the driver (up to ``max_retries`` times) and counted, so no run is lost and none
-is assessed twice into the table.
+Each population goes into the object store once (``ray.put``), when the engine opens; a task gets
+a batch of items and the references. A worker process keeps one
+:class:`~bayesgrpo.questions.live.LiveForecaster` per population it has seen (:data:`_FORECASTERS`),
+so a population is deserialised and its prior's draws made once per worker, not per run, task or
+``map``. A batch whose worker process dies is sent again by the driver (up to ``max_retries`` times)
+and counted, so no item is lost and none is answered twice into the results.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import TracebackType
 from typing import Any
 
 try:
     import ray
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
-        "assess(..., workers=N) or address=... needs Ray: install the extra with "
-        "`pip install 'bayesgrpo[ray]'`"
+        "the fleet on Ray (workers=N or address=..., --workers, --address) needs Ray: install the extra "
+        "with `pip install 'bayesgrpo[ray]'`"
     ) from exc
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.interfaces.fleet.work import FleetSettings, assess_source, batches, progress_bar
-from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.interfaces.fleet.work import Population, WorkFunction, batches, progress_bar
 from bayesgrpo.questions.live import LiveForecaster
 
 #: What a batch meets when its worker process dies (killed, out of memory, its node gone).
@@ -37,82 +37,123 @@ _FORECASTERS: dict[str, LiveForecaster] = {}
 
 
 @ray.remote
-def assess_batch(
-    sources: Sequence[Any], population: list[Any], settings: FleetSettings
-) -> list[dict[str, Any]]:
-    """Assess one batch of sources in a worker (``population`` is ``[ObjectRef]``: not resolved
-    by Ray before the call, so the worker can keep its forecaster by the reference).
+def run_batch(
+    work: WorkFunction,
+    items: Sequence[Any],
+    references: list[Any],
+    specs: list[tuple[int, int | None]],
+    settings: Any,
+) -> list[Any]:
+    """``work`` over one batch in a worker. ``references`` are the populations' object references
+    (inside a list, so Ray does not resolve them before the call: the worker keys its forecasters
+    by them); ``specs`` are each forecaster's draws and seed.
     """
-    key = population[0].hex()
-    if key not in _FORECASTERS:
-        model = ray.get(population[0])
-        _FORECASTERS[key] = LiveForecaster(model, n_draws=settings.n_draws, random_seed=settings.random_seed)
-    forecaster = _FORECASTERS[key]
-    return [row for source in sources for row in assess_source(source, forecaster, settings)]
+
+    def forecaster_of(index: int) -> LiveForecaster:
+        key = references[index].hex()
+        if key not in _FORECASTERS:
+            n_draws, seed = specs[index]
+            model = ray.get(references[index])
+            _FORECASTERS[key] = LiveForecaster(model, n_draws=n_draws, random_seed=seed)
+        return _FORECASTERS[key]
+
+    return [work(item, forecaster_of, settings) for item in items]
 
 
-def run(
-    sources: Sequence[Any],
-    model: RewardModel,
-    settings: FleetSettings,
-    workers: int | None,
-    address: str | None,
-    batch_size: int | None,
-    max_retries: int,
-    progress: bool,
-) -> tuple[list[dict[str, Any]], int]:
-    """Assess ``sources`` on Ray; the rows in source order and the number of retried tasks."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(
-            address=address,
-            num_cpus=workers if address is None else None,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-        )
-    pending: list[Any] = []
-    try:
-        capacity = workers or max(1, int(ray.available_resources().get("CPU", 1)))
-        chunks = batches(len(sources), capacity, batch_size)
-        reference = ray.put(model)
-        # retried here, not by Ray: a batch whose worker died is sent again, and counted
-        task = assess_batch.options(max_retries=0)
+class RayEngine:
+    """Maps work on Ray: a local Ray of ``workers`` CPUs, or the cluster at ``address``.
+
+    A Ray already running in this process (``ray.init`` called by the user) is used as it is and
+    left running; one the engine starts is shut down by :meth:`close`.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        populations: Sequence[Population],
+        *,
+        workers: int | None = None,
+        address: str | None = None,
+        batch_size: int | None = None,
+        max_retries: int = 3,
+    ) -> None:
+        self.retried_tasks = 0
+        self._batch_size = batch_size
+        self._max_retries = max_retries
+        self._started = not ray.is_initialized()
+        if self._started:
+            ray.init(
+                address=address,
+                num_cpus=workers if address is None else None,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        try:
+            self._workers = workers or max(1, int(ray.available_resources().get("CPU", 1)))
+            self._references = [ray.put(p.model) for p in populations]
+            # what travels with every task: the references and each forecaster's draws and seed
+            self._specs = [(p.n_draws, p.random_seed) for p in populations]
+        except BaseException:
+            self.close()
+            raise
+
+    def map(
+        self, work: WorkFunction, items: Sequence[Any], settings: Any, *, progress: str | None = None
+    ) -> list[Any]:
+        """``work`` over ``items`` in batches on Ray; the results in the items' order."""
+        chunks = batches(len(items), self._workers, self._batch_size)
+        task = run_batch.options(max_retries=0)  # retried here, not by Ray: counted
 
         def submit(index: int) -> Any:
-            return task.remote([sources[j] for j in chunks[index]], [reference], settings)
+            return task.remote(
+                work, [items[j] for j in chunks[index]], self._references, self._specs, settings
+            )
 
         futures = {submit(i): i for i in range(len(chunks))}
         tries = dict.fromkeys(range(len(chunks)), 1)
-        results: dict[int, list[dict[str, Any]]] = {}
-        retried = 0
-        bar = progress_bar(len(sources), progress)
+        results: dict[int, list[Any]] = {}
+        bar = progress_bar(len(items), progress is not None, progress or "")
         pending = list(futures)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for future in done:
-                index = futures.pop(future)
-                try:
-                    results[index] = ray.get(future)
-                except WORKER_LOST as exc:
-                    if tries[index] > max_retries:
-                        raise BayesGRPOError(
-                            f"a batch of {len(chunks[index])} sources lost its worker "
-                            f"{tries[index]} times: {exc}"
-                        ) from exc
-                    tries[index] += 1
-                    retried += 1
-                    again = submit(index)
-                    futures[again] = index
-                    pending.append(again)
-                    continue
-                bar.update(len(chunks[index]))
-        bar.close()
-    except KeyboardInterrupt:
-        for future in pending:
-            ray.cancel(future, force=True)
-        raise
-    finally:
-        if started:
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for future in done:
+                    index = futures.pop(future)
+                    try:
+                        results[index] = ray.get(future)
+                    except WORKER_LOST as exc:
+                        if tries[index] > self._max_retries:
+                            raise BayesGRPOError(
+                                f"a batch of {len(chunks[index])} items lost its worker {tries[index]} "
+                                f"times: {exc}"
+                            ) from exc
+                        tries[index] += 1
+                        self.retried_tasks += 1
+                        again = submit(index)
+                        futures[again] = index
+                        pending.append(again)
+                        continue
+                    bar.update(len(chunks[index]))
+        except BaseException:  # Ctrl-C or a failed batch: nothing is left running
+            for future in pending:
+                ray.cancel(future, force=True)
+            raise
+        finally:
+            bar.close()
+        return [result for i in range(len(chunks)) for result in results[i]]
+
+    def close(self) -> None:
+        """Shut down the Ray this engine started (a Ray the user started is left running)."""
+        if self._started and ray.is_initialized():
             ray.shutdown()
-    return [row for i in range(len(chunks)) for row in results[i]], retried
+        self._started = False
+
+    def __enter__(self) -> RayEngine:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,9 +19,10 @@ from bayesgrpo.logs.readers import Source, discover, load_runs
 from bayesgrpo.logs.readers.load import MLFLOW_SCHEME
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.draws import DEFAULT_BAND
+from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.diagnostics import diagnose
 from bayesgrpo.questions.live import LiveForecaster
-from bayesgrpo.questions.stopping import PlateauRule
+from bayesgrpo.questions.stopping import PlateauRule, phase
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,12 @@ FLEET_COLUMNS: tuple[str, ...] = (
     "horizon_step",
     "decision",
     "probability",
+    "expected_gain",
+    "gain_lower",
+    "gain_upper",
     "reason",
+    "phase",
+    "phase_probability",
     "final_median",
     "final_lower",
     "final_upper",
@@ -44,17 +50,38 @@ FLEET_COLUMNS: tuple[str, ...] = (
     "method",
     "worst_finding",
     "worst_severity",
+    "findings",
     "repairs",
     "seconds",
 )
 #: What one run's assessment may raise and still leave the others alone.
 RUN_ERRORS = (BayesGRPOError, ValueError, ArithmeticError, OSError)
-_SEVERITY = {"info": 0, "warning": 1, "high": 2}
+
+
+#: ``work(item, forecaster_of, settings) -> result``.
+WorkFunction = Callable[[Any, Callable[[int], LiveForecaster], Any], Any]
+
+
+@dataclass(frozen=True)
+class Population:
+    """A population the work conditions runs on, and how its live forecaster is built."""
+
+    model: RewardModel
+    n_draws: int = 2000
+    random_seed: int | None = 1
+
+    def forecaster(self) -> LiveForecaster:
+        """The live forecaster of this population."""
+        return LiveForecaster(self.model, n_draws=self.n_draws, random_seed=self.random_seed)
 
 
 @dataclass(frozen=True)
 class FleetSettings:
-    """What every run is asked: picklable, sent once to each Ray task."""
+    """What every run is asked: picklable, sent with each Ray task.
+
+    ``forecast``: the live update and what it answers (stop decision, phase, final reward);
+    ``diagnose``: the run's findings (``oscillation``: with the ringing test, seconds a run).
+    """
 
     rule: Any = field(default_factory=lambda: PlateauRule(eps=0.01, prob=0.9, relative=True))
     horizon: float | None = None
@@ -64,6 +91,8 @@ class FleetSettings:
     random_seed: int = 1
     n_draws: int = 2000
     diagnose: bool = True
+    oscillation: bool = False
+    forecast: bool = True
 
 
 def fleet_sources(paths: Iterable[str | Path]) -> list[Source | tuple[str, str]]:
@@ -87,7 +116,12 @@ def fleet_sources(paths: Iterable[str | Path]) -> list[Source | tuple[str, str]]
 def _error_row(source: str, error: str, run_id: str = "", repairs: str = "") -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(FLEET_COLUMNS)
     row.update(
-        run_id=run_id or Path(source).name, source=source, status="error", error=error, repairs=repairs
+        run_id=run_id or Path(source).name,
+        source=source,
+        status="error",
+        error=error,
+        findings=[],
+        repairs=repairs,
     )
     return row
 
@@ -131,43 +165,63 @@ def assess_source(
     return rows
 
 
+def assess_source_work(
+    source: Source | tuple[str, str], forecaster_of: Callable[[int], LiveForecaster], settings: FleetSettings
+) -> list[dict[str, Any]]:
+    """:func:`assess_source` as an engine's work function (population 0)."""
+    return assess_source(source, forecaster_of(0), settings)
+
+
 def _named(table: RunsTable, run_id: str) -> RunsTable:
     points = table.points.assign(run_id=pd.Series([run_id] * len(table.points), dtype="string"))
     return RunsTable(points=points, runs=table.runs.assign(run_id=run_id), report=table.report)
 
 
 def _assess_run(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> dict[str, Any]:
-    run_id = run.run_ids[0]
+    row: dict[str, Any] = {
+        "run_id": run.run_ids[0],
+        "status": "ok",
+        "error": "",
+        "n_points": int(np.isfinite(run.points["reward"].to_numpy(dtype=float)).sum()),
+        "band": settings.band,
+        **(_forecast(run, forecaster, settings) if settings.forecast else {}),
+        "worst_finding": "",
+        "worst_severity": "",
+        "findings": [],
+    }
+    if settings.diagnose:
+        # the run alone (no peers): the same whichever batch it is in
+        findings = diagnose(run, oscillation=settings.oscillation)
+        row["findings"] = findings.to_dict("records")  # highest severity first
+        if len(findings):
+            row["worst_finding"] = str(findings["name"].iloc[0])
+            row["worst_severity"] = str(findings["severity"].iloc[0])
+    return row
+
+
+def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> dict[str, Any]:
+    """The live update's answers: stop decision, phase, final reward."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LiveUpdateWarning)  # the row names the method that answered
         update = forecaster.update(run, horizon=settings.horizon)
     decision = settings.rule.decide(update.curve_draws, update.step, update.horizon_step)[0]
     lower, median, upper = update.final_interval(0.9, band=settings.band)
-    worst_name, worst_severity = "", ""
-    if settings.diagnose:
-        findings = diagnose(run)  # the run alone: the same whichever batch it is in
-        if len(findings):
-            ranked = findings.assign(rank=findings["severity"].map(_SEVERITY)).sort_values(
-                "rank", ascending=False
-            )
-            worst_name, worst_severity = str(ranked["name"].iloc[0]), str(ranked["severity"].iloc[0])
+    phases = phase(update.curve_draws, update.step).iloc[0]
     return {
-        "run_id": run_id,
-        "status": "ok",
-        "error": "",
-        "n_points": int(np.isfinite(run.points["reward"].to_numpy(dtype=float)).sum()),
         "step": float(update.step),
         "horizon_step": float(update.horizon_step),
         "decision": decision.decision,
         "probability": float(decision.probability),
+        "expected_gain": float(decision.expected_gain),
+        "gain_lower": float(decision.gain_lower),
+        "gain_upper": float(decision.gain_upper),
         "reason": decision.reason,
+        "phase": str(phases["phase"]),
+        "phase_probability": float(phases["probability"]),
         "final_median": median,
         "final_lower": lower,
         "final_upper": upper,
-        "band": settings.band,
         "method": update.method,
-        "worst_finding": worst_name,
-        "worst_severity": worst_severity,
     }
 
 
@@ -182,15 +236,15 @@ def batches(n_items: int, workers: int, batch_size: int | None = None) -> list[r
 
 
 class ProgressBar:
-    """Sources done out of all (rich), or nothing when not shown."""
+    """Items done out of all (rich), or nothing when not shown."""
 
-    def __init__(self, total: int, shown: bool) -> None:
+    def __init__(self, total: int, shown: bool, title: str = "assessing sources") -> None:
         self._progress = Progress(disable=not shown, transient=False)
-        self._task = self._progress.add_task("assessing sources", total=total)
+        self._task = self._progress.add_task(title or "working", total=total)
         self._progress.start()
 
     def update(self, done: int) -> None:
-        """Count ``done`` more sources."""
+        """Count ``done`` more items."""
         self._progress.update(self._task, advance=done)
 
     def close(self) -> None:
@@ -198,6 +252,6 @@ class ProgressBar:
         self._progress.stop()
 
 
-def progress_bar(total: int, shown: bool) -> ProgressBar:
-    """A progress bar of ``total`` sources (drawn when ``shown``)."""
-    return ProgressBar(total, shown)
+def progress_bar(total: int, shown: bool, title: str = "assessing sources") -> ProgressBar:
+    """A progress bar of ``total`` items titled ``title`` (drawn when ``shown``)."""
+    return ProgressBar(total, shown, title)

@@ -144,5 +144,8 @@ def main_from_args(args: Any, rule: StoppingRule) -> int:
         ),
         random_seed=args.seed,
         band=getattr(args, "band", "predictive"),
+        workers=getattr(args, "workers", None),
+        address=getattr(args, "address", None),
     )
-    return run(watcher, interval=args.interval, once=args.once, as_json=args.json, max_polls=args.polls)
+    with watcher:  # a Ray the watcher started is shut down on the way out, Ctrl-C included
+        return run(watcher, interval=args.interval, once=args.once, as_json=args.json, max_polls=args.polls)

@@ -6,7 +6,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,15 +17,16 @@ import pandas as pd
 from bayesgrpo.errors import (
     BayesGRPOError,
 )
+from bayesgrpo.interfaces.fleet import Engine, Population, open_engine
 from bayesgrpo.interfaces.watch.follow import LogFollower, ReadSettings, WatchTarget, short_error
 from bayesgrpo.logs.readers.load import MLFLOW_SCHEME
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.draws import DEFAULT_BAND, band_draws, check_band
-from bayesgrpo.questions.live import live_forecaster
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.questions.live import LiveForecaster, live_forecaster, resolve_population
 from bayesgrpo.questions.stopping import prob_gain_below
 
 if TYPE_CHECKING:
-    from bayesgrpo.questions.live import LiveForecaster
     from bayesgrpo.questions.stopping import StoppingRule
 
 logger = logging.getLogger(__name__)
@@ -138,6 +139,28 @@ def _fingerprint(points: pd.DataFrame) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A run's place in a poll: its status to compute (or its cached one) and the notes to add."""
+
+    key: tuple[str, str]
+    fingerprint: Any
+    item: tuple[RunsTable, float | None, str, str]
+    cached: RunStatus | None = None
+    failed: str | None = None
+    repairs: str | None = None
+
+    def finish(self, status: RunStatus) -> RunStatus:
+        """``status`` with what the poll adds: a failed last read, the reader's repairs."""
+        if self.failed is not None:  # shown from the last good read
+            status = replace(status, reason=f"{status.reason} [last read failed: {self.failed}]")
+        if self.repairs is not None:
+            status = replace(
+                status, repairs=self.repairs, reason=f"{status.reason} [log repaired: {self.repairs}]"
+            )
+        return status
+
+
 @dataclass
 class Watcher:
     """Follow logs and forecast every run in them; :meth:`poll` answers, the UI renders.
@@ -167,6 +190,12 @@ class Watcher:
     random_seed : int, optional
     band : {"predictive", "curve"}
         The band of the final-reward forecast (default: predictive, of a logged reward).
+    workers : int, optional
+        Update the runs that changed at a poll on Ray, with this many worker processes (a local
+        Ray, started at the first update and kept until :meth:`close`; ``bayesgrpo[ray]``). The
+        statuses equal those of the serial watcher.
+    address : str, optional
+        Update them on the Ray cluster at this address instead.
     """
 
     paths: str | Path | Sequence[str | Path]
@@ -179,6 +208,9 @@ class Watcher:
     read: ReadSettings = field(default_factory=ReadSettings)
     random_seed: int | None = 1
     band: str = DEFAULT_BAND
+    workers: int | None = None
+    address: str | None = None
+    _engine: Engine | None = field(default=None, init=False, repr=False)
     _targets: list[WatchTarget] = field(default_factory=list, init=False, repr=False)
     _live: LiveForecaster | None = field(default=None, init=False, repr=False)
     _cache: dict[tuple[str, str], tuple[Any, RunStatus]] = field(default_factory=dict, init=False, repr=False)
@@ -207,8 +239,16 @@ class Watcher:
             self._live = live_forecaster(self.population, self.random_seed)
         return self._live
 
+    @property
+    def status_settings(self) -> StatusSettings:
+        """What every run's status is computed with."""
+        return StatusSettings(self.rule, self.eps, self.relative, self.smooth, self.band, self.random_seed)
+
     def poll(self) -> list[RunStatus]:
         """Read what changed, update what needs it, and say where every run stands.
+
+        The runs whose points (or horizon) changed are updated together: one after the other, or
+        on Ray with ``workers`` or ``address``.
 
         Returns
         -------
@@ -216,11 +256,11 @@ class Watcher:
             One per run (or per followed path with nothing readable yet), in the order of the
             paths given, then of discovery.
         """
-        statuses: list[RunStatus] = []
+        slots: list[RunStatus | _Pending] = []
         for target in self._targets:
             followers = target.refresh()
             if not followers:
-                statuses.append(
+                slots.append(
                     RunStatus(
                         run_id=target.path.name,
                         source=str(target.path),
@@ -231,8 +271,43 @@ class Watcher:
                 continue
             for follower in followers:
                 follower.poll()
-                statuses.extend(self._statuses(follower))
-        return statuses
+                slots.extend(self._statuses(follower))
+        pending = [slot for slot in slots if isinstance(slot, _Pending)]
+        computed = self._compute_all([slot.item for slot in pending])
+        for slot, status in zip(pending, computed, strict=True):
+            self._cache[slot.key] = (slot.fingerprint, status)
+        done = iter(computed)
+        return [slot.finish(next(done)) if isinstance(slot, _Pending) else slot for slot in slots]
+
+    def _compute_all(self, items: list[tuple[RunsTable, float | None, str, str]]) -> list[RunStatus]:
+        """Every changed run's status, serially or on the fleet's engine."""
+        settings = self.status_settings
+        if not items:
+            return []
+        if self.workers is None and self.address is None:
+            return [compute_status(item, lambda _: self.live, settings) for item in items]
+        if self._engine is None:
+            if self.population is not None and not isinstance(self.population, (str, Path, RewardModel)):
+                raise BayesGRPOError(
+                    "watch on Ray needs a population the workers can load (a RewardModel, a saved "
+                    f"model's path, or None for the shipped one); got {type(self.population).__name__}"
+                )
+            model = resolve_population(self.population)
+            spec = Population(model, LiveForecaster.n_draws, self.random_seed)
+            self._engine = open_engine([spec], workers=self.workers, address=self.address)
+        return list(self._engine.map(compute_status, items, settings))
+
+    def close(self) -> None:
+        """Shut down the Ray engine the watcher started (nothing to do when serial)."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    def __enter__(self) -> Watcher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def _display_name(self, key: str, run_id: str) -> str:
         if (key, run_id) not in self._names:
@@ -244,22 +319,21 @@ class Watcher:
             self._names[(key, run_id)] = name
         return self._names[(key, run_id)]
 
-    def _statuses(self, follower: LogFollower) -> list[RunStatus]:
+    def _statuses(self, follower: LogFollower) -> list[RunStatus | _Pending]:
         table = follower.table
         if table is None:
             name = self._display_name(follower.key, follower.source.run_id)
             state = "error" if follower.state == "error" else "waiting"
             return [RunStatus(run_id=name, source=follower.label, state=state, reason=follower.message)]
-        out = []
+        out: list[RunStatus | _Pending] = []
         repairs = table.report.repair_line()  # nothing the reader changed goes unsaid
+        failed = follower.message if follower.state == "error" else None
         for run_id in table.run_ids:
             name = self._display_name(follower.key, run_id)
-            status = self._run_status(follower, table.select([run_id]), name)
-            if follower.state == "error":  # shown from the last good read
-                status = replace(status, reason=f"{status.reason} [last read failed: {follower.message}]")
-            if repairs is not None:
-                status = replace(status, repairs=repairs, reason=f"{status.reason} [log repaired: {repairs}]")
-            out.append(status)
+            slot = replace(
+                self._run_status(follower, table.select([run_id]), name), failed=failed, repairs=repairs
+            )
+            out.append(slot if slot.cached is None else slot.finish(slot.cached))
         return out
 
     def _horizon_of(self, run: RunsTable) -> float | None:
@@ -267,92 +341,117 @@ class Watcher:
             return float(self.horizon)
         return finite_or_none(run.runs["total_steps"].iloc[0]) if "total_steps" in run.runs.columns else None
 
-    def _run_status(self, follower: LogFollower, run: RunsTable, name: str) -> RunStatus:
-        points = run.points[np.isfinite(run.points["reward"].to_numpy(dtype=float))]
+    def _run_status(self, follower: LogFollower, run: RunsTable, name: str) -> _Pending:
+        """The run's cached status when its points did not change, else the work to compute it."""
         horizon = self._horizon_of(run)
         key = (follower.key, name)
-        fingerprint = (_fingerprint(points), horizon, follower.state)
+        fingerprint = (_fingerprint(finite_points(run)), horizon, follower.state)
         cached = self._cache.get(key)
+        item = (run, horizon, name, follower.label)
         if cached is not None and cached[0] == fingerprint:
-            return RunStatus(**{**asdict(cached[1]), "updated": False, "seconds": 0.0})
-        status = self._compute(run, points, horizon, name, follower)
-        self._cache[key] = (fingerprint, status)
-        return status
+            status = RunStatus(**{**asdict(cached[1]), "updated": False, "seconds": 0.0})
+            return _Pending(key, fingerprint, item, cached=status)
+        return _Pending(key, fingerprint, item)
 
-    def _compute(
-        self, run: RunsTable, points: pd.DataFrame, horizon: float | None, name: str, follower: LogFollower
-    ) -> RunStatus:
-        start = time.perf_counter()
-        rewards = points["reward"].to_numpy(dtype=float)
-        base: dict[str, Any] = {
-            "run_id": name,
-            "source": follower.label,
-            "n_steps": len(points),
-            "step": finite_or_none(points["step"].max()) if len(points) else None,
-            "reward_now": float(rewards[-self.smooth :].mean()) if len(rewards) else None,
-            "horizon_step": horizon,
-            "updated": True,
-        }
-        if not len(points):
-            return RunStatus(**base, state="waiting", reason="no reward logged yet")
-        if horizon is None:
-            return RunStatus(
-                **base,
-                state="no_horizon",
-                reason="no horizon: pass --horizon (the log states no total steps)",
-            )
-        step = float(base["step"])
-        if step > horizon:
-            return RunStatus(
-                **base,
-                state="error",
-                reason=f"step {step:g} is past the horizon {horizon:g}; pass a larger --horizon",
-            )
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                update = self.live.update(run, horizon=horizon)
-            draws = update.curve_draws
-            # the band asked for; the curve's when the draws carry no noise (a forecaster of the
-            # user's own that gives curve draws only), and the status says which it is
-            band = self.band if draws.has_noise else "curve"
-            seed = getattr(update, "noise_seed", self.random_seed)  # as LiveUpdate.final_interval
-            final = band_draws(draws, [horizon], band, seed)[:, 0, 0]
-            tail = (1 - INTERVAL) / 2
-            lower, median, upper = np.quantile(final, [tail, 0.5, 1 - tail])
-            p_plateau = float(prob_gain_below(draws, step, horizon, eps=self.eps, relative=self.relative)[0])
-            decision = self.rule.decide(draws, step, horizon)[0]
-        except (BayesGRPOError, ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
-            logger.warning("watch: no forecast for %s: %s", name, exc)
-            return RunStatus(
-                **base, state="error", reason=short_error(exc), seconds=time.perf_counter() - start
-            )
-        reason = decision.reason
-        unreliable = [str(w.message) for w in caught if "unreliable" in str(w.message)]
-        if unreliable:
-            reason += f" [live update unreliable: Pareto k {update.posterior.pareto_k:.2f}]"
-        method = getattr(update.posterior, "method", None)
-        range_lower, range_upper, range_source = getattr(update, "reward_range", (None, None, None))
-        if range_source == "estimated" and self.relative:
-            reason += (
-                f" [eps against the range {range_lower:.3g} .. {range_upper:.3g} estimated from the run]"
-            )
-        if not unreliable and method not in (None, "importance"):
-            reason += f" [Pareto k {update.posterior.pareto_k:.2f}: answered by the {method} fallback]"
+
+@dataclass(frozen=True)
+class StatusSettings:
+    """What every run's status is computed with: picklable, sent to the fleet's workers."""
+
+    rule: Any
+    eps: float
+    relative: bool
+    smooth: int
+    band: str
+    random_seed: int | None
+
+
+def finite_points(run: RunsTable) -> pd.DataFrame:
+    """A run's points with a finite reward."""
+    return run.points[np.isfinite(run.points["reward"].to_numpy(dtype=float))]
+
+
+def compute_status(
+    item: tuple[RunsTable, float | None, str, str],
+    forecaster_of: Callable[[int], Any],
+    settings: StatusSettings,
+) -> RunStatus:
+    """One run's status from its points: the live update, the forecast and the rule's advice.
+
+    An engine's work function (:mod:`bayesgrpo.interfaces.fleet.engine`): ``item`` is ``(run,
+    horizon, name, source label)``, ``forecaster_of(0)`` the live forecaster of the population.
+    """
+    run, horizon, name, label = item
+    points = finite_points(run)
+    start = time.perf_counter()
+    rewards = points["reward"].to_numpy(dtype=float)
+    base: dict[str, Any] = {
+        "run_id": name,
+        "source": label,
+        "n_steps": len(points),
+        "step": finite_or_none(points["step"].max()) if len(points) else None,
+        "reward_now": float(rewards[-settings.smooth :].mean()) if len(rewards) else None,
+        "horizon_step": horizon,
+        "updated": True,
+    }
+    if not len(points):
+        return RunStatus(**base, state="waiting", reason="no reward logged yet")
+    if horizon is None:
         return RunStatus(
             **base,
-            state="ok",
-            final_median=float(median),
-            final_lower=float(lower),
-            final_upper=float(upper),
-            p_plateau=p_plateau,
-            decision=decision.decision,
-            reason=reason,
-            seconds=time.perf_counter() - start,
-            pareto_k=float(update.posterior.pareto_k),
-            method=method,
-            band=band,
-            range_lower=finite_or_none(range_lower),
-            range_upper=finite_or_none(range_upper),
-            range_source=range_source,
+            state="no_horizon",
+            reason="no horizon: pass --horizon (the log states no total steps)",
         )
+    step = float(base["step"])
+    if step > horizon:
+        return RunStatus(
+            **base,
+            state="error",
+            reason=f"step {step:g} is past the horizon {horizon:g}; pass a larger --horizon",
+        )
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            update = forecaster_of(0).update(run, horizon=horizon)
+        draws = update.curve_draws
+        # the band asked for; the curve's when the draws carry no noise (a forecaster of the
+        # user's own that gives curve draws only), and the status says which it is
+        band = settings.band if draws.has_noise else "curve"
+        seed = getattr(update, "noise_seed", settings.random_seed)  # as LiveUpdate.final_interval
+        final = band_draws(draws, [horizon], band, seed)[:, 0, 0]
+        tail = (1 - INTERVAL) / 2
+        lower, median, upper = np.quantile(final, [tail, 0.5, 1 - tail])
+        p_plateau = float(
+            prob_gain_below(draws, step, horizon, eps=settings.eps, relative=settings.relative)[0]
+        )
+        decision = settings.rule.decide(draws, step, horizon)[0]
+    except (BayesGRPOError, ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+        logger.warning("watch: no forecast for %s: %s", name, exc)
+        return RunStatus(**base, state="error", reason=short_error(exc), seconds=time.perf_counter() - start)
+    reason = decision.reason
+    unreliable = [str(w.message) for w in caught if "unreliable" in str(w.message)]
+    if unreliable:
+        reason += f" [live update unreliable: Pareto k {update.posterior.pareto_k:.2f}]"
+    method = getattr(update.posterior, "method", None)
+    range_lower, range_upper, range_source = getattr(update, "reward_range", (None, None, None))
+    if range_source == "estimated" and settings.relative:
+        reason += f" [eps against the range {range_lower:.3g} .. {range_upper:.3g} estimated from the run]"
+    if not unreliable and method not in (None, "importance"):
+        reason += f" [Pareto k {update.posterior.pareto_k:.2f}: answered by the {method} fallback]"
+    return RunStatus(
+        **base,
+        state="ok",
+        final_median=float(median),
+        final_lower=float(lower),
+        final_upper=float(upper),
+        p_plateau=p_plateau,
+        decision=decision.decision,
+        reason=reason,
+        seconds=time.perf_counter() - start,
+        pareto_k=float(update.posterior.pareto_k),
+        method=method,
+        band=band,
+        range_lower=finite_or_none(range_lower),
+        range_upper=finite_or_none(range_upper),
+        range_source=range_source,
+    )
