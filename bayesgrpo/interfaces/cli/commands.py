@@ -226,11 +226,6 @@ def _fleet_forecast(args: argparse.Namespace) -> int:
             "--cut fits the pooled model on part of each run; it does not go with --population, --workers "
             "or --address (live forecasts of the runs as logged)"
         )
-    paths = args.paths
-    if args.bundled or not paths:
-        from bayesgrpo.model.datasets import data_dir
-
-        paths = [data_dir()]
     settings = FleetSettings(
         horizon=args.horizon,
         band=args.band,
@@ -239,7 +234,7 @@ def _fleet_forecast(args: argparse.Namespace) -> int:
         random_seed=args.seed,
         diagnose=False,
     )
-    frame = _fleet_frame(args, paths, settings)
+    frame = _fleet_frame(args, _fleet_paths(args), settings)
     columns = [
         "run_id", "source", "status", "error", "n_points", "step", "horizon_step", "final_median",
         "final_lower", "final_upper", "band", "phase", "phase_probability", "method", "repairs",
@@ -265,6 +260,15 @@ def _fleet_forecast(args: argparse.Namespace) -> int:
         )
     print(f"wrote {out / 'final_reward.csv'}")
     return EXIT_OK
+
+
+def _fleet_paths(args: argparse.Namespace) -> list[Any]:
+    """The logs a fleet verb reads: the paths given, or the bundled runs' folder."""
+    if args.bundled or not args.paths:
+        from bayesgrpo.model.datasets import data_dir
+
+        return [data_dir()]
+    return list(args.paths)
 
 
 def _fleet_frame(args: argparse.Namespace, paths: Any, settings: Any) -> Any:
@@ -677,11 +681,6 @@ def _fleet_findings(args: argparse.Namespace) -> tuple[Any, list[str]]:
             "--model judges stall by a fitted posterior of the runs read together; it does not go with "
             "--workers or --address"
         )
-    paths = args.paths
-    if args.bundled or not paths:
-        from bayesgrpo.model.datasets import data_dir
-
-        paths = [data_dir()]
     settings = FleetSettings(
         reward=args.reward,
         metadata=args.metadata,
@@ -689,7 +688,7 @@ def _fleet_findings(args: argparse.Namespace) -> tuple[Any, list[str]]:
         diagnose=True,
         oscillation=args.oscillation,
     )
-    frame = _fleet_frame(args, paths, settings)
+    frame = _fleet_frame(args, _fleet_paths(args), settings)
     rows = [finding for found in frame["findings"] for finding in found]
     for row in frame[frame["status"] != "ok"].itertuples(index=False):
         rows.append(
