@@ -268,6 +268,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--history-points", type=int, default=8, help="cuts of each run's stop-probability history (0: none)"
     )
     report.add_argument("--no-diagnose", action="store_true", help="leave out the diagnostics section")
+    report.add_argument(
+        "--fleet",
+        action="store_true",
+        help="one sortable page for many runs (each conditioned live on --population, default the "
+        "shipped one; figures only for runs to look at); the default above 50 logs",
+    )
+    fleet_flags(report)
+    report.add_argument(
+        "--figures",
+        choices=["flagged", "all", "none"],
+        default="flagged",
+        help="fleet page: which runs get a figure (default: those advised to stop or with a high finding)",
+    )
+    report.add_argument(
+        "--max-inline",
+        type=int,
+        default=60,
+        help="fleet page: figures drawn in the page at most; the rest go to a folder beside it (default 60)",
+    )
     report.add_argument("--reward", help="metric to use as the reward")
     report.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
     report.add_argument("--seed", type=int, default=1)

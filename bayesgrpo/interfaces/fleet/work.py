@@ -134,18 +134,9 @@ def assess_source(
         return [_error_row(*source)]
     label = source.label
     try:
-        paths: list[Any] = [source.uri] if source.uri is not None else list(source.paths)
-        table = load_runs(
-            paths,
-            format=None if source.uri is not None else source.format,
-            reward=settings.reward or source.reward,
-            metadata=settings.metadata,
-            warn=False,
-        )
+        table = read_source(source, settings)
     except RUN_ERRORS as exc:
         return [_error_row(label, f"{type(exc).__name__}: {exc}")]
-    if source.uri is None and len(table.run_ids) == 1 and source.run_id:
-        table = _named(table, source.run_id)
     repairs = (table.report.repair_line() or "") if table.report.has_changes else ""
     rows = []
     for run_id in table.run_ids:
@@ -163,6 +154,23 @@ def assess_source(
         except RUN_ERRORS as exc:
             rows.append(_error_row(label, f"{type(exc).__name__}: {exc}", run_id, repairs))
     return rows
+
+
+def read_source(source: Source, settings: FleetSettings) -> RunsTable:
+    """The runs of one source, read as ``load_runs`` reads them (a single run named as the
+    source names it).
+    """
+    paths: list[Any] = [source.uri] if source.uri is not None else list(source.paths)
+    table = load_runs(
+        paths,
+        format=None if source.uri is not None else source.format,
+        reward=settings.reward or source.reward,
+        metadata=settings.metadata,
+        warn=False,
+    )
+    if source.uri is None and len(table.run_ids) == 1 and source.run_id:
+        table = _named(table, source.run_id)
+    return table
 
 
 def assess_source_work(

@@ -2,7 +2,9 @@
 transfer and diagnostics on one page.
 
 The page needs nothing beyond itself: figures are base64 PNGs in ``data:`` URIs, the style is
-inline, there is no script and nothing is fetched. Every string that came from a log (run ids,
+inline, there is no script and nothing is fetched. For a fleet (hundreds to thousands of runs),
+:func:`write_fleet_report` writes one sortable table instead, with figures only for the runs to
+look at (its sorting script is inline too). Every string that came from a log (run ids,
 families, tasks, file names, reader notes, evidence) is HTML-escaped.
 
 Two ways to get each run's forecast:
@@ -20,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+from bayesgrpo.interfaces.html_report.fleet import write_fleet_report
 from bayesgrpo.interfaces.html_report.page import run_cli, write_report
 from bayesgrpo.interfaces.html_report.runs import ReportRun
 from bayesgrpo.interfaces.html_report.sections import transfer_specs
@@ -28,5 +31,6 @@ __all__ = [
     "ReportRun",
     "run_cli",
     "transfer_specs",
+    "write_fleet_report",
     "write_report",
 ]

@@ -17,6 +17,8 @@ import pandas as pd
 from bayesgrpo._version import __version__
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces import plotting
+from bayesgrpo.interfaces.fleet import FleetSettings, fleet_sources
+from bayesgrpo.interfaces.html_report.fleet import write_fleet_report
 from bayesgrpo.interfaces.html_report.markup import CSS, esc, img_tag
 from bayesgrpo.interfaces.html_report.runs import ReportRun, planned_horizons, run_rows, split_by_run
 from bayesgrpo.interfaces.html_report.sections import (
@@ -307,10 +309,18 @@ def _page(title: str, header: str, sections: Sequence[str]) -> str:
     )
 
 
+#: Above this many log sources ``bayesgrpo report`` writes the fleet's page (``--fleet``).
+FLEET_THRESHOLD = 50
+
+
 def run_cli(args: argparse.Namespace) -> Path:
     """``bayesgrpo report LOGS... -o report.html``: read the logs, write the report; returns
-    the file written.
+    the file written. With ``--fleet``, ``--workers`` or ``--address``, or more than
+    :data:`FLEET_THRESHOLD` log sources, the fleet's page (:mod:`.fleet`).
     """
+    fleet_asked = args.fleet or args.workers is not None or args.address is not None
+    if fleet_asked or len(fleet_sources(args.paths)) > FLEET_THRESHOLD:
+        return _fleet_cli(args)
     table = read_logs(args)
     population = None
     if args.population:
@@ -338,4 +348,33 @@ def run_cli(args: argparse.Namespace) -> Path:
         horizon=args.horizon,
         history_points=args.history_points,
         random_seed=args.seed,
+    )
+
+
+def _fleet_cli(args: argparse.Namespace) -> Path:
+    """``bayesgrpo report`` on a fleet: the sortable page of :func:`write_fleet_report`."""
+    if args.transfer_size or args.strict:
+        raise BayesGRPOError(
+            "the fleet's report (--fleet, --workers, --address, or more than "
+            f"{FLEET_THRESHOLD} logs) has no transfer section and no --strict: leave those out, or "
+            "report fewer runs at once"
+        )
+    settings = FleetSettings(
+        rule=PlateauRule(eps=args.eps, prob=args.prob, relative=True),
+        horizon=args.horizon,
+        reward=args.reward,
+        metadata=args.metadata,
+        random_seed=args.seed,
+        diagnose=not args.no_diagnose,
+    )
+    return write_fleet_report(
+        args.paths,
+        args.output,
+        population=args.population,
+        settings=settings,
+        workers=args.workers,
+        address=args.address,
+        figures=args.figures,
+        max_inline=args.max_inline,
+        progress=not args.quiet,
     )
