@@ -97,6 +97,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--cache", type=Path, default=None, help="folder to save / reuse the fold populations"
     )
     parser.add_argument("--output-dir", type=Path, default=None)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="run each run's forecasts and stopping rules on a local Ray with this many workers "
+        "(bayesgrpo[ray]; the rows equal the serial ones: benchmarks/fleet_backtest.py measures both)",
+    )
+    parser.add_argument("--address", default=None, help="... or on the Ray cluster at this address")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
@@ -547,9 +555,14 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/backtest.py" + "".join(
         " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
     )
+    engine = (
+        "serial"
+        if args.workers is None and args.address is None
+        else (f"Ray ({args.address or f'{args.workers} local workers'})")
+    )
     machine = (
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}"
+        f"{time.strftime('%Y-%m-%d')}; per-run work {engine}"
     )
     table = load_bundled(warn=False)
     if args.runs is not None and args.runs < len(table):
@@ -590,6 +603,8 @@ def main(argv: list[str] | None = None) -> None:
             baseline_options=options,
             n_draws=args.forecast_draws,
             random_seed=args.seed,
+            workers=args.workers,
+            address=args.address,
         )
         seconds = time.perf_counter() - start
         frame.to_csv(args.output_dir / "backtest_forecast_runs.csv", index=False)
@@ -645,6 +660,8 @@ def main(argv: list[str] | None = None) -> None:
             smoothing_fraction=args.smoothing,
             n_draws=args.forecast_draws,
             random_seed=args.seed,
+            workers=args.workers,
+            address=args.address,
         )
         seconds = time.perf_counter() - start
         stops.to_csv(args.output_dir / "backtest_stopping_runs.csv", index=False)

@@ -125,7 +125,7 @@ class PeakMemory:
             for process in self._psutil.process_iter(["pid", "name", "cmdline"]):
                 try:
                     line = " ".join(process.info["cmdline"] or [])
-                    if "assess_batch" in (process.info["name"] or "") or "ray::" in line:
+                    if "run_batch" in (process.info["name"] or "") or "ray::" in line:
                         rss = process.memory_info().rss
                         pid = process.info["pid"]
                         self.workers[pid] = max(self.workers.get(pid, 0), rss)
@@ -142,7 +142,9 @@ def run_engine(
 
     table_path, info_path = cache.with_suffix(".parquet"), cache.with_suffix(".json")
     if table_path.exists() and info_path.exists() and not fresh:
-        return pd.read_parquet(table_path), json.loads(info_path.read_text())
+        table = pd.read_parquet(table_path)
+        if "findings" in table.columns:  # a table of this version
+            return table, json.loads(info_path.read_text())
     with PeakMemory() as memory:
         start = time.perf_counter()
         table = assess([folder], workers=workers)
@@ -156,6 +158,8 @@ def run_engine(
         "driver_peak_mib": memory.driver / 2**20,
         "worker_peak_mib": max(memory.workers.values(), default=0) / 2**20,
     }
+    # every finding kept, as JSON text (its evidence mixes numbers and text: not a Parquet struct)
+    table["findings"] = [json.dumps(found, default=str, sort_keys=True) for found in table["findings"]]
     table.to_parquet(table_path)
     info_path.write_text(json.dumps(info))
     return table, info

@@ -520,3 +520,28 @@ def test_predictive_probability_counts_the_noise_the_reference_keeps(kfold):
     end = future[0, -3:].mean()
     assert gains[0] == pytest.approx(end - around)
     assert gains.std() > 0
+
+
+@pytest.mark.slow
+def test_backtests_on_ray_give_the_serial_rows(kfold):
+    table, populations = kfold
+    options = {"cuts": (0.25, 0.5), "methods": ("bayesgrpo", "persistence"), "n_draws": 200, "random_seed": 0}
+    serial = forecast_backtest(table, populations, **options)
+    on_ray = forecast_backtest(table, populations, **options, workers=2)
+    pd.testing.assert_frame_equal(serial.drop(columns="seconds"), on_ray.drop(columns="seconds"))
+    rules = {
+        "plateau": PlateauRule(0.01, 0.9, relative=True),
+        "median": MedianPruning(warmup_fraction=0.1, check_every=0.05, n_startup_trials=1),
+        "fixed": FixedFraction(0.5),
+    }
+    serial = stopping_backtest(table, populations, rules, 0.2, n_draws=200)
+    pd.testing.assert_frame_equal(
+        serial, stopping_backtest(table, populations, rules, 0.2, n_draws=200, workers=2)
+    )
+
+
+def test_a_ready_forecaster_cannot_be_sent_to_ray_workers(kfold):
+    table, populations = kfold
+    ready = {run_id: LiveForecaster(model, n_draws=50) for run_id, model in populations.items()}
+    with pytest.raises(BayesGRPOError, match="ready forecaster"):
+        forecast_backtest(table, ready, cuts=(0.5,), methods=("bayesgrpo",), n_draws=50, workers=2)

@@ -6,7 +6,8 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from bayesgrpo.evaluate.backtest.cuts import (
     run_points,
     run_seed,
 )
+from bayesgrpo.evaluate.backtest.engine import backtest_engine
 from bayesgrpo.evaluate.baselines import BASELINE_FORECASTERS
 from bayesgrpo.model.laplace import (
     ENSEMBLE,
@@ -187,6 +189,9 @@ def forecast_backtest(
     baseline_options: Mapping[str, Mapping[str, Any]] | None = None,
     n_draws: int = 1000,
     random_seed: int = 0,
+    *,
+    workers: int | None = None,
+    address: str | None = None,
 ) -> pd.DataFrame:
     """Cut every run, forecast its held-out points with every method, score the forecasts.
 
@@ -205,6 +210,10 @@ def forecast_backtest(
     n_draws : int
         Predictive draws per forecast.
     random_seed : int
+    workers, address : optional
+        Run each run's forecasts on Ray (``bayesgrpo[ray]``): this many local worker processes,
+        or the cluster at ``address``; the rows equal the serial ones (each draw is seeded by
+        its run, cut and method).
 
     Returns
     -------
@@ -221,49 +230,75 @@ def forecast_backtest(
         with a constant reward is skipped (logged).
     """
     methods, options = _checked_methods(methods, baseline_options)
-    live: dict[str, LiveForecaster] = {}
-    if BAYES_METHOD in methods:
-        if populations is None:
-            raise BacktestError(
-                "method 'bayesgrpo' needs populations (run_id -> fitted RewardModel): kfold_populations"
-            )
-        live = live_forecasters(populations, table.run_ids, n_draws, random_seed)
+    if BAYES_METHOD in methods and populations is None:
+        raise BacktestError(
+            "method 'bayesgrpo' needs populations (run_id -> fitted RewardModel): kfold_populations"
+        )
+    needed = populations if BAYES_METHOD in methods else None
+    work = ForecastWork(table, tuple(cuts), tuple(methods), options, n_draws, random_seed)
+    engine, index = backtest_engine(
+        needed, table.run_ids, n_draws, random_seed, workers=workers, address=address
+    )
+    with engine:
+        rows = engine.map(forecast_run, [(r, index.get(r)) for r in table.run_ids], work)
+    return pd.DataFrame([row for per_run in rows for row in per_run], columns=FORECAST_COLUMNS)
 
+
+@dataclass(frozen=True)
+class ForecastWork:
+    """What every run of a forecast backtest is asked (sent to each worker with its batch)."""
+
+    table: RunsTable
+    cuts: tuple[float, ...]
+    methods: tuple[str, ...]
+    options: Mapping[str, Mapping[str, Any]]
+    n_draws: int
+    random_seed: int
+
+
+def forecast_run(
+    item: tuple[str, int | None], forecaster_of: Callable[[int], LiveForecaster], work: ForecastWork
+) -> list[dict[str, Any]]:
+    """One run's rows of the forecast backtest: every cut, every method (an engine's work
+    function; ``item`` is the run id and its population's index, None without ``"bayesgrpo"``).
+    """
+    run_id, population = item
+    points = run_points(work.table, run_id)
+    rewards = points["reward"].to_numpy(dtype=float)
+    reward_range = float(rewards.max() - rewards.min())
+    if reward_range <= 0:
+        logger.info("forecast backtest: run %s skipped (constant reward)", run_id)
+        return []
+    n_final_run = max(1, math.ceil(FINAL_FRACTION * len(points)))
+    run = work.table.select([run_id])
     rows = []
-    for run_id in table.run_ids:
-        points = run_points(table, run_id)
-        rewards = points["reward"].to_numpy(dtype=float)
-        reward_range = float(rewards.max() - rewards.min())
-        if reward_range <= 0:
-            logger.info("forecast backtest: run %s skipped (constant reward)", run_id)
+    for fraction in work.cuts:
+        cut = cut_points(points, fraction)
+        if len(cut.observed) < MIN_OBSERVED or cut.held_out.empty:
+            logger.info(
+                "forecast backtest: run %s cut %g skipped (%d observed, %d held out)",
+                run_id,
+                fraction,
+                len(cut.observed),
+                len(cut.held_out),
+            )
             continue
-        n_final_run = max(1, math.ceil(FINAL_FRACTION * len(points)))
-        run = table.select([run_id])
-        for fraction in cuts:
-            cut = cut_points(points, fraction)
-            if len(cut.observed) < MIN_OBSERVED or cut.held_out.empty:
-                logger.info(
-                    "forecast backtest: run %s cut %g skipped (%d observed, %d held out)",
-                    run_id,
-                    fraction,
-                    len(cut.observed),
-                    len(cut.held_out),
-                )
-                continue
-            target = cut.held_out["step"].to_numpy(dtype=float)
-            for method in methods:
-                seed = run_seed(random_seed, run_id, fraction, method)
-                start = time.perf_counter()
-                if method == BAYES_METHOD:
-                    draws, status, path = _bayes_draws(live[run_id], run, cut, target, seed, fraction)
-                else:
-                    draws, status = _baseline_draws(method, cut, target, n_draws, seed, options)
-                    path = "fit" if status == "ok" else "fallback"
-                seconds = time.perf_counter() - start
-                row = {"run_id": run_id, "cut": float(fraction), "method": method, "path": path}
-                rows.append(row | _scores(draws, cut, reward_range, n_final_run, status, seconds))
-        logger.info("forecast backtest: run %s done", run_id)
-    return pd.DataFrame(rows, columns=FORECAST_COLUMNS)
+        target = cut.held_out["step"].to_numpy(dtype=float)
+        for method in work.methods:
+            seed = run_seed(work.random_seed, run_id, fraction, method)
+            start = time.perf_counter()
+            if method == BAYES_METHOD:
+                assert population is not None  # every run has one when "bayesgrpo" is asked
+                live = forecaster_of(population)
+                draws, status, path = _bayes_draws(live, run, cut, target, seed, fraction)
+            else:
+                draws, status = _baseline_draws(method, cut, target, work.n_draws, seed, work.options)
+                path = "fit" if status == "ok" else "fallback"
+            seconds = time.perf_counter() - start
+            row = {"run_id": run_id, "cut": float(fraction), "method": method, "path": path}
+            rows.append(row | _scores(draws, cut, reward_range, n_final_run, status, seconds))
+    logger.info("forecast backtest: run %s done", run_id)
+    return rows
 
 
 #: The PIT histogram of a forecast's held-out points: the share of them in each tenth of [0, 1].

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from bayesgrpo.evaluate.backtest.cuts import (
     prefix_table,
     run_points,
 )
-from bayesgrpo.evaluate.backtest.forecast import live_forecasters
+from bayesgrpo.evaluate.backtest.engine import backtest_engine
 from bayesgrpo.evaluate.backtest.smoothing import reward_given_up, smoothed_reward
 from bayesgrpo.model.laplace import LiveUpdateWarning
 
@@ -223,6 +223,8 @@ def stopping_backtest(
     smoothing_fraction: float | str = SMOOTHING_FRACTION,
     n_draws: int = 1000,
     random_seed: int = 0,
+    workers: int | None = None,
+    address: str | None = None,
 ) -> pd.DataFrame:
     """Run every stopping rule on every run; what each stop saves and what it gives up.
 
@@ -247,6 +249,9 @@ def stopping_backtest(
     n_draws : int
         Draws of each live update.
     random_seed : int
+    workers, address : optional
+        Run each run's rules on Ray (``bayesgrpo[ray]``): this many local worker processes, or the
+        cluster at ``address``; the rows equal the serial ones.
 
     Returns
     -------
@@ -265,65 +270,103 @@ def stopping_backtest(
     if not rules:
         raise BacktestError("no stopping rules given")
     kinds = {name: _rule_kind(rule) for name, rule in rules.items()}
-    bayes_rules = {name: rule for name, rule in rules.items() if kinds[name] == "bayes"}
-    live: dict[str, LiveForecaster] = {}
-    if bayes_rules:
-        if populations is None:
-            raise BacktestError("Bayesian stopping rules need populations (run_id -> fitted RewardModel)")
-        live = live_forecasters(populations, table.run_ids, n_draws, random_seed)
+    has_bayes = any(kind == "bayes" for kind in kinds.values())
+    if has_bayes and populations is None:
+        raise BacktestError("Bayesian stopping rules need populations (run_id -> fitted RewardModel)")
+    work = StoppingWork(table, dict(rules), kinds, check_every_fraction, smoothing_fraction)
+    engine, index = backtest_engine(
+        populations if has_bayes else None,
+        table.run_ids,
+        n_draws,
+        random_seed,
+        workers=workers,
+        address=address,
+    )
+    with engine:
+        rows = engine.map(stopping_run, [(r, index.get(r)) for r in table.run_ids], work)
+    return pd.DataFrame([row for per_run in rows for row in per_run], columns=list(STOPPING_COLUMNS))
 
+
+#: Columns of :func:`stopping_backtest`'s table.
+STOPPING_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "rule",
+    "kind",
+    "stop_step",
+    "last_step",
+    "steps_saved",
+    "reward_given_up",
+    "reward_vs_end",
+    "stopped",
+    "probability",
+)
+
+
+@dataclass(frozen=True)
+class StoppingWork:
+    """What every run of a stopping backtest is asked (sent to each worker with its batch; the
+    table travels whole, as median pruning compares a run with its peers).
+    """
+
+    table: RunsTable
+    rules: Mapping[str, Any]
+    kinds: Mapping[str, str]
+    check_every_fraction: float
+    smoothing_fraction: float | str
+
+
+def stopping_run(
+    item: tuple[str, int | None], forecaster_of: Callable[[int], LiveForecaster], work: StoppingWork
+) -> list[dict[str, Any]]:
+    """One run's rows of the stopping backtest, a row a rule (an engine's work function; ``item``
+    is the run id and its population's index, None without Bayesian rules).
+    """
+    run_id, population = item
+    table = work.table
+    points = run_points(table, run_id)
+    steps = points["step"].to_numpy(dtype=float)
+    rewards = points["reward"].to_numpy(dtype=float)
+    last = float(steps[-1])
+    if last <= 0:
+        logger.info("stopping backtest: run %s skipped (last step %g)", run_id, last)
+        return []
+    smooth = smoothed_reward(rewards, work.smoothing_fraction)
+    spread = float(rewards.max() - rewards.min())
+    spread = spread if spread > 0 else 1.0
+    stops: dict[str, tuple[float | None, float]] = {}
+    bayes_rules = {}
+    for name, rule in work.rules.items():
+        if work.kinds[name] != "bayes":
+            stops[name] = (_baseline_stop(rule, table, run_id, steps, rewards), np.nan)
+        else:
+            bayes_rules[name] = rule
+    if bayes_rules:
+        assert population is not None  # every run has one when a Bayesian rule is asked
+        live = forecaster_of(population)
+        stops.update(
+            _bayes_stops(bayes_rules, live, table.select([run_id]), points, work.check_every_fraction)
+        )
     rows = []
-    for run_id in table.run_ids:
-        points = run_points(table, run_id)
-        steps = points["step"].to_numpy(dtype=float)
-        rewards = points["reward"].to_numpy(dtype=float)
-        last = float(steps[-1])
-        if last <= 0:
-            logger.info("stopping backtest: run %s skipped (last step %g)", run_id, last)
-            continue
-        smooth = smoothed_reward(rewards, smoothing_fraction)
-        spread = float(rewards.max() - rewards.min())
-        spread = spread if spread > 0 else 1.0
-        stops: dict[str, tuple[float | None, float]] = {}
-        for name, rule in rules.items():
-            if kinds[name] != "bayes":
-                stops[name] = (_baseline_stop(rule, table, run_id, steps, rewards), np.nan)
-        if bayes_rules:
-            stops.update(
-                _bayes_stops(bayes_rules, live[run_id], table.select([run_id]), points, check_every_fraction)
-            )
-        for name in rules:
-            stop, probability = stops[name]
-            stop_step = last if stop is None else stop
-            given_up, vs_end = reward_given_up(smooth, spread, steps, stop_step)
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "rule": name,
-                    "kind": kinds[name],
-                    "stop_step": stop_step,
-                    "last_step": last,
-                    "steps_saved": (last - stop_step) / last,
-                    "reward_given_up": given_up,
-                    "reward_vs_end": vs_end,
-                    "stopped": stop is not None and stop_step < last,
-                    "probability": probability,
-                }
-            )
-        logger.info("stopping backtest: run %s done", run_id)
-    columns = [
-        "run_id",
-        "rule",
-        "kind",
-        "stop_step",
-        "last_step",
-        "steps_saved",
-        "reward_given_up",
-        "reward_vs_end",
-        "stopped",
-        "probability",
-    ]
-    return pd.DataFrame(rows, columns=columns)
+    for name in work.rules:
+        stop, probability = stops[name]
+        stop_step = last if stop is None else stop
+        given_up, vs_end = reward_given_up(smooth, spread, steps, stop_step)
+        rows.append(
+            {
+                "run_id": run_id,
+                "rule": name,
+                "kind": work.kinds[name],
+                "stop_step": stop_step,
+                "last_step": last,
+                "steps_saved": (last - stop_step) / last,
+                "reward_given_up": given_up,
+                "reward_vs_end": vs_end,
+                "stopped": stop is not None and stop_step < last,
+                "probability": probability,
+            }
+        )
+    logger.info("stopping backtest: run %s done", run_id)
+    return rows
 
 
 def frontier(stopping: pd.DataFrame) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
+from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.fleet.work import Population, WorkFunction, progress_bar
 from bayesgrpo.questions.live import LiveForecaster
 
@@ -59,11 +60,13 @@ class Engine(Protocol):
 
 
 class SerialEngine:
-    """Maps work in this process, one item after the other (forecasters built on first use)."""
+    """Maps work in this process, one item after the other (forecasters built on first use; a
+    ready :class:`LiveForecaster` given in place of a :class:`Population` is used as it is).
+    """
 
     name = "serial"
 
-    def __init__(self, populations: Sequence[Population]) -> None:
+    def __init__(self, populations: Sequence[Population | LiveForecaster]) -> None:
         self.populations = list(populations)
         self.retried_tasks = 0
         self._forecasters: dict[int, LiveForecaster] = {}
@@ -71,7 +74,11 @@ class SerialEngine:
     def forecaster_of(self, index: int) -> LiveForecaster:
         """The live forecaster of population ``index``, built once."""
         if index not in self._forecasters:
-            self._forecasters[index] = self.populations[index].forecaster()
+            population = self.populations[index]
+            if isinstance(population, Population):
+                self._forecasters[index] = population.forecaster()
+            else:
+                self._forecasters[index] = population
         return self._forecasters[index]
 
     def map(
@@ -101,7 +108,7 @@ class SerialEngine:
 
 
 def open_engine(
-    populations: Sequence[Population],
+    populations: Sequence[Population | LiveForecaster],
     *,
     workers: int | None = None,
     address: str | None = None,
@@ -112,7 +119,7 @@ def open_engine(
 
     Parameters
     ----------
-    populations : sequence of Population
+    populations : sequence of Population (or LiveForecaster, serial only)
         What the work's ``forecaster_of(i)`` conditions on.
     workers : int, optional
         Ray worker processes (a local Ray with this many CPUs is started when none runs).
@@ -127,8 +134,14 @@ def open_engine(
         return SerialEngine(populations)
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1; got {workers}")
+    specs = [p for p in populations if isinstance(p, Population)]
+    if len(specs) < len(populations):
+        raise BayesGRPOError(
+            "Ray workers build their own forecasters from fitted populations; got a ready forecaster: "
+            "give fitted RewardModels (Population(model, n_draws, random_seed))"
+        )
     from bayesgrpo.interfaces.fleet.ray_engine import RayEngine  # Ray is imported only when asked for
 
     return RayEngine(
-        populations, workers=workers, address=address, batch_size=batch_size, max_retries=max_retries
+        specs, workers=workers, address=address, batch_size=batch_size, max_retries=max_retries
     )

@@ -92,7 +92,7 @@ class RayEngine:
             )
         try:
             self._workers = workers or max(1, int(ray.available_resources().get("CPU", 1)))
-            self._references = [ray.put(p.model) for p in populations]
+            self._references = [ray.put(p.model) for p in populations]  # once, whatever the maps
             # what travels with every task: the references and each forecaster's draws and seed
             self._specs = [(p.n_draws, p.random_seed) for p in populations]
         except BaseException:
