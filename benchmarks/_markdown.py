@@ -17,3 +17,25 @@ def markdown_table(frame: pd.DataFrame, floatfmt: str = ".3f") -> str:
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     return "\n".join([header, rule, *body])
+
+
+def command_line(script: str, argv: list[str] | None) -> str:
+    """The command that ran a benchmark, as a user would type it."""
+    import shlex
+    import sys
+
+    return f"python benchmarks/{script}" + "".join(
+        " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
+    )
+
+
+def machine_line() -> str:
+    """The machine, Python and date a benchmark ran on."""
+    import os
+    import platform
+    import time
+
+    return (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d')}"
+    )

@@ -21,9 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
-import shlex
 import sys
 import time
 import warnings
@@ -33,7 +30,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import command_line, machine_line, markdown_table
 from backtest import ALL_METHODS, pick_runs, populations_for, stopping_rules
 
 SCRATCH = HERE / "_scratch" / "fleet_backtest"
@@ -125,13 +122,7 @@ def main(argv: list[str] | None = None) -> None:
                     "rows_equal_serial": equal,
                 }
             )
-    command = "python benchmarks/fleet_backtest.py" + "".join(
-        " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
-    )
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}"
-    )
+    command, machine = command_line("fleet_backtest.py", argv), machine_line()
     lines = [
         "# The backtest harness through the fleet's engine",
         "",

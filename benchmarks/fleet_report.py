@@ -17,10 +17,7 @@ The logs are written once into ``benchmarks/_scratch/fleet_<runs>/logs``. Writes
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import re
-import shlex
 import sys
 import time
 import warnings
@@ -30,7 +27,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import command_line, machine_line, markdown_table
 from fleet import write_fleet
 
 
@@ -86,13 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     same = [strip.sub("", r) for r in pages["serial"]] == [
         strip.sub("", r) for r in pages[f"ray{args.workers}"]
     ]
-    command = "python benchmarks/fleet_report.py" + "".join(
-        " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
-    )
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}"
-    )
+    command, machine = command_line("fleet_report.py", argv), machine_line()
     lines = [
         "# The fleet's page at 1,000 runs",
         "",
