@@ -59,6 +59,7 @@ from bayesgrpo.questions.stopping.phases import (
 )
 from bayesgrpo.questions.stopping.rules import (
     BudgetRule,
+    Confirmed,
     Decision,
     PlateauRule,
     StoppingRule,
@@ -75,6 +76,7 @@ __all__ = [
     "BudgetRule",
     "CurveDraws",
     "Decision",
+    "Confirmed",
     "PlateauRule",
     "StoppingRule",
     "TargetRule",

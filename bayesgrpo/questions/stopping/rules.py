@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -382,6 +382,71 @@ class TargetRule:
                 reasons.append(f"{by}: target still possible, keep training")
         details = {"prob_reached_now": p_now, "prob_reach_by_horizon": p_reach}
         return _decisions(str(self), cd, s, T, stop, probability, reasons, stats, details)
+
+
+class Confirmed:
+    """A rule's ``stop`` only once it has said so at ``checks`` checks in a row of the same run.
+
+    A noisy run's reward dips and recovers; a prefix that ends in a dip looks flat or falling, and
+    a plateau rule asked there says "stop" at the low point. Asking again at the next check (the
+    dip over, or not) keeps the stops that last and drops those a dip made. Until the ``checks``-th
+    consecutive ``stop``, the answer is ``continue`` with the reason saying how many more are
+    needed; ``undecided`` and ``continue`` reset the count.
+
+    The wrapper remembers each run's count by its run id (``CurveDraws.run_ids``); a call at a step
+    earlier than the run's last one starts the run's count again (a restarted run). Give each
+    training loop, watcher or backtest its own ``Confirmed``.
+
+    Parameters
+    ----------
+    rule : StoppingRule
+        The rule asked (``PlateauRule`` and the others).
+    checks : int
+        Consecutive ``stop`` answers needed, ``>= 1`` (1: the rule as it is).
+
+    Examples
+    --------
+    >>> rule = Confirmed(PlateauRule(eps=0.02, prob=0.9, relative=True), checks=2)
+    >>> rule.decide(update.curve_draws, update.step)[0].decision  # doctest: +SKIP
+    """
+
+    def __init__(self, rule: StoppingRule, checks: int = 2) -> None:
+        if int(checks) != checks or checks < 1:
+            raise ValueError(f"checks must be a whole number >= 1; got {checks}")
+        self.rule = rule
+        self.checks = int(checks)
+        self._counts: dict[str, tuple[float, int]] = {}
+
+    def __str__(self) -> str:
+        return f"{self.rule}, confirmed at {self.checks} checks in a row"
+
+    def __repr__(self) -> str:
+        return f"Confirmed({self.rule!r}, checks={self.checks})"
+
+    def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
+        """The rule's decisions, a ``stop`` kept only at its ``checks``-th consecutive one."""
+        decisions = self.rule.decide(cd, step_now, horizon_step)
+        out = []
+        for i, decision in enumerate(decisions):
+            key = str(decision.run_id if decision.run_id is not None else i)
+            last_step, count = self._counts.get(key, (-np.inf, 0))
+            if decision.step < last_step:  # the run started again
+                count = 0
+            count = count + 1 if decision.stop else 0
+            self._counts[key] = (decision.step, count)
+            if decision.stop and count < self.checks:
+                more = self.checks - count
+                decision = replace(
+                    decision,
+                    rule=str(self),
+                    decision="continue",
+                    reason=f"{decision.reason}; waiting for {more} more check{'s' if more > 1 else ''} "
+                    f"saying so before stopping ({count} of {self.checks})",
+                )
+            else:
+                decision = replace(decision, rule=str(self))
+            out.append(decision)
+        return out
 
 
 def decisions_table(decisions: Iterable[Decision]) -> pd.DataFrame:
