@@ -395,7 +395,9 @@ class Confirmed:
 
     The wrapper remembers each run's count by its run id (``CurveDraws.run_ids``); a call at a step
     earlier than the run's last one starts the run's count again (a restarted run). Give each
-    training loop, watcher or backtest its own ``Confirmed``.
+    training loop, watcher or backtest its own ``Confirmed``. The count lives in the process that
+    asks: a backtest sends each run's checks to one worker together, but a watcher on Ray sends its
+    rule afresh at every poll, so there it is asked in the watching process only.
 
     Parameters
     ----------
