@@ -396,8 +396,9 @@ class Confirmed:
     The wrapper remembers each run's count by its run id (``CurveDraws.run_ids``); a call at a step
     earlier than the run's last one starts the run's count again (a restarted run). Give each
     training loop, watcher or backtest its own ``Confirmed``. The count lives in the process that
-    asks: a backtest sends each run's checks to one worker together, but a watcher on Ray sends its
-    rule afresh at every poll, so there it is asked in the watching process only.
+    asks: a backtest sends each run's checks to one worker together, but a watcher on Ray
+    (``workers=``) sends a fresh copy of its rule at every poll, so the count would not carry
+    over: use ``Confirmed`` with a watcher in this process.
 
     Parameters
     ----------
