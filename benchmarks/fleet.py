@@ -207,13 +207,17 @@ def main(argv: list[str] | None = None) -> None:
         "or reused); one CSV in fifty damaged (text where the rewards belong).",
         "",
         "Each engine assesses every run (read, live update on the shipped population, plateau rule "
-        "eps 1% p 0.9, forecast with its 90% predictive band, diagnostics). Ray starts a local "
-        "instance with as many CPUs as workers (its start is in the time).",
+        "eps 1% p 0.9 with its expected gain, phase, forecast with its 90% predictive band, every "
+        "diagnostic finding). Ray starts a local instance with as many CPUs as workers (its start is "
+        "in the time).",
         "",
         markdown_table(frame),
         "",
         f"Decisions (serial): {serial_ok['decision'].value_counts().to_dict()}; error rows: "
         f"{int((serial_ok['status'] != 'ok').sum())}, each naming its file and the reader's error.",
+        "",
+        "The same engine runs the backtest harness (`fleet_backtest.md`: its wall time before and after) "
+        "and the fleet's HTML page (`fleet_report.md`: 1,000 runs).",
         "",
     ]
     args.output_dir.mkdir(parents=True, exist_ok=True)
