@@ -201,9 +201,8 @@ def write_fleet_report(
         flagged = flagged_order(frame)
         drawn = list(flagged) if figures != "none" else []
         if figures == "all":
-            drawn += [
-                i for i in range(len(frame)) if frame["status"].iloc[i] == "ok" and i not in set(flagged)
-            ]
+            looked_at, ok = set(flagged), (frame["status"] == "ok").to_numpy()
+            drawn += [i for i in range(len(frame)) if ok[i] and i not in looked_at]
         items = [(sources[source_of[i]], str(frame["run_id"].iloc[i])) for i in drawn]
         pngs = engine.map(
             run_figure_work, items, FigureSettings(settings, dpi), progress="drawing" if progress else None
@@ -211,7 +210,7 @@ def write_fleet_report(
         engine_name, retried = engine.name, engine.retried_tasks
     figure_seconds = time.perf_counter() - start - assess_seconds
     path = Path(path)
-    inline = set(drawn[:max_inline]) & set(flagged)
+    inline = set(drawn[:max_inline]) & set(flagged)  # flagged runs come first in drawn
     folder = path.with_name(f"{path.stem}_figures")
     where: dict[int, str] = {}
     inline_parts = []
