@@ -142,6 +142,4 @@ def open_engine(
         )
     from bayesgrpo.interfaces.fleet.ray_engine import RayEngine  # Ray is imported only when asked for
 
-    return RayEngine(
-        specs, workers=workers, address=address, batch_size=batch_size, max_retries=max_retries
-    )
+    return RayEngine(specs, workers=workers, address=address, batch_size=batch_size, max_retries=max_retries)
