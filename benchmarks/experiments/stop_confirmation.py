@@ -23,6 +23,7 @@ Writes ``benchmarks/experiments/results/stop_confirmation.md``.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import time
@@ -86,8 +87,10 @@ def summary(frame: pd.DataFrame, given_up: str) -> pd.DataFrame:
     return table
 
 
-def bundled_part() -> tuple[dict[str, pd.DataFrame], float]:
-    """The rules on the bundled runs (5-fold populations), with and without a stated range."""
+def bundled_part(split: str, workers: int | None) -> tuple[dict[str, pd.DataFrame], float]:
+    """The rules on the bundled runs (5-fold or leave-one-source-out populations), with and
+    without a stated range.
+    """
     import backtest
 
     from bayesgrpo.evaluate.backtest import run_points, stopping_backtest
@@ -95,10 +98,10 @@ def bundled_part() -> tuple[dict[str, pd.DataFrame], float]:
     from bayesgrpo.questions.live import stated_reward_range
 
     table = load_bundled(warn=False)
-    args = backtest.parse_args(["--cache", str(HERE.parent / "_scratch" / "backtest_pops")])
+    args = backtest.parse_args(["--cache", str(HERE.parent / "_scratch" / "backtest_pops"), "--split", split])
     populations, _ = backtest.populations_for(table, args)
     start = time.perf_counter()
-    stops = stopping_backtest(table, populations, rules(), 0.05, n_draws=1000, random_seed=0, workers=2)
+    stops = stopping_backtest(table, populations, rules(), 0.05, n_draws=1000, random_seed=0, workers=workers)
     seconds = time.perf_counter() - start
     dips = []
     for row in stops.itertuples(index=False):
@@ -115,7 +118,7 @@ def bundled_part() -> tuple[dict[str, pd.DataFrame], float]:
     }, seconds
 
 
-def simulated_part() -> tuple[dict[str, pd.DataFrame], float]:
+def simulated_part(workers: int | None) -> tuple[dict[str, pd.DataFrame], float]:
     """The rules on the simulated runs of known truth, with and without a stated range."""
     from stopping_simulated import runs_table, scored_on_truth, simulate
 
@@ -129,7 +132,7 @@ def simulated_part() -> tuple[dict[str, pd.DataFrame], float]:
     for stated in (True, False):
         table = runs_table(points, runs, stated)
         stops = stopping_backtest(
-            table, dict.fromkeys(table.run_ids, population), rules(), 0.05, random_seed=0, workers=2
+            table, dict.fromkeys(table.run_ids, population), rules(), 0.05, random_seed=0, workers=workers
         )
         scored = scored_on_truth(stops, points, truth)
         out[f"simulated runs, {'stated' if stated else 'no stated'} range ({len(runs)} runs, true curve)"] = (
@@ -140,17 +143,32 @@ def simulated_part() -> tuple[dict[str, pd.DataFrame], float]:
 
 def main() -> None:
     """Both parts; write the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--split",
+        choices=["kfold", "loso"],
+        default="kfold",
+        help="the bundled runs' populations: 5-fold by run (default) or leave one source out "
+        "(benchmarks/_loso.py's cache); loso writes stop_confirmation_loso.md",
+    )
+    parser.add_argument("--skip-simulated", action="store_true")
+    parser.add_argument("--workers", type=int, default=2, help="Ray workers (0: serial, in this process)")
+    args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("bayesgrpo").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
-    bundled, bundled_seconds = bundled_part()
-    simulated, simulated_seconds = simulated_part()
+    workers = args.workers or None
+    bundled, bundled_seconds = bundled_part(args.split, workers)
+    simulated, simulated_seconds = ({}, 0.0) if args.skip_simulated else simulated_part(workers)
     lines = [
         "# A plateau stop confirmed at k checks in a row (issue 25)",
         "",
         f"Command: `{command_line('experiments/stop_confirmation.py', None)}`  ",
         f"Machine: {machine_line()}; bundled part {bundled_seconds:.0f} s, simulated part "
-        f"{simulated_seconds:.0f} s (Ray, 2 workers).",
+        f"{simulated_seconds:.0f} s ("
+        + (f"Ray, {workers} workers" if workers else "serial")
+        + "). Bundled runs' populations: "
+        + ("5-fold by run." if args.split == "kfold" else "leave one source out."),
         "",
         "`Confirmed(PlateauRule(eps, p, relative=True), k)`: a stop only at the k-th consecutive check "
         "saying so (checks every 5% of a run); k = 1 is the rule as shipped. `vs_end`: reward given up "
@@ -161,7 +179,8 @@ def main() -> None:
     ]
     for title, table in {**bundled, **simulated}.items():
         lines += [f"## {title}", "", markdown_table(table), ""]
-    (RESULTS / "stop_confirmation.md").write_text("\n".join(lines))
+    name = "stop_confirmation.md" if args.split == "kfold" else "stop_confirmation_loso.md"
+    (RESULTS / name).write_text("\n".join(lines))
     print("\n".join(lines))
 
 
