@@ -5,7 +5,9 @@ end, late rise, flat, falling, peak then fall), 40 to 2,000 logged points each (
 a reward scale of 0..1 with a gain of 0.1-0.5. Their noise is as the bundled real runs show it:
 each simulated run takes the per-point noise sd (as a share of the run's logged range) and the
 lag-1 autocorrelation of one bundled run's residuals around its own smoothed curve, as AR(1)
-noise. Each run is assessed twice: with its reward range stated (0..1) and without.
+noise, and that run's slow wander (what its residuals keep over windows of 5% of its points),
+as an AR(1) of correlation length 5% of the run (``--no-slow-noise``: without it, as before).
+Each run is assessed twice: with its reward range stated (0..1) and without.
 
 Every rule of ``benchmarks/backtest.py`` runs online on every run (checks every 5% of it) on the
 population shipped with bayesgrpo (no simulated run is in it). A stop at step ``s`` of a run of
@@ -52,9 +54,22 @@ SAVED_TARGET, GIVEN_UP_TARGET, DIP_TARGET = 0.45, 0.01, 0.01
 logger = logging.getLogger("stopping_simulated")
 
 
+#: The slow wander's correlation length, as a share of a run's points (the dips the issue saw
+#: last about 5-10% of a run).
+SLOW_LENGTH = 0.05
+#: Mean autocorrelation of an AR(1) of correlation length L within a window of L points (about
+#: 0.74): what a window mean keeps of the slow variance.
+_SLOW_KEPT = 0.74
+
+
 def bundled_noise() -> pd.DataFrame:
-    """Per bundled run: its residual sd around a centred rolling mean (share of its logged range)
-    and the lag-1 autocorrelation of those residuals.
+    """Per bundled run: its residual sd around a centred rolling mean over 10% of its points
+    (share of its logged range), the lag-1 autocorrelation of those residuals, and the sd of the
+    slow wander (share of the range) that a rolling mean over 30% leaves and one over 10% absorbs.
+
+    The slow sd is a moment estimate: around the 30% mean, the variance of the residuals' mean
+    over windows of 5% of the points beyond what independent noise gives (``var / w``), divided by
+    the share of a slow AR(1)'s variance such a window keeps.
     """
     from bayesgrpo.model.datasets import load_bundled
 
@@ -72,7 +87,20 @@ def bundled_noise() -> pd.DataFrame:
         if span <= 0:
             continue
         rho = float(np.corrcoef(residual[:-1], residual[1:])[0, 1])
-        rows.append({"run_id": run_id, "sd_share": float(residual.std()) / span, "rho": max(rho, 0.0)})
+        wide = max(3, int(0.3 * reward.size) | 1)
+        loose = reward - pd.Series(reward).rolling(wide, center=True, min_periods=1).mean().to_numpy()
+        w = max(2, int(SLOW_LENGTH * reward.size))
+        window_means = pd.Series(loose).rolling(w).mean().dropna().to_numpy()
+        excess = float(window_means.var()) - float(loose.var()) / w
+        slow = np.sqrt(max(excess, 0.0) / _SLOW_KEPT) / span
+        rows.append(
+            {
+                "run_id": run_id,
+                "sd_share": float(residual.std()) / span,
+                "rho": max(rho, 0.0),
+                "slow_share": slow,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -107,8 +135,14 @@ def ar1(n: int, rho: float, rng: np.random.Generator) -> np.ndarray:
     return x
 
 
-def simulate(per_shape: int, seed: int) -> tuple[pd.DataFrame, dict[str, np.ndarray], pd.DataFrame]:
-    """Points (run_id, step, reward), each run's true mean by step, and each run's settings."""
+def simulate(
+    per_shape: int, seed: int, slow_noise: bool = True
+) -> tuple[pd.DataFrame, dict[str, np.ndarray], pd.DataFrame]:
+    """Points (run_id, step, reward), each run's true mean by step, and each run's settings.
+
+    With ``slow_noise`` each run also wanders as its donor did: an AR(1) of correlation length
+    :data:`SLOW_LENGTH` of the run, of the donor's slow sd (the dips of real runs).
+    """
     rng = np.random.default_rng(seed)
     noise = bundled_noise()
     points, truth, runs = [], {}, []
@@ -124,10 +158,27 @@ def simulate(per_shape: int, seed: int) -> tuple[pd.DataFrame, dict[str, np.ndar
             sd = float(donor.sd_share) * span / max(1 - 4 * float(donor.sd_share), 0.2) if span > 0 else 0.05
             sd = max(sd, 0.01)
             reward = mean + sd * ar1(n, float(donor.rho), rng)
+            slow_sd = 0.0
+            if slow_noise:  # the same scale conversion as the fast noise's
+                slow_sd = (
+                    float(donor.slow_share) * span / max(1 - 4 * float(donor.sd_share), 0.2)
+                    if span > 0
+                    else 0.0
+                )
+                reward = reward + slow_sd * ar1(n, float(np.exp(-1 / max(1.0, SLOW_LENGTH * n))), rng)
             run_id = f"sim_{shape}_{k:02d}"
             points.append(pd.DataFrame({"run_id": run_id, "step": steps, "reward": reward}))
             truth[run_id] = mean
-            runs.append({"run_id": run_id, "shape": shape, "n_points": n, "sd": sd, "rho": float(donor.rho)})
+            runs.append(
+                {
+                    "run_id": run_id,
+                    "shape": shape,
+                    "n_points": n,
+                    "sd": sd,
+                    "rho": float(donor.rho),
+                    "slow_sd": slow_sd,
+                }
+            )
     return pd.concat(points, ignore_index=True), truth, pd.DataFrame(runs)
 
 
@@ -242,6 +293,9 @@ def main() -> None:
     parser.add_argument("--per-shape", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check-every", type=float, default=0.05)
+    parser.add_argument(
+        "--no-slow-noise", action="store_true", help="AR(1) noise only, without the slow wander (as before)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("bayesgrpo").setLevel(logging.WARNING)
@@ -251,9 +305,12 @@ def main() -> None:
     from bayesgrpo.evaluate.backtest import stopping_backtest
     from bayesgrpo.model.datasets import bundled_population
 
-    points, truth, runs = simulate(args.per_shape, args.seed)
+    points, truth, runs = simulate(args.per_shape, args.seed, slow_noise=not args.no_slow_noise)
     population = bundled_population()
-    key = json.dumps({"per_shape": args.per_shape, "seed": args.seed, "check": args.check_every})
+    settings = {"per_shape": args.per_shape, "seed": args.seed, "check": args.check_every}
+    if not args.no_slow_noise:  # (runs without it keep their earlier cache key)
+        settings["slow"] = SLOW_LENGTH
+    key = json.dumps(settings)
     tag = hashlib.sha256(key.encode()).hexdigest()[:12]
     SCRATCH.mkdir(parents=True, exist_ok=True)
     scored_parts, seconds = [], {}
@@ -284,14 +341,24 @@ def main() -> None:
     lines = [
         "# Stopping rules on simulated runs of known truth",
         "",
-        f"Command: `python benchmarks/stopping_simulated.py --per-shape {args.per_shape}`  ",
+        f"Command: `python benchmarks/stopping_simulated.py --per-shape {args.per_shape}"
+        + (" --no-slow-noise" if args.no_slow_noise else "")
+        + "`  ",
         f"Machine: {machine}, {time.strftime('%Y-%m-%d')}. "
         + "; ".join(f"{k}: {v:.0f} s (0 when cached)" for k, v in seconds.items())
         + ".",
         "",
         f"{len(runs)} runs ({args.per_shape} of each of {', '.join(SHAPES)}), {runs['n_points'].min()}-"
         f"{runs['n_points'].max()} logged points, noise sd {runs['sd'].median():.3f} median (AR(1), lag-1 "
-        f"autocorrelation {runs['rho'].median():.2f} median, from the bundled runs' residuals). Measures "
+        f"autocorrelation {runs['rho'].median():.2f} median, from the bundled runs' residuals"
+        + (
+            ""
+            if args.no_slow_noise
+            else f"; plus a slow wander, AR(1) of correlation length {SLOW_LENGTH:.0%} of the run, sd "
+            f"{runs['slow_sd'].mean():.3f} mean ({(runs['slow_sd'] > 0).mean():.0%} of runs have one), from "
+            "what the bundled runs' residuals keep over 5% windows"
+        )
+        + "). Measures "
         "are shares of each run's logged range, on the true curve: `vs_end` = m(end) - m(stop) (the "
         "headline: what stopping gave up against running on), `vs_best` = max m - m(stop), `dip` = the "
         "smoothed logged reward at the stop minus its mean over the 10% of the run around it. Raw rows: "
