@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
-from bayesgrpo.questions.stopping import Confirmed, Decision
+from bayesgrpo.questions.stopping import Confirmed, Decision, PlateauRule
 
 
 class Scripted:
@@ -52,3 +54,12 @@ def test_the_reason_says_how_many_more_checks_and_one_check_is_the_rule_itself()
     assert Confirmed(Scripted({"a": ["stop"]}), checks=1).decide("a", 1)[0].decision == "stop"
     with pytest.raises(ValueError, match="whole number >= 1"):
         Confirmed(Scripted({}), checks=0)
+
+
+def test_the_wrapped_rules_settings_show_through_and_it_pickles():
+    rule = Confirmed(PlateauRule(eps=0.02, prob=0.8, relative=True), checks=2)
+    assert (rule.eps, rule.prob, rule.relative) == (0.02, 0.8, True)
+    copy = pickle.loads(pickle.dumps(rule))
+    assert copy.checks == 2 and copy.eps == 0.02
+    with pytest.raises(AttributeError):
+        rule.no_such_setting  # noqa: B018

@@ -420,6 +420,12 @@ class Confirmed:
         self.checks = int(checks)
         self._counts: dict[str, tuple[float, int]] = {}
 
+    def __getattr__(self, name: str) -> Any:
+        # the wrapped rule's settings (eps, prob, relative), for callers that read them
+        if name.startswith("_") or name in ("rule", "checks"):
+            raise AttributeError(name)
+        return getattr(self.rule, name)
+
     def __str__(self) -> str:
         return f"{self.rule}, confirmed at {self.checks} checks in a row"
 
