@@ -14,10 +14,12 @@ import pytest
 import bayesgrpo.model.datasets
 from bayesgrpo.errors import FitWarning
 from bayesgrpo.interfaces.cli import build_parser, main
+from bayesgrpo.logs.writers.verl import write_verl_console
 from bayesgrpo.model import reward_model
 from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.simulate import simulate_runs
+from bayesgrpo.questions.stopping import rules
 from tests.conftest import fake_sample
 
 
@@ -332,3 +334,36 @@ def test_a_fit_that_did_not_mix_is_said_once(tmp_path, capsys, monkeypatch, fast
     with pytest.warns(FitWarning, match="chains disagree") as record:
         RewardModel().fit(load_bundled(warn=False).select(load_bundled(warn=False).run_ids[:3]), draws=10)
     assert sum("chains disagree" in str(w.message) for w in record) == 1
+
+
+def test_stop_confirm_asks_the_earlier_checks_and_stops_only_when_all_say_so(tmp_path, capsys, monkeypatch):
+    steps = list(range(1, 181))
+    flat = [0.6 + 0.01 * ((7 * s) % 5 - 2) for s in steps]  # long done rising: on its plateau
+    write_verl_console(
+        tmp_path / "flat.log",
+        pd.DataFrame({"step": steps, "critic/score/mean": flat}),
+        total_training_steps=200,
+    )
+    asked: list[float] = []
+    original = rules.PlateauRule.decide
+
+    def recording(self, cd, step_now, horizon_step=None):
+        asked.append(float(step_now))
+        return original(self, cd, step_now, horizon_step)
+
+    monkeypatch.setattr(rules.PlateauRule, "decide", recording)
+    assert main(["stop", str(tmp_path / "flat.log"), "--confirm", "3", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert asked == [160.0, 170.0, 180.0]  # 10 and 5 steps of 200 earlier, then now
+    assert row["decision"] == "stop" and "confirmed at 3 checks" in row["rule"]
+
+    asked.clear()
+    short = pd.DataFrame({"step": [179, 180], "critic/score/mean": [0.6, 0.6]})
+    write_verl_console(tmp_path / "short.log", short, total_training_steps=200)
+    assert main(["stop", str(tmp_path / "short.log"), "--confirm", "2", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert asked == [180.0]  # no earlier check with two points: the run cannot stop yet
+    assert row["decision"] != "stop"
+    for bad in (["--confirm", "0"], ["--confirm", "2", "--workers", "2"], ["--confirm", "2", "--fit"]):
+        with pytest.raises(SystemExit, match="--confirm"):
+            main(["stop", str(tmp_path / "flat.log"), *bad])

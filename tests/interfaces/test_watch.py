@@ -29,9 +29,10 @@ from bayesgrpo.interfaces.watch import watcher as watch
 from bayesgrpo.logs.readers import discover, load_runs
 from bayesgrpo.logs.writers.tensorboard import frame_records, scalar_value, summary_event, write_tensorboard
 from bayesgrpo.logs.writers.trl import trainer_state_text
+from bayesgrpo.logs.writers.verl import write_verl_console
 from bayesgrpo.model.datasets import data_dir, load_bundled
 from bayesgrpo.questions.live import LiveForecaster
-from bayesgrpo.questions.stopping import CurveDraws, PlateauRule, prob_gain_below, reward_at
+from bayesgrpo.questions.stopping import Confirmed, CurveDraws, PlateauRule, prob_gain_below, reward_at
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 VERL_LOG = DATA / "verl-console" / "verl_gpg_qwen2-7b_math_megatron.log"
@@ -609,3 +610,23 @@ def test_what_reading_a_log_repaired_is_shown_with_the_run(tmp_path):
     assert status.state == "ok" and status.repairs is not None and "non_numeric" in status.repairs
     assert "[log repaired: " in status.reason
     assert json.loads(json.dumps(status.to_dict()))["repairs"] == status.repairs
+
+
+def test_a_confirmed_rule_stops_at_the_second_update_that_says_so(tmp_path):
+    path = tmp_path / "flat.log"
+    steps = np.arange(1, 181)
+    flat = 0.6 + 0.01 * ((7 * steps) % 5 - 2)  # long done rising: on its plateau
+    write_verl_console(
+        path, pd.DataFrame({"step": steps, "critic/score/mean": flat}), total_training_steps=200
+    )
+    watcher = Watcher([path], rule=Confirmed(PlateauRule(eps=0.01, prob=0.9, relative=True), checks=2))
+    (first,) = watcher.poll()
+    assert first.decision == "continue" and "waiting for 1 more check" in first.reason
+    (cached,) = watcher.poll()  # nothing new logged: no new check, the same answer
+    assert cached.decision == "continue" and not cached.updated
+    more = np.arange(181, 186)
+    with open(path, "a", encoding="utf-8") as handle:
+        for step in more:
+            handle.write(f"step:{step} - critic/score/mean:{0.6 + 0.01 * ((7 * step) % 5 - 2):.4f}\n")
+    (second,) = watcher.poll()
+    assert second.step == 185 and second.decision == "stop"

@@ -430,7 +430,9 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
     live = LiveForecaster(population, random_seed=args.seed)
     rows = []
     for run_id in table.run_ids:
-        update = live.update(table.select([run_id]), horizon=horizons[run_id])
+        run = table.select([run_id])
+        _ask_earlier_checks(live, run, rule, horizons[run_id], getattr(args, "confirm", 1))
+        update = live.update(run, horizon=horizons[run_id])
         decision = rule.decide(update.curve_draws, update.step, horizons[run_id])[0]
         lower, median, upper = update.final_interval(0.9, band=args.band)
         rows.append(
@@ -449,6 +451,28 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
             )
         )
     return pd.concat(rows, ignore_index=True)
+
+
+def _ask_earlier_checks(live: Any, run: Any, rule: Any, horizon: float, confirm: int) -> None:
+    """``--confirm K``: ask the (``Confirmed``) rule at the K - 1 checks before the last logged
+    step, each :data:`CONFIRM_SPACING` of the horizon earlier, on the points logged by then, so
+    that its answer at the last step counts them. A check with fewer than two points is not asked
+    (so the run cannot stop yet).
+    """
+    if confirm <= 1:
+        return
+    import numpy as np
+
+    from bayesgrpo.logs.table import RunsTable
+
+    points = run.points[np.isfinite(run.points["reward"].to_numpy(dtype=float))]
+    last = float(points["step"].max())
+    for j in range(confirm - 1, 0, -1):
+        prefix = points[points["step"] <= last - j * CONFIRM_SPACING * horizon]
+        if len(prefix) < 2:
+            continue
+        earlier = live.update(RunsTable(points=prefix, runs=run.runs, report=run.report), horizon=horizon)
+        rule.decide(earlier.curve_draws, earlier.step, horizon)
 
 
 def _fitted_decisions(
@@ -516,18 +540,34 @@ def _fitted_decisions(
     )
 
 
-def _stop_rule(args: argparse.Namespace) -> Any:
-    from bayesgrpo.questions.stopping import BudgetRule, PlateauRule, TargetRule
+#: ``--confirm``: the checks a stop is asked at, as a share of the horizon apart.
+CONFIRM_SPACING = 0.05
 
+
+def _stop_rule(args: argparse.Namespace) -> Any:
+    """The rule the options name; with ``--confirm K`` (K > 1) wrapped in ``Confirmed``."""
+    from bayesgrpo.questions.stopping import BudgetRule, Confirmed, PlateauRule, TargetRule
+
+    confirm = getattr(args, "confirm", 1)
+    if confirm < 1:
+        raise SystemExit(f"--confirm must be 1 or more (checks in a row); got {confirm}")
+    if confirm > 1 and (getattr(args, "workers", None) is not None or getattr(args, "address", None)):
+        raise SystemExit(
+            "--confirm counts each run's checks in this process; it does not go with --workers or --address"
+        )
+    if confirm > 1 and (getattr(args, "fit", False) or getattr(args, "no_bundled", False)):
+        raise SystemExit("--confirm asks the live update at earlier checks; it does not go with --fit")
     if args.rule == "plateau":
-        return PlateauRule(eps=args.eps, prob=args.prob, relative=not args.absolute)
-    if args.rule == "budget":
+        rule: Any = PlateauRule(eps=args.eps, prob=args.prob, relative=not args.absolute)
+    elif args.rule == "budget":
         if args.cost_per_step is None or args.value_per_reward is None:
             raise SystemExit("--rule budget needs --cost-per-step and --value-per-reward")
-        return BudgetRule(cost_per_step=args.cost_per_step, value_per_unit_reward=args.value_per_reward)
-    if args.target is None:
-        raise SystemExit("--rule target needs --target")
-    return TargetRule(target=args.target, prob=args.prob)
+        rule = BudgetRule(cost_per_step=args.cost_per_step, value_per_unit_reward=args.value_per_reward)
+    else:
+        if args.target is None:
+            raise SystemExit("--rule target needs --target")
+        rule = TargetRule(target=args.target, prob=args.prob)
+    return Confirmed(rule, confirm) if confirm > 1 else rule
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

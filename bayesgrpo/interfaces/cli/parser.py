@@ -84,6 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--cost-per-step", type=float, help="budget: cost of one more step")
         p.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
         p.add_argument("--target", type=float, help="target: the reward to reach")
+        p.add_argument(
+            "--confirm",
+            type=int,
+            default=1,
+            help="stop only when the rule says so at this many checks in a row (stop: checks 5%% of the "
+            "horizon apart; watch: a run's successive updates), so that a stop a dip in a noisy run made "
+            "is asked again (default 1: at once)",
+        )
 
     def fleet_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument(
