@@ -62,6 +62,7 @@ _LAZY = {
     "PlateauRule": "bayesgrpo.questions.stopping",
     "BudgetRule": "bayesgrpo.questions.stopping",
     "TargetRule": "bayesgrpo.questions.stopping",
+    "Confirmed": "bayesgrpo.questions.stopping",
 }
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ if TYPE_CHECKING:
     from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.questions.live import LiveForecaster
-    from bayesgrpo.questions.stopping import BudgetRule, CurveDraws, PlateauRule, TargetRule
+    from bayesgrpo.questions.stopping import BudgetRule, Confirmed, CurveDraws, PlateauRule, TargetRule
 
 
 #: Subpackages (and moved modules' old names) that ``bayesgrpo.<name>`` imports on first use.
@@ -122,6 +123,7 @@ __all__ = [
     "EmptyLogError",
     "FitTooLargeError",
     "LiveForecaster",
+    "Confirmed",
     "FitWarning",
     "LiveUpdateWarning",
     "LogReadError",
