@@ -153,16 +153,20 @@ def test_forecast_with_a_population_answers_live_run_by_run(fleet, tmp_path, cap
 def test_diagnose_with_workers_lists_every_run_and_the_unreadable_one(fleet, capsys, monkeypatch):
     seen = {}
 
-    def serial_assess(paths, population, *, settings, workers, address, progress):
-        seen.update(workers=workers, settings=settings)
-        return assess(paths, population, settings=settings)
+    def serial_engine(populations, *, workers, address):
+        seen.update(workers=workers, populations=populations)
+        return SerialEngine(populations)
 
-    monkeypatch.setattr("bayesgrpo.interfaces.fleet.assess", serial_assess)
+    monkeypatch.setattr("bayesgrpo.interfaces.fleet.open_engine", serial_engine)  # what cli imports
     assert main(["diagnose", str(fleet), "--workers", "2", "--json"]) == 0
     findings = pd.DataFrame(json.loads(capsys.readouterr().out))
-    assert seen["workers"] == 2 and not seen["settings"].forecast and seen["settings"].diagnose
+    assert seen == {"workers": 2, "populations": []}  # no population: nothing is forecast
     unreadable = findings[findings["name"] == "unreadable_log"]
     assert len(unreadable) == 1 and unreadable["evidence"].iloc[0]["source"].endswith("broken.csv")
+    readable = sorted(str(p) for p in fleet.iterdir() if p.name != "broken.csv")
+    assert main(["diagnose", *readable, "--json"]) == 0  # without Ray, the logs it can read: the same
+    serial = json.loads(capsys.readouterr().out)
+    assert findings[findings["name"] != "unreadable_log"].to_dict("records") == serial
     with pytest.raises(SystemExit, match="--model"):
         main(["diagnose", str(fleet), "--workers", "2", "--model", "model.nc"])
 
@@ -191,11 +195,18 @@ def test_forecast_diagnose_and_watch_on_ray_equal_their_serial_answers(fleet, tm
     assert answers[0] == answers[1]
 
     assert main(["diagnose", str(fleet), "--workers", "2", "--json"]) == 0
+    on_ray = [f for f in json.loads(capsys.readouterr().out) if f["name"] != "unreadable_log"]
+    readable = sorted(str(p) for p in fleet.iterdir() if p.name != "broken.csv")
+    assert main(["diagnose", *readable, "--json"]) == 0
+    assert on_ray == json.loads(capsys.readouterr().out)
+    # the bundled runs: stalls judged against family/task peers, found alike on Ray
+    assert main(["diagnose", "--workers", "2", "--json"]) == 0
     on_ray = json.loads(capsys.readouterr().out)
-    serial = assess([fleet], settings=FleetSettings(forecast=False))
-    assert [f["name"] for f in on_ray if f["name"] != "unreadable_log"] == [
-        f["name"] for found in serial["findings"] for f in found
-    ]
+    assert main(["diagnose", "--json"]) == 0
+    serial = json.loads(capsys.readouterr().out)
+    by_run = lambda f: (f["run_id"], f["name"])  # noqa: E731
+    assert sorted(on_ray, key=by_run) == sorted(serial, key=by_run)
+    assert any(f["name"] == "stall" for f in serial)
 
     watched = Watcher([fleet], rule=PlateauRule(eps=0.02))
     with Watcher([fleet], rule=PlateauRule(eps=0.02), workers=2) as watched_on_ray:

@@ -706,14 +706,19 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def _fleet_findings(args: argparse.Namespace) -> tuple[Any, list[str]]:
-    """``bayesgrpo diagnose --workers N`` / ``--address``: each run diagnosed on its own logs on
-    Ray (the ringing test's fits are where the time goes). The stall test's reference level from
-    a run's family and task peers needs every run read together, so it is left out here, and a
-    run whose log cannot be read is an ``unreadable_log`` finding.
+    """``bayesgrpo diagnose --workers N`` / ``--address``: each run diagnosed on Ray (the ringing
+    test's fits are where the time goes), in two passes: what the stall test needs of each run to
+    compare it with its family and task peers, then every run's findings with those references,
+    so the findings are those of ``bayesgrpo diagnose`` without Ray. A run whose log cannot be read
+    is an ``unreadable_log`` finding.
     """
+    import dataclasses
+
     import pandas as pd
 
-    from bayesgrpo.interfaces.fleet import FleetSettings
+    from bayesgrpo.interfaces.fleet import FleetSettings, assess, fleet_sources, open_engine
+    from bayesgrpo.interfaces.fleet.work import peer_summaries_work
+    from bayesgrpo.questions.diagnostics.by_run import peer_references
     from bayesgrpo.questions.diagnostics.finding import FINDING_COLUMNS
 
     if args.model:
@@ -728,7 +733,16 @@ def _fleet_findings(args: argparse.Namespace) -> tuple[Any, list[str]]:
         diagnose=True,
         oscillation=args.oscillation,
     )
-    frame = _fleet_frame(args, _fleet_paths(args), settings)
+    paths = _fleet_paths(args)
+    with open_engine([], workers=args.workers, address=args.address) as engine:  # no population needed
+        found = engine.map(peer_summaries_work, fleet_sources(paths), settings)
+        references = peer_references([summary for per_source in found for summary in per_source])
+        frame = assess(paths, settings=dataclasses.replace(settings, references=references), engine=engine)
+    errors = int((frame["status"] != "ok").sum())
+    print(
+        f"{len(frame)} runs, {errors} with errors, {engine.retried_tasks} tasks retried ({engine.name})",
+        file=sys.stderr,
+    )
     rows = [finding for found in frame["findings"] for finding in found]
     for row in frame[frame["status"] != "ok"].itertuples(index=False):
         rows.append(
@@ -743,11 +757,6 @@ def _fleet_findings(args: argparse.Namespace) -> tuple[Any, list[str]]:
             }
         )
     findings = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
-    print(
-        "(each run judged on its own logs: the stall test's comparison with family/task peers needs the "
-        "runs read together; run without --workers for it)",
-        file=sys.stderr,
-    )
     return findings, frame["run_id"].tolist()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.draws import DEFAULT_BAND
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.diagnostics import diagnose
+from bayesgrpo.questions.diagnostics.by_run import peer_summaries
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import PlateauRule, phase
 
@@ -80,7 +81,9 @@ class FleetSettings:
     """What every run is asked: picklable, sent with each Ray task.
 
     ``forecast``: the live update and what it answers (stop decision, phase, final reward);
-    ``diagnose``: the run's findings (``oscillation``: with the ringing test, seconds a run).
+    ``diagnose``: the run's findings (``oscillation``: with the ringing test, seconds a run;
+    ``references``: the stall test's peer references of every run, from
+    :func:`peer_summaries_work` over the fleet, else each run is judged without peers).
     """
 
     rule: Any = field(default_factory=lambda: PlateauRule(eps=0.01, prob=0.9, relative=True))
@@ -93,6 +96,7 @@ class FleetSettings:
     diagnose: bool = True
     oscillation: bool = False
     forecast: bool = True
+    references: Mapping[str, tuple[float, float, float]] | None = None
 
 
 def fleet_sources(paths: Iterable[str | Path]) -> list[Source | tuple[str, str]]:
@@ -127,7 +131,7 @@ def _error_row(source: str, error: str, run_id: str = "", repairs: str = "") -> 
 
 
 def assess_source(
-    source: Source | tuple[str, str], forecaster: LiveForecaster, settings: FleetSettings
+    source: Source | tuple[str, str], forecaster: LiveForecaster | None, settings: FleetSettings
 ) -> list[dict[str, Any]]:
     """Every run of one source, assessed: a row each (an error row when it cannot be read)."""
     if isinstance(source, tuple):
@@ -176,8 +180,24 @@ def read_source(source: Source, settings: FleetSettings) -> RunsTable:
 def assess_source_work(
     source: Source | tuple[str, str], forecaster_of: Callable[[int], LiveForecaster], settings: FleetSettings
 ) -> list[dict[str, Any]]:
-    """:func:`assess_source` as an engine's work function (population 0)."""
-    return assess_source(source, forecaster_of(0), settings)
+    """:func:`assess_source` as an engine's work function (population 0, built only when the
+    settings ask for a forecast).
+    """
+    return assess_source(source, forecaster_of(0) if settings.forecast else None, settings)
+
+
+def peer_summaries_work(
+    source: Source | tuple[str, str], forecaster_of: Callable[[int], LiveForecaster], settings: FleetSettings
+) -> list[dict[str, Any]]:
+    """What the stall test's peer reference needs of each run of a source
+    (:func:`bayesgrpo.questions.diagnostics.by_run.peer_summaries`; none for an unreadable one).
+    """
+    if isinstance(source, tuple):
+        return []
+    try:
+        return peer_summaries(read_source(source, settings))
+    except RUN_ERRORS:
+        return []  # its error row comes from the assessment
 
 
 def _named(table: RunsTable, run_id: str) -> RunsTable:
@@ -185,21 +205,22 @@ def _named(table: RunsTable, run_id: str) -> RunsTable:
     return RunsTable(points=points, runs=table.runs.assign(run_id=run_id), report=table.report)
 
 
-def _assess_run(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> dict[str, Any]:
+def _assess_run(run: Any, forecaster: LiveForecaster | None, settings: FleetSettings) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run_id": run.run_ids[0],
         "status": "ok",
         "error": "",
         "n_points": int(np.isfinite(run.points["reward"].to_numpy(dtype=float)).sum()),
         "band": settings.band,
-        **(_forecast(run, forecaster, settings) if settings.forecast else {}),
+        **(_forecast(run, forecaster, settings) if forecaster is not None and settings.forecast else {}),
         "worst_finding": "",
         "worst_severity": "",
         "findings": [],
     }
     if settings.diagnose:
         # the run alone (no peers): the same whichever batch it is in
-        findings = diagnose(run, oscillation=settings.oscillation)
+        references = None if settings.references is None else dict(settings.references)
+        findings = diagnose(run, oscillation=settings.oscillation, references=references)
         row["findings"] = findings.to_dict("records")  # highest severity first
         if len(findings):
             row["worst_finding"] = str(findings["name"].iloc[0])

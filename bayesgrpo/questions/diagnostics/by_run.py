@@ -54,40 +54,59 @@ def _bound(meta: pd.Series, name: str) -> float | None:
     return float(value)
 
 
-def _peer_references(runs: RunsTable, peer_keys: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+def peer_summaries(runs: RunsTable, peer_keys: Sequence[str] = ("family", "task")) -> list[dict[str, Any]]:
+    """What the stall test's peer reference needs of each run with enough points: its end level,
+    the span of its smoothed reward, its ``peer_keys`` values and its reward bounds (a record a
+    run; the fleet collects them run by run, :func:`peer_references` puts them together).
+    """
+    meta = runs.runs.set_index("run_id")
+    finite = runs.points[np.isfinite(runs.points["reward"].to_numpy(dtype=float))]
+    out = []
+    for run_id, frame in finite.groupby("run_id", sort=False):
+        _, y = clean_series(frame["step"], frame["reward"])
+        if len(y) < MIN_POINTS or str(run_id) not in meta.index:
+            continue
+        smooth = smoothed(y)
+        row = meta.loc[str(run_id)]
+        out.append(
+            {
+                "run_id": str(run_id),
+                "end": end_level(y),
+                "span": (float(smooth.min()), float(smooth.max())),
+                "keys": {k: (row.get(k) if k in meta.columns else None) for k in peer_keys},
+                "bounds": (_bound(row, "reward_min"), _bound(row, "reward_max")),
+            }
+        )
+    return out
+
+
+def peer_references(
+    summaries: Sequence[dict[str, Any]], peer_keys: Sequence[str] = ("family", "task")
+) -> dict[str, tuple[float, float, float]]:
     """Per run with comparable runs: (reference level, lower, upper) of its stall test.
 
     Runs are comparable when they share every metadata value in ``peer_keys`` (missing values
     match nothing). The reference is the best end level among the group (the run included); the
     range is the reward's known bounds, or the span of the group's smoothed rewards.
     """
-    meta = runs.runs.set_index("run_id")
-    finite = runs.points[np.isfinite(runs.points["reward"].to_numpy(dtype=float))]
-    ends: dict[str, float] = {}
-    spans: dict[str, tuple[float, float]] = {}
-    for run_id, frame in finite.groupby("run_id", sort=False):
-        _, y = clean_series(frame["step"], frame["reward"])
-        if len(y) >= MIN_POINTS:
-            smooth = smoothed(y)
-            ends[str(run_id)] = end_level(y)
-            spans[str(run_id)] = (float(smooth.min()), float(smooth.max()))
-    keys = [k for k in peer_keys if k in meta.columns]
-    if len(keys) != len(peer_keys):
-        return {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for summary in summaries:
+        values = tuple(summary["keys"].get(k) for k in peer_keys)
+        if any(v is None or (not isinstance(v, str) and bool(pd.isna(v))) for v in values):
+            continue
+        groups.setdefault(values, []).append(summary)
     out: dict[str, tuple[float, float, float]] = {}
-    groups = meta.loc[[r for r in ends if r in meta.index], keys].dropna()
-    for _, group in groups.groupby(keys, sort=False):
-        members = [str(r) for r in group.index]
+    for members in groups.values():
         if len(members) < 2:
             continue
-        reference = max(ends[r] for r in members)
-        span_lo = min(spans[r][0] for r in members)
-        span_hi = max(spans[r][1] for r in members)
-        for r in members:
-            lower, upper = _bound(meta.loc[r], "reward_min"), _bound(meta.loc[r], "reward_max")
+        reference = max(m["end"] for m in members)
+        span_lo = min(m["span"][0] for m in members)
+        span_hi = max(m["span"][1] for m in members)
+        for m in members:
+            lower, upper = m["bounds"]
             if lower is None or upper is None or not upper > lower:
                 lower, upper = span_lo, span_hi
-            out[r] = (reference, lower, upper)
+            out[m["run_id"]] = (reference, lower, upper)
     return out
 
 
@@ -111,6 +130,7 @@ def findings_by_run(
     peer_keys: Sequence[str] = ("family", "task"),
     oscillation: bool = False,
     random_seed: int = 0,
+    references: dict[str, tuple[float, float, float]] | None = None,
 ) -> dict[str, list[Finding]]:
     """Every detector on every run of a table.
 
@@ -127,13 +147,18 @@ def findings_by_run(
         (plus about a minute to compile them once per process), so off by default.
     random_seed : int
         Seed of the oscillation fits.
+    references : mapping run_id -> (level, lower, upper), optional
+        The stall test's peer references, when they were put together elsewhere (the fleet reads
+        runs one by one: :func:`peer_summaries` of each, :func:`peer_references` of all); default
+        from ``runs`` itself.
 
     Returns
     -------
     dict of str to list of Finding
         Every run of the table, in its order, with its findings (possibly none).
     """
-    references = _peer_references(runs, peer_keys)
+    if references is None:
+        references = peer_references(peer_summaries(runs, peer_keys), peer_keys)
     meta = runs.runs.set_index("run_id")
     grouped = dict(tuple(runs.points.groupby("run_id", sort=False)))
     out: dict[str, list[Finding]] = {}
@@ -216,12 +241,13 @@ def diagnose(
     peer_keys: Sequence[str] = ("family", "task"),
     oscillation: bool = False,
     random_seed: int = 0,
+    references: dict[str, tuple[float, float, float]] | None = None,
 ) -> pd.DataFrame:
     """Findings of every run of a table, one row per finding.
 
     Parameters
     ----------
-    runs, fitted_model, peer_keys, oscillation, random_seed
+    runs, fitted_model, peer_keys, oscillation, random_seed, references
         As :func:`findings_by_run`.
 
     Returns
@@ -237,7 +263,12 @@ def diagnose(
     >>> table[table["severity"] == "high"][["run_id", "name"]]  # doctest: +SKIP
     """
     found_by_run = findings_by_run(
-        runs, fitted_model, peer_keys=peer_keys, oscillation=oscillation, random_seed=random_seed
+        runs,
+        fitted_model,
+        peer_keys=peer_keys,
+        oscillation=oscillation,
+        random_seed=random_seed,
+        references=references,
     )
     rows = [asdict(f) for found in found_by_run.values() for f in found]
     table = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
