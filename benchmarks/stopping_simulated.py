@@ -211,10 +211,6 @@ def scored_on_truth(stops: pd.DataFrame, points: pd.DataFrame, truth: dict[str, 
         span = float(reward.max() - reward.min())
         i = int(np.searchsorted(steps, row.stop_step, side="right") - 1)
         i = min(max(i, 0), len(steps) - 1)
-        window = max(1, int(0.05 * len(reward)))
-        smooth = pd.Series(reward).rolling(window, center=True, min_periods=1).mean().to_numpy()
-        half = max(1, int(0.05 * len(reward)))
-        around = reward[max(0, i - half) : i + half + 1].mean()
         rows.append(
             {
                 "run_id": row.run_id,
@@ -225,10 +221,23 @@ def scored_on_truth(stops: pd.DataFrame, points: pd.DataFrame, truth: dict[str, 
                 "stop_fraction": float(row.stop_step) / float(steps[-1]),
                 "vs_end": (mean[-1] - mean[i]) / span,
                 "vs_best": (mean.max() - mean[i]) / span,
-                "dip": (smooth[i] - around) / span,
+                "dip": dip_at(steps, reward, float(row.stop_step)),
             }
         )
     return pd.DataFrame(rows)
+
+
+def dip_at(steps: np.ndarray, reward: np.ndarray, stop: float) -> float:
+    """The dip at a stop: the smoothed logged reward there (centred mean over 5% of the points)
+    minus the mean logged reward over the 10% of the run around it, as a share of its range.
+    """
+    n = len(reward)
+    i = min(max(int(np.searchsorted(steps, stop, side="right") - 1), 0), n - 1)
+    window = max(1, int(0.05 * n))
+    smooth = pd.Series(reward).rolling(window, center=True, min_periods=1).mean().to_numpy()
+    around = reward[max(0, i - window) : i + window + 1].mean()
+    span = float(reward.max() - reward.min()) or 1.0
+    return float((smooth[i] - around) / span)
 
 
 def summary(scored: pd.DataFrame) -> pd.DataFrame:

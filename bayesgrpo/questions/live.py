@@ -579,10 +579,7 @@ def live_forecaster(population: Any = None, random_seed: int | None = 1) -> Live
         used as it is.
     random_seed : int, optional
     """
-    if population is None:
-        population = bundled_population()
-    elif isinstance(population, (str, Path)):
-        population = RewardModel.load(population)
-    elif not isinstance(population, RewardModel) and callable(getattr(population, "update", None)):
+    known = population is None or isinstance(population, (str, Path, RewardModel))
+    if not known and callable(getattr(population, "update", None)):
         return cast(LiveForecaster, population)  # duck-typed: anything with update() serves
-    return LiveForecaster(population, random_seed=random_seed)
+    return LiveForecaster(resolve_population(population), random_seed=random_seed)

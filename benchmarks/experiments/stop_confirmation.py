@@ -30,12 +30,12 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from _markdown import command_line, machine_line, markdown_table
+from stopping_simulated import dip_at
 
 RESULTS = HERE / "results"
 CHECKS = (1, 2, 3)
@@ -52,17 +52,6 @@ def rules() -> dict:
         for k in CHECKS:
             out[f"plateau eps={eps} p={prob} k={k}"] = Confirmed(PlateauRule(eps, prob, relative=True), k)
     return out
-
-
-def dip_at(steps: np.ndarray, reward: np.ndarray, stop: float) -> float:
-    """The smoothed reward at ``stop`` minus the mean over the 10% of the run around it / range."""
-    n = len(reward)
-    i = min(max(int(np.searchsorted(steps, stop, side="right") - 1), 0), n - 1)
-    window = max(1, int(0.05 * n))
-    smooth = pd.Series(reward).rolling(window, center=True, min_periods=1).mean().to_numpy()
-    around = reward[max(0, i - window) : i + window + 1].mean()
-    span = float(reward.max() - reward.min()) or 1.0
-    return float((smooth[i] - around) / span)
 
 
 def summary(frame: pd.DataFrame, given_up: str) -> pd.DataFrame:

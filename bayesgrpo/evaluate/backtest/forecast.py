@@ -29,8 +29,9 @@ from bayesgrpo.evaluate.backtest.cuts import (
     run_points,
     run_seed,
 )
-from bayesgrpo.evaluate.backtest.engine import backtest_engine
+from bayesgrpo.evaluate.backtest.engine import backtest_engine, population_specs
 from bayesgrpo.evaluate.baselines import BASELINE_FORECASTERS
+from bayesgrpo.interfaces.fleet import Population
 from bayesgrpo.model.laplace import (
     ENSEMBLE,
     ENSEMBLE_MIN_ESS,
@@ -163,22 +164,12 @@ def score_forecast(draws: np.ndarray, y: np.ndarray, scale: float, n_final: int)
 def live_forecasters(
     populations: Mapping[str, RewardModel], run_ids: Sequence[str], n_draws: int, random_seed: int
 ) -> dict[str, LiveForecaster]:
-    """One live forecaster per distinct population object (its new-run prior is cached)."""
-    missing = [r for r in run_ids if r not in populations]
-    if missing:
-        raise BacktestError(
-            f"no population for runs {missing[:5]} ({len(missing)} in all); fit them with kfold_populations"
-        )
-    by_object: dict[int, LiveForecaster] = {}
-    out = {}
-    for run_id in run_ids:
-        population = populations[run_id]
-        if id(population) not in by_object:
-            by_object[id(population)] = forecaster_for(
-                population, n_draws, run_seed(random_seed, "live", len(by_object))
-            )
-        out[run_id] = by_object[id(population)]
-    return out
+    """One live forecaster per distinct population object (its new-run prior is cached), seeded
+    as :func:`population_specs` seeds it.
+    """
+    specs, index = population_specs(populations, run_ids, n_draws, random_seed)
+    built = [spec.forecaster() if isinstance(spec, Population) else spec for spec in specs]
+    return {run_id: built[index[run_id]] for run_id in run_ids}
 
 
 def forecast_backtest(

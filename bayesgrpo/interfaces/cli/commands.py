@@ -283,13 +283,14 @@ def _fleet_frame(args: argparse.Namespace, paths: Any, settings: Any) -> Any:
         address=args.address,
         progress=not args.json and not getattr(args, "quiet", False),
     )
-    errors = int((frame["status"] != "ok").sum())
-    print(
-        f"{len(frame)} runs, {errors} with errors, {frame.attrs.get('retried_tasks', 0)} tasks retried "
-        f"({frame.attrs.get('engine')})",
-        file=sys.stderr,
-    )
+    _say_fleet(frame, frame.attrs.get("retried_tasks", 0), frame.attrs.get("engine"))
     return frame
+
+
+def _say_fleet(frame: Any, retried: int, engine: Any) -> None:
+    """One stderr line: how many runs the fleet assessed, with errors, retried, on which engine."""
+    errors = int((frame["status"] != "ok").sum())
+    print(f"{len(frame)} runs, {errors} with errors, {retried} tasks retried ({engine})", file=sys.stderr)
 
 
 def _forecast_input(args: argparse.Namespace) -> Any:
@@ -738,11 +739,7 @@ def _fleet_findings(args: argparse.Namespace) -> tuple[Any, list[str]]:
         found = engine.map(peer_summaries_work, fleet_sources(paths), settings)
         references = peer_references([summary for per_source in found for summary in per_source])
         frame = assess(paths, settings=dataclasses.replace(settings, references=references), engine=engine)
-    errors = int((frame["status"] != "ok").sum())
-    print(
-        f"{len(frame)} runs, {errors} with errors, {engine.retried_tasks} tasks retried ({engine.name})",
-        file=sys.stderr,
-    )
+    _say_fleet(frame, engine.retried_tasks, engine.name)  # both passes' retries
     rows = [finding for found in frame["findings"] for finding in found]
     for row in frame[frame["status"] != "ok"].itertuples(index=False):
         rows.append(

@@ -218,9 +218,9 @@ def _assess_run(run: Any, forecaster: LiveForecaster | None, settings: FleetSett
         "findings": [],
     }
     if settings.diagnose:
-        # the run alone (no peers): the same whichever batch it is in
-        references = None if settings.references is None else dict(settings.references)
-        findings = diagnose(run, oscillation=settings.oscillation, references=references)
+        # the run alone, with its peers' references when the settings carry them: the same
+        # whichever batch it is in
+        findings = diagnose(run, oscillation=settings.oscillation, references=settings.references)
         row["findings"] = findings.to_dict("records")  # highest severity first
         if len(findings):
             row["worst_finding"] = str(findings["name"].iloc[0])

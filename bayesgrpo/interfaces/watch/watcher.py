@@ -349,8 +349,7 @@ class Watcher:
         cached = self._cache.get(key)
         item = (run, horizon, name, follower.label)
         if cached is not None and cached[0] == fingerprint:
-            status = RunStatus(**{**asdict(cached[1]), "updated": False, "seconds": 0.0})
-            return _Pending(key, fingerprint, item, cached=status)
+            return _Pending(key, fingerprint, item, cached=replace(cached[1], updated=False, seconds=0.0))
         return _Pending(key, fingerprint, item)
 
 

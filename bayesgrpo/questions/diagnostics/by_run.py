@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -130,7 +130,7 @@ def findings_by_run(
     peer_keys: Sequence[str] = ("family", "task"),
     oscillation: bool = False,
     random_seed: int = 0,
-    references: dict[str, tuple[float, float, float]] | None = None,
+    references: Mapping[str, tuple[float, float, float]] | None = None,
 ) -> dict[str, list[Finding]]:
     """Every detector on every run of a table.
 
@@ -241,7 +241,7 @@ def diagnose(
     peer_keys: Sequence[str] = ("family", "task"),
     oscillation: bool = False,
     random_seed: int = 0,
-    references: dict[str, tuple[float, float, float]] | None = None,
+    references: Mapping[str, tuple[float, float, float]] | None = None,
 ) -> pd.DataFrame:
     """Findings of every run of a table, one row per finding.
 
