@@ -456,6 +456,8 @@ class RewardModel:
         path = Path(path)
         if not path.exists():
             raise BayesGRPOError(f"no saved model at {path}")
+        if not path.is_file():  # an empty --population names "."
+            raise BayesGRPOError(f"{path} is a folder, not a saved model (the file RewardModel.save writes)")
         idata = az.from_netcdf(str(path))
         for group in idata.groups():
             # read into memory now: lazily read arrays cost a disk read on every later query

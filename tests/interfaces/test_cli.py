@@ -367,3 +367,10 @@ def test_stop_confirm_asks_the_earlier_checks_and_stops_only_when_all_say_so(tmp
     for bad in (["--confirm", "0"], ["--confirm", "2", "--workers", "2"], ["--confirm", "2", "--fit"]):
         with pytest.raises(SystemExit, match="--confirm"):
             main(["stop", str(tmp_path / "flat.log"), *bad])
+
+
+def test_an_empty_population_path_is_a_clear_error_not_a_traceback(tmp_path, capsys):
+    _curve_log = pd.DataFrame({"step": [1, 2, 3], "critic/score/mean": [0.1, 0.2, 0.3]})
+    write_verl_console(tmp_path / "run.log", _curve_log, total_training_steps=10)
+    assert main(["forecast", str(tmp_path / "run.log"), "--population", ""]) == 2  # "" is the folder "."
+    assert "is a folder, not a saved model" in capsys.readouterr().err

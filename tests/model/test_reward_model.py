@@ -232,6 +232,13 @@ def test_load_rejects_foreign_files(tmp_path):
         RewardModel.load(path)
 
 
+def test_load_names_a_missing_file_or_a_folder(tmp_path):
+    with pytest.raises(BayesGRPOError, match="no saved model at"):
+        RewardModel.load(tmp_path / "missing.nc")
+    with pytest.raises(BayesGRPOError, match="is a folder, not a saved model"):
+        RewardModel.load(tmp_path)
+
+
 def test_approximation_draws_are_split_into_pseudo_chains():
     idata = az.from_dict(posterior={"x": np.arange(10.0)[None, :], "y": np.zeros((1, 10, 3))})
     split = _split_chains(idata, 2)
