@@ -137,8 +137,12 @@ class RayEngine:
                         continue
                     bar.update(len(chunks[index]))
         except BaseException:  # Ctrl-C or a failed batch: nothing is left running
-            for future in pending:
-                ray.cancel(future, force=True)
+            if not self._started:  # a Ray the user runs: ask its workers to drop our batches
+                for future in pending:
+                    ray.cancel(future)
+            # a Ray this engine started is shut down by close(), workers and all: force-cancelling
+            # here as well races with batches completing (Ray aborts the driver: "Tried to
+            # complete task that was not pending")
             raise
         finally:
             bar.close()
