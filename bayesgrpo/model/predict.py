@@ -5,12 +5,14 @@ All functions are vectorised over draws, runs and steps: no Python loop over dra
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from bayesgrpo.model.build import bounds_from_data, run_location
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.build import MIN_RUNS_PER_BOUNDS_KIND, bounds_from_data, run_location
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.data import UNKNOWN, ModelData
 from bayesgrpo.model.priors import LEVEL_PARAMS, curve_params
@@ -202,6 +204,99 @@ def unseen_group_sds(
     return out
 
 
+def levels_learnt(data: ModelData, run_bounds_from_data: bool) -> bool:
+    """Whether the population learnt where the levels of a run of this bounds kind lie.
+
+    A run on a stated reward range and a run normalised by its own observed range have levels on
+    different scales (:func:`model.build.bounds_from_data`). A fit with fewer than
+    ``MIN_RUNS_PER_BOUNDS_KIND`` runs of one kind gives that kind no levels of its own: a run of
+    that kind would be placed at the levels of the other kind's runs, a confident answer on the
+    wrong scale (measured: leaving out the Qwen family leaves one run on a stated range, and the
+    zero-shot 90% intervals of the 23 Qwen runs on a stated range held 43% of their final
+    rewards; ``benchmarks/results/transfer_eval.md``).
+
+    Parameters
+    ----------
+    data : ModelData
+        The population's data.
+    run_bounds_from_data : bool
+        The run is normalised by its own observed range (no stated range).
+
+    Returns
+    -------
+    bool
+    """
+    own = np.array([source == "data" for source in data.bounds_source], dtype=bool)
+    same_kind = own if run_bounds_from_data else ~own
+    return int(same_kind.sum()) >= MIN_RUNS_PER_BOUNDS_KIND
+
+
+def prior_draws(prior: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` draws from one of the model's priors (a ``pymc_extras`` ``Prior``), with numpy.
+
+    Covers the distributions the default priors use and the common alternatives: Normal,
+    HalfNormal, Gamma, Exponential, LogNormal, StudentT and HalfStudentT, with scalar parameters.
+
+    Raises
+    ------
+    BayesGRPOError
+        For another distribution, or a parameter that is itself a distribution.
+    """
+    name = getattr(prior, "distribution", None)
+    parameters = dict(getattr(prior, "parameters", {}))
+    if any(not np.isscalar(value) for value in parameters.values()):
+        raise BayesGRPOError(f"cannot draw from a prior with distributions as parameters: {prior!r}")
+    p = {key: float(value) for key, value in parameters.items()}
+    if name == "Normal":
+        return p.get("mu", 0.0) + p.get("sigma", 1.0) * rng.standard_normal(n)
+    if name == "HalfNormal":
+        return np.abs(p.get("sigma", 1.0) * rng.standard_normal(n))
+    if name == "Gamma" and "alpha" in p and "beta" in p:
+        return rng.gamma(p["alpha"], 1.0 / p["beta"], n)
+    if name == "Exponential":
+        return rng.exponential(1.0 / p.get("lam", 1.0), n)
+    if name == "LogNormal":
+        return np.exp(p.get("mu", 0.0) + p.get("sigma", 1.0) * rng.standard_normal(n))
+    if name == "StudentT":
+        return p.get("mu", 0.0) + p.get("sigma", 1.0) * rng.standard_t(p["nu"], n)
+    if name == "HalfStudentT":
+        return np.abs(p.get("sigma", 1.0) * rng.standard_t(p["nu"], n))
+    raise BayesGRPOError(f"cannot draw from a {name} prior with numpy: {prior!r}")
+
+
+def prior_level_draws(
+    priors: Mapping[str, Any], n: int, random_seed: int | None = None
+) -> dict[str, np.ndarray]:
+    """A run's levels as the model's priors place them, before any run was seen.
+
+    ``r0 = r0_mu + r0_sd * z`` and ``r1 = r1_mu + r1_r0_slope * (r0 - r0_mu) + r1_sd * z'``, each
+    hyper-parameter drawn from its prior: the answer for a run whose levels the population did
+    not learn (:func:`levels_learnt`).
+
+    Parameters
+    ----------
+    priors : mapping
+        The population's priors (``RewardModel.priors``).
+    n : int
+        Draws.
+    random_seed : int, optional
+
+    Returns
+    -------
+    dict
+        ``r0`` and ``r1`` (logit of the normalised level), each shape (n,).
+    """
+    rng = np.random.default_rng(random_seed)
+    r0_mu = prior_draws(priors["r0_mu"], n, rng)
+    r0 = r0_mu + prior_draws(priors["r0_sd"], n, rng) * rng.standard_normal(n)
+    r1 = (
+        prior_draws(priors["r1_mu"], n, rng)
+        + prior_draws(priors["r1_r0_slope"], n, rng) * (r0 - r0_mu)
+        + prior_draws(priors["r1_sd"], n, rng) * rng.standard_normal(n)
+    )
+    return {"r0": r0, "r1": r1}
+
+
 def size_effect_draws(
     slope: np.ndarray,
     log_size: float,
@@ -256,6 +351,7 @@ def new_run_draws(
     size_ranges: dict[str, tuple[float, float]] | None = None,
     extrapolation_sd: float = 0.5,
     unseen_group_sd: dict[str, float] | None = None,
+    prior_levels: Mapping[str, np.ndarray] | None = None,
     random_seed: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Draws of a new run's parameters from the population posterior, on the model's scales.
@@ -289,6 +385,10 @@ def new_run_draws(
     unseen_group_sd : dict, optional
         ``{param}_{dim}`` -> a spread for a group the fit has no effect of and never saw
         (:func:`unseen_group_sds`): the run's effect is drawn with a half-normal scale of it.
+    prior_levels : mapping, optional
+        ``r0`` and ``r1`` draws, shape (S,), for a run whose levels the population did not
+        learn (:func:`levels_learnt`, :func:`prior_level_draws`): they replace the population's
+        levels, and the shape parameters take no pull from a start on another scale.
     random_seed : int, optional
 
     Returns
@@ -306,6 +406,9 @@ def new_run_draws(
     r0_mu = stacked["r0_mu"].to_numpy()
     data_bounded = float(bounds_from_data and "r0_data_offset" in stacked)
     for name in curve_params(curve):
+        if prior_levels is not None and name in prior_levels:
+            out[name] = np.asarray(prior_levels[name], dtype=float)
+            continue
         mu = stacked[f"{name}_mu"].to_numpy()
         effects = np.zeros(n)
         for dim, level in (("family", family_level), ("task", task_level)):
@@ -324,7 +427,11 @@ def new_run_draws(
             effects = effects + size_effect_draws(
                 stacked[f"{name}_size_slope"].to_numpy(), size, size_range, extrapolation_sd, rng
             )
-        pull = stacked[f"{name}_r0_slope"].to_numpy() * (out["r0"] - r0_mu) if name != "r0" else 0.0
+        pull = (
+            stacked[f"{name}_r0_slope"].to_numpy() * (out["r0"] - r0_mu)
+            if name != "r0" and prior_levels is None
+            else 0.0
+        )
         offset = stacked[f"{name}_data_offset"].to_numpy() if f"{name}_data_offset" in stacked else None
         loc = run_location(name, mu, effects, pull, data_bounded, offset)
         out[name] = loc + stacked[f"{name}_sd"].to_numpy() * rng.standard_normal(n)

@@ -57,7 +57,9 @@ from bayesgrpo.model.laplace import (
 )
 from bayesgrpo.model.predict import (
     fitted_size_ranges,
+    levels_learnt,
     new_run_draws,
+    prior_level_draws,
     quantile_columns,
     unseen_group_sds,
 )
@@ -184,6 +186,14 @@ class LiveForecaster:
         if key not in self._priors:
             _, family_levels = effect_levels(data.family_index, data.families)
             _, task_levels = effect_levels(data.task_index, data.tasks)
+            n_samples = (
+                self.population.idata.posterior.sizes["chain"] * self.population.idata.posterior.sizes["draw"]
+            )
+            prior_levels = (
+                None
+                if levels_learnt(data, from_data)
+                else prior_level_draws(self.population.priors, n_samples, self.random_seed)
+            )
             draws = new_run_draws(
                 self.population.idata.posterior,
                 self.population.curve,
@@ -200,6 +210,7 @@ class LiveForecaster:
                     {name: _prior_scale(prior) for name, prior in self.population.priors.items()},
                 ),
                 extrapolation_sd=_size_slope_prior_sd(self.population),
+                prior_levels=prior_levels,
                 random_seed=self.random_seed,
             )
             prior = GaussianRunPrior.from_draws(draws, self.population.curve, self.population.noise_floor)

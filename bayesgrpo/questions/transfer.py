@@ -3,7 +3,10 @@
 A run described by its metadata (family, size, task, samples per step, and its initial reward
 if measured) is placed in a fitted population as the model places a fitted run
 (``model.predict.new_run_draws``): a known family by its fitted effect, a new family by a fresh
-draw from the between-family spread, an unknown one at the average family. Its first logged
+draw from the between-family spread, an unknown one at the average family. A run on a stated
+reward range placed in a population with fewer than two such runs (or a run normalised by its own
+range in one with fewer than two of those) gets its start and end levels from the model's priors:
+the population never learnt where such a run's levels lie (``model.predict.levels_learnt``). Its first logged
 points, when given, sharpen the prediction by the live update (``bayesgrpo.questions.live``).
 
 Examples

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import copy
+from types import SimpleNamespace
+
+import arviz as az
 import numpy as np
 import pytest
+import xarray as xr
+from pymc_extras.prior import Prior
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.datasets import bundled_population
-from bayesgrpo.model.predict import size_effect_draws, unseen_group_sds
+from bayesgrpo.model.predict import (
+    levels_learnt,
+    new_run_draws,
+    prior_draws,
+    prior_level_draws,
+    size_effect_draws,
+    unseen_group_sds,
+)
+from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.transfer import predict_new_run
 
 BOUNDS = {"reward_min": 0.0, "reward_max": 1.0}
@@ -155,3 +169,60 @@ def test_the_shipped_population_is_honest_about_what_it_never_saw():
         random_seed=0,
     ).table
     assert far["q05"].iloc[0] < 0.995  # 0.997 .. 1.000 when the 0.5-7B trend was extended with no spread
+
+
+def test_prior_draws_follow_their_distributions():
+    rng = np.random.default_rng(0)
+    normal = prior_draws(Prior("Normal", mu=0.5, sigma=1.5), 200_000, rng)
+    assert normal.mean() == pytest.approx(0.5, abs=0.02) and normal.std() == pytest.approx(1.5, rel=0.01)
+    gamma = prior_draws(Prior("Gamma", alpha=2.0, beta=2.0), 200_000, rng)
+    assert gamma.mean() == pytest.approx(1.0, rel=0.01) and gamma.var() == pytest.approx(0.5, rel=0.03)
+    half = prior_draws(Prior("HalfNormal", sigma=0.5), 200_000, rng)
+    assert half.min() >= 0 and half.mean() == pytest.approx(0.5 * np.sqrt(2 / np.pi), rel=0.01)
+    with pytest.raises(BayesGRPOError, match="Beta"):
+        prior_draws(Prior("Beta", alpha=2.0, beta=2.0), 10, rng)
+
+
+def test_levels_are_learnt_only_from_runs_of_the_same_bounds_kind():
+    one_stated = SimpleNamespace(bounds_source=("metadata",) + ("data",) * 20)
+    assert levels_learnt(one_stated, run_bounds_from_data=True)
+    assert not levels_learnt(one_stated, run_bounds_from_data=False)  # one run: a scale not learnt
+    assert levels_learnt(SimpleNamespace(bounds_source=("metadata", "metadata")), run_bounds_from_data=False)
+
+
+def _confident(model):
+    """The population with its level means pinned at logit 3 and its spreads at 0.1."""
+    posterior = model.idata.posterior.copy()
+    for name in ("r0_mu", "r1_mu"):
+        posterior[name] = xr.full_like(posterior[name], 3.0)
+    for name in ("r0_sd", "r1_sd"):
+        posterior[name] = xr.full_like(posterior[name], 0.1)
+    confident = copy.copy(model)
+    confident.idata = az.InferenceData(posterior=posterior)
+    return confident
+
+
+def test_a_run_whose_levels_the_population_never_learnt_gets_the_prior_levels(population):
+    # every fitted run states its range: a run without one is on a scale those runs never showed
+    model, _ = population
+    assert all(source == "metadata" for source in model.data.bounds_source)
+    live = LiveForecaster(_confident(model), random_seed=0)
+    learnt = live.prior_for({"family": "qwen", "size_b": 7.0, **BOUNDS})
+    unlearnt = live.prior_for({"family": "qwen", "size_b": 7.0})
+    expected = prior_level_draws(model.priors, 200_000, random_seed=1)  # r0: -0.5 +- 1.9
+    for j, name in enumerate(("r0", "r1")):
+        assert learnt.names[j] == unlearnt.names[j] == name
+        assert np.sqrt(learnt.cov[j, j]) < 0.5 * expected[name].std()
+        # 80 draws: the mean within 3 standard errors, the spread within 30%
+        assert unlearnt.mean[j] == pytest.approx(expected[name].mean(), abs=3 * expected[name].std() / 9)
+        assert np.sqrt(unlearnt.cov[j, j]) == pytest.approx(expected[name].std(), rel=0.3)
+    assert learnt.mean[0] > unlearnt.mean[0] + 1.0
+
+
+def test_prior_levels_replace_the_population_levels_and_pull_nothing(population):
+    model, _ = population
+    levels = {"r0": np.full(80, 2.0), "r1": np.full(80, 3.0)}
+    kept = new_run_draws(model.idata.posterior, model.curve, random_seed=0)
+    replaced = new_run_draws(model.idata.posterior, model.curve, prior_levels=levels, random_seed=0)
+    assert np.all(replaced["r0"] == 2.0) and np.all(replaced["r1"] == 3.0)
+    assert replaced["tau"].shape == kept["tau"].shape
