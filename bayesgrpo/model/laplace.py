@@ -11,8 +11,8 @@ model's Student-t likelihood (:func:`condition_run`):
    wider or more skewed than the Laplace fit is still covered;
 3. while the weights are poor (Pareto k above 0.5), up to three more rounds with the proposal
    moved to the weighted draws' mean and covariance (population Monte Carlo);
-4. Pareto-smoothed weights (PSIS, Vehtari et al. 2024, ``arviz.psislw``); the Pareto k and the
-   effective sample size are returned;
+4. Pareto-smoothed weights (PSIS, Vehtari et al. 2024, ``model.psis``: ArviZ's, in numpy); the
+   Pareto k and the effective sample size are returned;
 5. when the weights stay unreliable (Pareto k above 0.7: the run's points disagree with what the
    population expects of it, so no proposal built from the prior and the mode covers the
    posterior), the draws come from MCMC on the same posterior instead: emcee's affine-invariant
@@ -36,15 +36,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import arviz as az
-import emcee
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 from threadpoolctl import ThreadpoolController
 
 from bayesgrpo.errors import BayesGRPOError, LiveUpdateWarning
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
-from bayesgrpo.model.priors import curve_params
+from bayesgrpo.model.psis import psis_log_weights
+from bayesgrpo.model.structure import curve_params
 
 logger = logging.getLogger(__name__)
 
@@ -218,6 +217,46 @@ def laplace_fit(
     return mode, 0.5 * (cov + cov.T)
 
 
+def _gaussian_factor(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """A factor ``L`` with ``L L^T = cov`` and the inverse of ``cov``'s square root, from its
+    eigendecomposition (a covariance with a flat direction keeps a tiny, positive floor).
+    """
+    eigenvalues, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+    eigenvalues = np.maximum(eigenvalues, 1e-12 * max(float(eigenvalues.max()), 1e-300))
+    return vectors * np.sqrt(eigenvalues), vectors / np.sqrt(eigenvalues), np.log(eigenvalues).sum()
+
+
+def _student_t_draws(
+    location: np.ndarray, cov: np.ndarray, df: float, n: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Draws of a multivariate t with shape matrix ``cov`` (``df`` = inf: a Gaussian)."""
+    factor, _, _ = _gaussian_factor(cov)
+    z = rng.standard_normal((n, len(location))) @ factor.T
+    if np.isinf(df):
+        return location + z
+    return location + z / np.sqrt(rng.chisquare(df, n) / df)[:, None]
+
+
+def _student_t_log_density(theta: np.ndarray, location: np.ndarray, cov: np.ndarray, df: float) -> np.ndarray:
+    """Log density of a multivariate t (``df`` = inf: a Gaussian) at each row of ``theta``.
+
+    In numpy rather than ``scipy.stats`` (whose import costs a fresh process half a second before
+    its first live answer); ``tests/model/test_laplace.py`` checks it against scipy's.
+    """
+    _, whitening, log_det = _gaussian_factor(cov)
+    squared = np.sum(((theta - location) @ whitening) ** 2, axis=-1)
+    dim = len(location)
+    if np.isinf(df):
+        return -0.5 * (squared + log_det + dim * np.log(2 * np.pi))
+    return (
+        special.gammaln(0.5 * (df + dim))
+        - special.gammaln(0.5 * df)
+        - 0.5 * dim * np.log(df * np.pi)
+        - 0.5 * log_det
+        - 0.5 * (df + dim) * np.log1p(squared / df)
+    )
+
+
 def _importance_draws(
     prior: GaussianRunPrior,
     t: np.ndarray,
@@ -230,16 +269,15 @@ def _importance_draws(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draws from the defensive mixture proposal and their log importance weights."""
     n_prior = round(PRIOR_SHARE * n_draws)
-    proposal_t = stats.multivariate_t(loc=location, shape=cov, df=PROPOSAL_DF, allow_singular=True)
-    proposal_prior = stats.multivariate_normal(prior.mean, prior.cov)
     theta = np.vstack(
         [
-            proposal_t.rvs(size=n_draws - n_prior, random_state=rng).reshape(-1, prior.dim),
-            proposal_prior.rvs(size=n_prior, random_state=rng).reshape(-1, prior.dim),
+            _student_t_draws(location, cov, PROPOSAL_DF, n_draws - n_prior, rng),
+            _student_t_draws(prior.mean, prior.cov, np.inf, n_prior, rng),
         ]
     )
     log_q = np.logaddexp(
-        np.log1p(-PRIOR_SHARE) + proposal_t.logpdf(theta), np.log(PRIOR_SHARE) + proposal_prior.logpdf(theta)
+        np.log1p(-PRIOR_SHARE) + _student_t_log_density(theta, location, cov, PROPOSAL_DF),
+        np.log(PRIOR_SHARE) + _student_t_log_density(theta, prior.mean, prior.cov, np.inf),
     )
     log_w = log_posterior(theta, prior, t, y, noise_scale) - log_q
     return theta, np.where(np.isfinite(log_w), log_w, -np.inf)
@@ -386,9 +424,8 @@ def _condition_run(
         theta, log_w = _importance_draws(prior, t, y, noise_scale, location, cov, n_draws, rng)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            smoothed, pareto_k = az.psislw(log_w - log_w.max())
+            smoothed, pareto_k = psis_log_weights(log_w - log_w.max())
         weights = np.exp(smoothed - special.logsumexp(smoothed))
-        pareto_k = float(pareto_k)
         if pareto_k <= GOOD_PARETO_K:
             break
         # adapt the proposal to the weighted draws (population Monte Carlo): a curved or skewed
@@ -452,6 +489,8 @@ def ensemble_draws(
         Kept draws divided by the longest integrated autocorrelation time of the parameters
         (emcee's estimate; on short chains a lower bound on the time, so an upper bound here).
     """
+    import emcee  # with scipy.stats under it: half a second a live answer only pays here
+
     walkers = max(ENSEMBLE_WALKERS, 2 * prior.dim + 2)
     start = rng.multivariate_normal(mode, 0.25 * cov, size=walkers, method="eigh")
 

@@ -16,7 +16,7 @@ from pymc_extras.prior import Prior
 
 from bayesgrpo.model.data import ModelData
 from bayesgrpo.model.laplace import GaussianRunPrior, laplace_fit
-from bayesgrpo.model.priors import curve_params
+from bayesgrpo.model.structure import curve_params
 
 #: Student-t degrees of freedom of the preconditioning fits (robust to the odd spike).
 PRECONDITION_NU = 5.0

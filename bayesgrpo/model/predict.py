@@ -12,10 +12,15 @@ import numpy as np
 import xarray as xr
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.model.build import MIN_RUNS_PER_BOUNDS_KIND, bounds_from_data, run_location
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.data import UNKNOWN, ModelData
-from bayesgrpo.model.priors import LEVEL_PARAMS, curve_params
+from bayesgrpo.model.structure import (
+    LEVEL_PARAMS,
+    MIN_RUNS_PER_BOUNDS_KIND,
+    bounds_from_data,
+    curve_params,
+    run_location,
+)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -208,7 +213,7 @@ def levels_learnt(data: ModelData, run_bounds_from_data: bool) -> bool:
     """Whether the population learnt where the levels of a run of this bounds kind lie.
 
     A run on a stated reward range and a run normalised by its own observed range have levels on
-    different scales (:func:`model.build.bounds_from_data`). A fit with fewer than
+    different scales (:func:`model.structure.bounds_from_data`). A fit with fewer than
     ``MIN_RUNS_PER_BOUNDS_KIND`` runs of one kind gives that kind no levels of its own: a run of
     that kind would be placed at the levels of the other kind's runs, a confident answer on the
     wrong scale (measured: leaving out the Qwen family leaves one run on a stated range, and the
@@ -231,8 +236,18 @@ def levels_learnt(data: ModelData, run_bounds_from_data: bool) -> bool:
     return int(same_kind.sum()) >= MIN_RUNS_PER_BOUNDS_KIND
 
 
+def prior_spec(prior: Any) -> tuple[str, dict[str, Any]]:
+    """A prior's distribution name and parameters, from a ``pymc_extras`` ``Prior`` or its JSON form
+    (``{"dist": ..., "kwargs": {...}}``, ``RewardModel.prior_config``).
+    """
+    if isinstance(prior, Mapping):
+        return str(prior.get("dist")), dict(prior.get("kwargs", {}))
+    return str(getattr(prior, "distribution", None)), dict(getattr(prior, "parameters", {}))
+
+
 def prior_draws(prior: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` draws from one of the model's priors (a ``pymc_extras`` ``Prior``), with numpy.
+    """``n`` draws from one of the model's priors (a ``pymc_extras`` ``Prior`` or its JSON form), with
+    numpy: a live update needs no PyMC.
 
     Covers the distributions the default priors use and the common alternatives: Normal,
     HalfNormal, Gamma, Exponential, LogNormal, StudentT and HalfStudentT, with scalar parameters.
@@ -242,8 +257,7 @@ def prior_draws(prior: Any, n: int, rng: np.random.Generator) -> np.ndarray:
     BayesGRPOError
         For another distribution, or a parameter that is itself a distribution.
     """
-    name = getattr(prior, "distribution", None)
-    parameters = dict(getattr(prior, "parameters", {}))
+    name, parameters = prior_spec(prior)
     if any(not np.isscalar(value) for value in parameters.values()):
         raise BayesGRPOError(f"cannot draw from a prior with distributions as parameters: {prior!r}")
     p = {key: float(value) for key, value in parameters.items()}
@@ -276,7 +290,7 @@ def prior_level_draws(
     Parameters
     ----------
     priors : mapping
-        The population's priors (``RewardModel.priors``).
+        The population's priors (``RewardModel.prior_config``, or ``RewardModel.priors``).
     n : int
         Draws.
     random_seed : int, optional
@@ -368,13 +382,13 @@ def new_run_draws(
         A partial-pooling posterior (hyper-parameters present).
     curve : str
     family_level, task_level : str, optional
-        The run's level among the model's effect levels (``model.build.effect_levels``); a level
+        The run's level among the model's effect levels (``model.structure.effect_levels``); a level
         not among them is treated as new, None as unknown.
     log_size, log_samples : float
         Standardised covariates (``ModelData.size_standardizer`` applied); NaN when unknown.
     bounds_from_data : bool
         The run's reward is normalised by its own observed range (no stated bounds): when the
-        population has separate levels for such runs (``model.build.bounds_from_data``), it gets them.
+        population has separate levels for such runs (``model.structure.bounds_from_data``), it gets them.
     size_ranges : dict, optional
         Per parameter, the standardised log sizes its size slope was learnt from
         (:func:`fitted_size_ranges`): beyond them the trend's spread grows with the distance
@@ -413,7 +427,7 @@ def new_run_draws(
         effects = np.zeros(n)
         for dim, level in (("family", family_level), ("task", task_level)):
             # levels of a fit mixing both kinds of reward bounds have their own groupings
-            # (model.build.effect_grouping); a data-bounded run takes no level effects
+            # (model.structure.effect_grouping); a data-bounded run takes no level effects
             coord = f"level_{dim}" if f"{name}_level_{dim}" in stacked else dim
             if coord != dim and data_bounded:
                 continue

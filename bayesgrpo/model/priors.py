@@ -38,14 +38,7 @@ from pymc_extras.prior import Prior
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.curves import get_curve
-
-#: Curve parameters shared by every family, on their unconstrained scales.
-LEVEL_PARAMS: tuple[str, ...] = ("r0", "r1")
-
-
-def curve_params(curve: str) -> tuple[str, ...]:
-    """Names of a family's run parameters: ``r0``, ``r1``, then its shape parameters."""
-    return LEVEL_PARAMS + tuple(get_curve(curve).shape_params)
+from bayesgrpo.model.structure import curve_params
 
 
 def _spread(mean: float) -> Prior:

@@ -14,13 +14,15 @@ import re
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
-import pymc as pm
 
 from bayesgrpo.errors import BayesGRPOError, FitTooLargeError, FitWarning
+
+if TYPE_CHECKING:
+    import arviz as az
+    import pymc as pm
 
 logger = logging.getLogger(__name__)
 
@@ -228,6 +230,8 @@ def diagnose(
     idata: az.InferenceData, sampler: str, seconds: float, compile_seconds: float = 0.0
 ) -> FitDiagnostics:
     """Divergences, r_hat and ESS over the model's free parameters, with plain-word warnings."""
+    import arviz as az
+
     posterior = idata.posterior
     names = [
         name for name in posterior.data_vars if not name.endswith("_z") and not name.endswith("_centered")
@@ -327,6 +331,8 @@ def sample_model(
     idata : arviz.InferenceData
     diagnostics : FitDiagnostics
     """
+    import pymc as pm
+
     if sampler not in SAMPLERS:
         raise BayesGRPOError(f"sampler={sampler!r}; choose one of {SAMPLERS}")
     resolve_pytensor_blas(sampler)
@@ -387,6 +393,8 @@ def sample_model(
 
 def _split_chains(idata: az.InferenceData, chains: int) -> az.InferenceData:
     """Reshape one long chain of approximate draws into ``chains`` pseudo-chains."""
+    import arviz as az
+
     posterior = idata.posterior
     if int(posterior.sizes["chain"]) != 1 or chains <= 1:
         return idata

@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError, NotFittedError
-from bayesgrpo.model.build import OTHER_LEVEL, effect_levels
 from bayesgrpo.model.data import UNKNOWN, prepare
 from bayesgrpo.model.datasets import bundled_population
 from bayesgrpo.model.draws import BANDS, DEFAULT_BAND, band_draws, check_band
@@ -60,11 +59,12 @@ from bayesgrpo.model.predict import (
     levels_learnt,
     new_run_draws,
     prior_level_draws,
+    prior_spec,
     quantile_columns,
     unseen_group_sds,
 )
-from bayesgrpo.model.priors import curve_params
 from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.model.structure import OTHER_LEVEL, curve_params, effect_levels
 from bayesgrpo.questions.stopping import CurveDraws
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class LiveForecaster:
     _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        if self.population.idata is None or self.population.data is None:
+        if not self.population.is_fitted:
             raise NotFittedError(
                 "LiveForecaster needs a fitted population model (RewardModel.fit or RewardModel.load)"
             )
@@ -163,10 +163,11 @@ class LiveForecaster:
         ``batch_size`` and ``group_size``); anything missing is treated as unknown. Without
         ``reward_min``/``reward_max`` the run's reward is normalised by its own (estimated whole)
         range (:meth:`update`), and it gets the population's levels of such runs
-        (``model.build.bounds_from_data``).
+        (``model.structure.bounds_from_data``).
         """
         data = self.population.data
-        assert data is not None and self.population.idata is not None
+        posterior = self.population.posterior
+        assert data is not None and posterior is not None
         family = _text(metadata.get("family"))
         task = _text(metadata.get("task"))
         size = metadata_number(metadata.get("size_b"))
@@ -186,16 +187,14 @@ class LiveForecaster:
         if key not in self._priors:
             _, family_levels = effect_levels(data.family_index, data.families)
             _, task_levels = effect_levels(data.task_index, data.tasks)
-            n_samples = (
-                self.population.idata.posterior.sizes["chain"] * self.population.idata.posterior.sizes["draw"]
-            )
+            n_samples = posterior.sizes["chain"] * posterior.sizes["draw"]
             prior_levels = (
                 None
                 if levels_learnt(data, from_data)
-                else prior_level_draws(self.population.priors, n_samples, self.random_seed)
+                else prior_level_draws(self.population.prior_config, n_samples, self.random_seed)
             )
             draws = new_run_draws(
-                self.population.idata.posterior,
+                posterior,
                 self.population.curve,
                 family_level=_level(family, data.families, data.family_index, family_levels),
                 task_level=_level(task, data.tasks, data.task_index, task_levels),
@@ -207,7 +206,7 @@ class LiveForecaster:
                     data,
                     self.population.curve,
                     {"family": family, "task": task},
-                    {name: _prior_scale(prior) for name, prior in self.population.priors.items()},
+                    {name: _prior_scale(prior) for name, prior in self.population.prior_config.items()},
                 ),
                 extrapolation_sd=_size_slope_prior_sd(self.population),
                 prior_levels=prior_levels,
@@ -512,14 +511,16 @@ def _size_slope_prior_sd(population: RewardModel) -> float:
     standardised log size that a size beyond the fitted ones adds (``model.predict.size_effect_draws``).
     """
     scales = [
-        _prior_scale(prior) for name, prior in population.priors.items() if name.endswith("_size_slope")
+        _prior_scale(prior) for name, prior in population.prior_config.items() if name.endswith("_size_slope")
     ]
     return max(scales, default=0.5)
 
 
-def _prior_scale(prior: Any) -> float:
-    """A prior's ``sigma`` (its scale), 0.5 when it names none."""
-    return float(getattr(prior, "parameters", {}).get("sigma", 0.5))
+def _prior_scale(prior: Mapping[str, Any]) -> float:
+    """A prior's ``sigma`` (its scale) from its JSON form (``RewardModel.prior_config``), 0.5 when it
+    names none.
+    """
+    return float(prior_spec(prior)[1].get("sigma", 0.5))
 
 
 def _text(value: Any) -> str | None:

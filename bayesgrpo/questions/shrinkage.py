@@ -28,10 +28,15 @@ import pandas as pd
 from scipy import special
 
 from bayesgrpo.errors import BayesGRPOError, NotFittedError
-from bayesgrpo.model.build import bounds_from_data, effect_grouping, run_location
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve
 from bayesgrpo.model.precondition import run_laplace
-from bayesgrpo.model.priors import LEVEL_PARAMS, curve_params
+from bayesgrpo.model.structure import (
+    LEVEL_PARAMS,
+    bounds_from_data,
+    curve_params,
+    effect_grouping,
+    run_location,
+)
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -264,7 +269,7 @@ class Scaling:
         Runs of known size left out of a level (``r0``, ``r1``, ``asymptote``) because they are
         normalised by their own observed range in a population that has runs on a stated range:
         their levels say where they sit in that range, not how good they are
-        (``model.build.bounds_from_data``).
+        (``model.structure.bounds_from_data``).
     """
 
     param: str

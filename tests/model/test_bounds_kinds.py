@@ -2,7 +2,7 @@
 
 A run without ``reward_min``/``reward_max`` is normalised by its own observed range, so its levels
 say where it sits in that range, not how good it is. These tests pin down how the model keeps
-such levels apart from the levels of runs on a stated range (``model.build.bounds_from_data``).
+such levels apart from the levels of runs on a stated range (``model.structure.bounds_from_data``).
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import pytest
 import xarray as xr
 
 from bayesgrpo.logs.table import RunsTable
-from bayesgrpo.model.build import bounds_from_data, create_reward_model, effect_grouping, run_location
+from bayesgrpo.model.build import create_reward_model
 from bayesgrpo.model.data import prepare
 from bayesgrpo.model.predict import new_run_draws
 from bayesgrpo.model.priors import default_priors
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.simulate import simulate_runs
+from bayesgrpo.model.structure import bounds_from_data, effect_grouping, run_location
 from bayesgrpo.questions.shrinkage import scaling_table
 
 pytestmark = pytest.mark.usefixtures("fast_compile")

@@ -7,6 +7,8 @@ tested here); real NUTS recovery is in test_model_recovery.py (slow lane).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import arviz as az
 import numpy as np
@@ -20,9 +22,16 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.build import MIN_POINTS_CENTERED
 from bayesgrpo.model.curves import CURVES
 from bayesgrpo.model.data import prepare, signal_to_noise
+from bayesgrpo.model.datasets import POPULATION_FILE
 from bayesgrpo.model.precondition import run_laplace
 from bayesgrpo.model.priors import default_priors
-from bayesgrpo.model.reward_model import ModelConfigError, NotFittedError, RewardModel
+from bayesgrpo.model.reward_model import (
+    SAVED_GROUPS,
+    ModelConfigError,
+    NotFittedError,
+    RewardModel,
+    _read_hdf5_groups,
+)
 from bayesgrpo.model.sampling import _runs_over, _split_chains
 from bayesgrpo.model.simulate import simulate_runs
 
@@ -210,6 +219,60 @@ def test_save_load_round_trip_is_exact(mocked, simulated, tmp_path):
     # the file is closed once loaded: the loaded model can be saved over it, and still answers
     loaded.save(path)
     pd.testing.assert_frame_equal(RewardModel.load(path).final_reward(), loaded.final_reward())
+
+
+def _xarray_groups(path):
+    groups = {}
+    for group in SAVED_GROUPS:
+        try:
+            with xr.open_dataset(path, group=group, engine="h5netcdf") as dataset:
+                groups[group] = dataset.load()
+        except OSError:  # no such group: a fit without sample stats
+            continue
+    return groups
+
+
+@pytest.mark.parametrize("which", ["shipped", "saved here"])
+def test_a_saved_model_is_read_from_hdf5_exactly_as_xarray_reads_it(mocked, simulated, tmp_path, which):
+    if which == "shipped":
+        path = POPULATION_FILE
+    else:
+        path = RewardModel(curve="weibull").fit(simulated.table).save(tmp_path / "model.nc")
+    fast, reference = _read_hdf5_groups(path), _xarray_groups(path)
+    assert set(fast) == set(reference) >= {"posterior", "constant_data"}
+    assert which == "saved here" or set(fast) == set(SAVED_GROUPS)  # the shipped fit has sample stats
+    for group in fast:
+        xr.testing.assert_identical(fast[group], reference[group])
+
+
+def test_a_file_the_hdf5_reader_does_not_know_is_read_by_xarray(mocked, simulated, tmp_path):
+    model = RewardModel(curve="exp").fit(simulated.table)
+    path = model.save(tmp_path / "model.nc")
+    idata = az.from_netcdf(str(path))
+    idata.posterior["nu"].attrs["units"] = "degrees of freedom"  # a CF attribute xarray decodes
+    encoded = tmp_path / "encoded.nc"
+    idata.to_netcdf(str(encoded))
+    with pytest.raises(ValueError, match="CF encoding"):
+        _read_hdf5_groups(encoded)
+    loaded = RewardModel.load(encoded)
+    np.testing.assert_array_equal(loaded.posterior["nu"].values, model.posterior["nu"].values)
+
+
+def test_reading_a_saved_model_loads_neither_pymc_nor_arviz():
+    code = (
+        "import sys\n"
+        "from bayesgrpo.model.datasets import bundled_population, load_bundled\n"
+        "from bayesgrpo.questions.live import LiveForecaster\n"
+        "table = load_bundled(warn=False)\n"
+        "run = table.select([table.run_ids[0]])\n"
+        "LiveForecaster(bundled_population(), random_seed=0).update(run)\n"
+        "heavy = ('pymc', 'pytensor', 'arviz', 'jax', 'numpyro', 'pymc_extras', 'scipy.stats', 'emcee')\n"
+        "print(sorted(name for name in heavy if name in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_load_detects_a_changed_configuration(mocked, simulated, tmp_path):

@@ -24,7 +24,8 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 from bayesgrpo.model.curves import CURVES, asymptote_from_levels, oscillator_omega, reward_curve_by_levels
 from bayesgrpo.model.data import prepare
-from bayesgrpo.model.priors import curve_params, default_priors
+from bayesgrpo.model.priors import default_priors
+from bayesgrpo.model.structure import curve_params
 from bayesgrpo.questions.diagnostics.finding import ACTIONS, Finding
 from bayesgrpo.questions.diagnostics.trend import clean_series, edge_count, noise_level
 
