@@ -61,6 +61,7 @@ _LAZY = {
     "CurveDraws": "bayesgrpo.questions.stopping",
     "PlateauRule": "bayesgrpo.questions.stopping",
     "BudgetRule": "bayesgrpo.questions.stopping",
+    "GainRateRule": "bayesgrpo.questions.stopping",
     "TargetRule": "bayesgrpo.questions.stopping",
     "Confirmed": "bayesgrpo.questions.stopping",
 }
@@ -92,7 +93,14 @@ if TYPE_CHECKING:
     from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.questions.live import LiveForecaster
-    from bayesgrpo.questions.stopping import BudgetRule, Confirmed, CurveDraws, PlateauRule, TargetRule
+    from bayesgrpo.questions.stopping import (
+        BudgetRule,
+        Confirmed,
+        CurveDraws,
+        GainRateRule,
+        PlateauRule,
+        TargetRule,
+    )
 
 
 #: Subpackages (and moved modules' old names) that ``bayesgrpo.<name>`` imports on first use.
@@ -119,6 +127,7 @@ __all__ = [
     "BayesGRPOError",
     "BayesGRPOWarning",
     "BudgetRule",
+    "GainRateRule",
     "CurveDraws",
     "EmptyLogError",
     "FitTooLargeError",

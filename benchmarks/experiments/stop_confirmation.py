@@ -2,7 +2,10 @@
 
 A noisy run's prefix that ends in a dip looks flat, and a plateau rule asked there stops at the
 low point. :class:`bayesgrpo.questions.stopping.Confirmed` keeps a ``stop`` only at its k-th
-consecutive check (checks every 5% of a run). Measured, for k = 1 (the rule as shipped), 2 and 3:
+consecutive check (checks every 5% of a run). Beside it, a rule on the expected gain per remaining
+step (:class:`bayesgrpo.questions.stopping.GainRateRule`: stop when the expected remaining gain is
+below ``rate`` x the share of the run left, ``rate`` a share of the reward range). Measured, for
+k = 1 (the rule as shipped), 2 and 3:
 
 * on the 60 bundled runs, each conditioned on a 5-fold population that never saw it (the fits of
   ``benchmarks/backtest.py``, cached in ``benchmarks/_scratch/backtest_pops``), runs with and
@@ -40,17 +43,22 @@ from stopping_simulated import dip_at
 RESULTS = HERE / "results"
 CHECKS = (1, 2, 3)
 PLATEAUS = [(eps, prob) for eps in (0.01, 0.02, 0.03) for prob in (0.8, 0.9)]
+#: GainRateRule's rates: the expected gain, as a share of the range per whole run, worth the steps.
+GAIN_RATES = (0.01, 0.02, 0.03, 0.05, 0.1, 0.2)
 
 
 def rules() -> dict:
     """Plateau rules at each k, and the fixed budgets they must beat."""
     from bayesgrpo.evaluate.backtest import FixedFraction
-    from bayesgrpo.questions.stopping import Confirmed, PlateauRule
+    from bayesgrpo.questions.stopping import Confirmed, GainRateRule, PlateauRule
 
     out: dict = {f"fixed {f}": FixedFraction(f) for f in (0.5, 0.6)}
     for eps, prob in PLATEAUS:
         for k in CHECKS:
             out[f"plateau eps={eps} p={prob} k={k}"] = Confirmed(PlateauRule(eps, prob, relative=True), k)
+    for rate in GAIN_RATES:
+        for k in CHECKS:
+            out[f"gain rate r={rate} k={k}"] = Confirmed(GainRateRule(rate, relative=True), k)
     return out
 
 

@@ -28,6 +28,7 @@ from bayesgrpo.questions.stopping import (
     PHASES,
     BudgetRule,
     CurveDraws,
+    GainRateRule,
     PlateauRule,
     TargetRule,
 )
@@ -358,6 +359,34 @@ def test_budget_rule_weighs_every_later_step(factor, decision):
     if decision == "continue":
         assert d.details["best_step"] == u1 and d.probability == 1.0
         assert d.reason.startswith("continuing to step 208 has expected net value +")
+
+
+@pytest.mark.parametrize(("factor", "decision"), [(1 - 1e-6, "stop"), (1 + 1e-6, "continue")])
+def test_gain_rate_rule_flips_where_the_expected_gain_meets_its_share_of_the_rate(factor, decision):
+    # an exp curve on progress t = step / 1000: at step 200 of 1000, 80% of the run is left
+    tau, s, T = 0.3, 200.0, 1000.0
+    cd = fixed("exp", r0=0.1, asymptote=0.8, shape={"tau": tau}, step_scale=1000.0, reward_scale=2.0)
+    gain = 0.7 * (math.exp(-0.2 / tau) - math.exp(-1 / tau))
+    rate = gain / (0.8 * 2.0) / factor  # relative: a share of the reward range (2.0) per whole run
+    [d] = GainRateRule(rate).decide(cd, s, T)
+    assert d.decision == decision
+    assert d.details["share_left"] == pytest.approx(0.8)
+    assert d.details["gain_bar"] == pytest.approx(rate * 2.0 * 0.8)
+    assert d.expected_gain == pytest.approx(gain)
+    assert ("not worth its steps" in d.reason) == (decision == "stop")
+    [absolute] = GainRateRule(rate * 2.0, relative=False).decide(cd, s, T)
+    assert absolute.decision == decision
+
+
+def test_gain_rate_rule_asks_less_gain_of_less_run_left():
+    cd = fixed("exp", r0=0.1, asymptote=0.8, shape={"tau": 0.3}, step_scale=1000.0)
+    rule = GainRateRule(0.05)
+    early, late = rule.decide(cd, 100.0, 1000.0)[0], rule.decide(cd, 900.0, 1000.0)[0]
+    assert late.details["gain_bar"] == pytest.approx(early.details["gain_bar"] / 9)
+    [done] = rule.decide(cd, 1000.0, 1000.0)
+    assert done.decision == "stop" and done.probability == 1.0
+    with pytest.raises(BayesGRPOError):
+        GainRateRule(-0.1)
 
 
 def test_budget_rule_stops_when_nothing_is_left():

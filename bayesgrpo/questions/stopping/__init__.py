@@ -10,8 +10,9 @@ curve parameters:
   it makes in the limit, ``A - R0``) is first reached, with intervals, and how likely that step
   lies beyond the horizon;
 * :func:`phase`: slow start, rapid improvement or plateau, with posterior probabilities;
-* rules (:class:`PlateauRule`, :class:`BudgetRule`, :class:`TargetRule`) that turn these into a
-  :class:`Decision` per run: stop or continue, the probability behind it and a one-line reason.
+* rules (:class:`PlateauRule`, :class:`BudgetRule`, :class:`GainRateRule`, :class:`TargetRule`) that
+  turn these into a :class:`Decision` per run: stop or continue, the probability behind it and a
+  one-line reason.
 
 Everything is a pure function of a :class:`CurveDraws` (the curve parameters per posterior draw,
 in reward units, plus the map from steps to the curve's progress axis), vectorised over draws and
@@ -61,6 +62,7 @@ from bayesgrpo.questions.stopping.rules import (
     BudgetRule,
     Confirmed,
     Decision,
+    GainRateRule,
     PlateauRule,
     StoppingRule,
     TargetRule,
@@ -74,6 +76,7 @@ __all__ = [
     "PHASES",
     "PLATEAU_MIN_GAIN",
     "BudgetRule",
+    "GainRateRule",
     "CurveDraws",
     "Decision",
     "Confirmed",

@@ -1,4 +1,4 @@
-"""Stopping rules: :class:`PlateauRule`, :class:`BudgetRule`, :class:`TargetRule`.
+"""Stopping rules: :class:`PlateauRule`, :class:`BudgetRule`, :class:`GainRateRule`, :class:`TargetRule`.
 
 Each turns the curve draws of runs into one :class:`Decision` per run: stop or continue, the
 probability behind it and a one-line reason. :func:`decisions_table` lays decisions out as a table.
@@ -291,6 +291,67 @@ class BudgetRule:
                 )
         details = {"best_step": best_step, "expected_net_value": best_value}
         return _decisions(str(self), cd, s, T, stop, best_prob, reasons, stats, details)
+
+
+@dataclass(frozen=True)
+class GainRateRule:
+    """Stop when the gain still expected is worth less than the share of the run it would take.
+
+    The rest of a run, from step ``s`` to its horizon ``T``, takes ``(T - s) / T`` of the run (on
+    the curve's progress axis). The rule keeps training while the expected remaining gain
+    ``E[R(T) - R(s)]`` is at least ``rate`` times that share, in reward units (a fraction of each
+    run's ``reward_scale`` when ``relative``), and stops below it: with ``rate = 0.1`` the last
+    half of a run must be expected to add at least 5% of the reward range, its last fifth 2%. It
+    is the expected gain per remaining step, measured against the run's own length, so one
+    ``rate`` serves runs of any length. It decides on the expected value, as :class:`BudgetRule`
+    does; ``probability`` is the posterior probability that the gain falls short of the bar.
+
+    Parameters
+    ----------
+    rate : float
+        Gain per whole run that is worth its steps, ``>= 0`` (reward units, or a fraction of the
+        reward range when ``relative``).
+    relative : bool
+    interval : float
+        Interval of the expected gain reported with the decision.
+    """
+
+    rate: float
+    relative: bool = True
+    interval: float = 0.9
+
+    def __post_init__(self) -> None:
+        check_eps(self.rate)
+        check_prob(self.interval, "interval")
+
+    def __str__(self) -> str:
+        unit = " of the reward range" if self.relative else ""
+        return f"GainRateRule(rate={self.rate:g}{unit} per run)"
+
+    def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
+        """One :class:`Decision` per run of ``cd`` at ``step_now`` with horizon ``horizon_step``."""
+        s, T = checked_steps(cd, step_now, horizon_step)
+        gain, *stats = _gain_numbers(cd, s, T, self.interval)
+        t_now, t_end = cd.to_t(s), cd.to_t(T)
+        share_left = np.where(t_end > 0, (t_end - t_now) / np.where(t_end > 0, t_end, 1.0), 0.0)
+        bar = eps_per_run(cd, self.rate, self.relative) * share_left
+        expected = gain.mean(axis=0)
+        stop = (expected < bar) | (T == s)
+        p = np.where(T == s, 1.0, (gain < bar[None, :]).mean(axis=0))
+        reasons = []
+        for i in range(cd.n_runs):
+            left = T[i] - s[i]
+            if left == 0:
+                reasons.append(f"no steps remain before the horizon (step {_fmt_step(T[i])}): stop")
+                continue
+            head = (
+                f"expected gain over the remaining {_fmt_step(left)} steps {expected[i]:+.3g} "
+                f"({stats[1][i]:+.3g} to {stats[2][i]:+.3g}) against {bar[i]:.3g} for "
+                f"{share_left[i]:.0%} of the run"
+            )
+            reasons.append(f"{head}: not worth its steps" if stop[i] else f"{head}: keep training")
+        details = {"gain_bar": bar, "share_left": share_left}
+        return _decisions(str(self), cd, s, T, stop, p, reasons, stats, details)
 
 
 def _max_reward(cd: CurveDraws, s: np.ndarray, T: np.ndarray) -> np.ndarray:
