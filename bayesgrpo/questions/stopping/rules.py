@@ -7,7 +7,7 @@ probability behind it and a one-line reason. :func:`decisions_table` lays decisi
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
@@ -101,6 +101,16 @@ def _gain_numbers(
     return gain, *interval_bounds(gain, interval)
 
 
+def _reasons(s: np.ndarray, T: np.ndarray, explain: Callable[[int, float], str]) -> list[str]:
+    """Each run's reason: that no step is left at the horizon, else ``explain(i, steps_left)``."""
+    return [
+        f"no steps remain before the horizon (step {_fmt_step(T[i])}): stop"
+        if T[i] == s[i]
+        else explain(i, float(T[i] - s[i]))
+        for i in range(len(s))
+    ]
+
+
 def _decisions(
     rule: str,
     cd: CurveDraws,
@@ -181,24 +191,21 @@ class PlateauRule:
         p = np.where(done, 1.0, p)
         stop = p >= self.prob
         undecided = ~stop & ((1.0 - p) < self.prob)  # nor is a gain of at least eps that probable
-        reasons = []
-        for i in range(cd.n_runs):
-            left = T[i] - s[i]
-            if left == 0:
-                reasons.append(f"no steps remain before the horizon (step {_fmt_step(T[i])}): stop")
-                continue
+
+        def explain(i: int, left: float) -> str:
             head = f"P(gain over the remaining {_fmt_step(left)} steps < {eps[i]:.3g}) = {p[i]:.2f}"
             interval = f"expected gain {stats[0][i]:+.3g} ({stats[1][i]:+.3g} to {stats[2][i]:+.3g})"
             if stop[i]:
-                reasons.append(f"{head} >= {self.prob:.2f}: the run is on its plateau")
-            elif undecided[i]:
-                reasons.append(
+                return f"{head} >= {self.prob:.2f}: the run is on its plateau"
+            if undecided[i]:
+                return (
                     f"{head}: neither it nor a gain of at least {eps[i]:.3g} reaches {self.prob:.2f}; "
                     f"{interval}: the run's noise is too large to tell a gain of {eps[i]:.3g} at this "
                     "probability yet (more points will tell; keep training meanwhile)"
                 )
-            else:
-                reasons.append(f"{head} <= {1.0 - self.prob:.2f}: {interval}, keep training")
+            return f"{head} <= {1.0 - self.prob:.2f}: {interval}, keep training"
+
+        reasons = _reasons(s, T, explain)
         return _decisions(str(self), cd, s, T, stop, p, reasons, stats, undecided=undecided)
 
 
@@ -338,18 +345,16 @@ class GainRateRule:
         expected = gain.mean(axis=0)
         stop = (expected < bar) | (T == s)
         p = np.where(T == s, 1.0, (gain < bar[None, :]).mean(axis=0))
-        reasons = []
-        for i in range(cd.n_runs):
-            left = T[i] - s[i]
-            if left == 0:
-                reasons.append(f"no steps remain before the horizon (step {_fmt_step(T[i])}): stop")
-                continue
+
+        def explain(i: int, left: float) -> str:
             head = (
                 f"expected gain over the remaining {_fmt_step(left)} steps {expected[i]:+.3g} "
                 f"({stats[1][i]:+.3g} to {stats[2][i]:+.3g}) against {bar[i]:.3g} for "
                 f"{share_left[i]:.0%} of the run"
             )
-            reasons.append(f"{head}: not worth its steps" if stop[i] else f"{head}: keep training")
+            return f"{head}: not worth its steps" if stop[i] else f"{head}: keep training"
+
+        reasons = _reasons(s, T, explain)
         details = {"gain_bar": bar, "share_left": share_left}
         return _decisions(str(self), cd, s, T, stop, p, reasons, stats, details)
 
