@@ -205,6 +205,21 @@ def test_stop_without_a_population_uses_the_shipped_one(tmp_path, capsys, monkey
     assert all(row["pareto_k"] is not None for row in rows)  # answered by a live update, not a fit
 
 
+def test_stop_with_the_gain_rate_rule(tmp_path, capsys, monkeypatch, population):
+    model, _ = population
+    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
+    folder = _write_simulated_runs(tmp_path)
+    argv = ["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "200"]
+    assert main([*argv, "--rule", "gain-rate", "--rate", "0.05", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 3
+    assert all(row["rule"] == "GainRateRule(rate=0.05 of the reward range per run)" for row in rows)
+    assert all("of the run" in row["reason"] for row in rows)
+    # a rate no run's expected gain reaches stops every run
+    assert main([*argv, "--rule", "gain-rate", "--rate", "100", "--json"]) == 0
+    assert all(row["decision"] == "stop" for row in json.loads(capsys.readouterr().out))
+
+
 def test_stop_needs_a_horizon(tmp_path, capsys):
     folder = _write_simulated_runs(tmp_path)
     try:

@@ -547,7 +547,7 @@ CONFIRM_SPACING = 0.05
 
 def _stop_rule(args: argparse.Namespace) -> Any:
     """The rule the options name; with ``--confirm K`` (K > 1) wrapped in ``Confirmed``."""
-    from bayesgrpo.questions.stopping import BudgetRule, Confirmed, PlateauRule, TargetRule
+    from bayesgrpo.questions.stopping import BudgetRule, Confirmed, GainRateRule, PlateauRule, TargetRule
 
     confirm = getattr(args, "confirm", 1)
     if confirm < 1:
@@ -560,6 +560,8 @@ def _stop_rule(args: argparse.Namespace) -> Any:
         raise SystemExit("--confirm asks the live update at earlier checks; it does not go with --fit")
     if args.rule == "plateau":
         rule: Any = PlateauRule(eps=args.eps, prob=args.prob, relative=not args.absolute)
+    elif args.rule == "gain-rate":
+        rule = GainRateRule(rate=args.rate, relative=not args.absolute)
     elif args.rule == "budget":
         if args.cost_per_step is None or args.value_per_reward is None:
             raise SystemExit("--rule budget needs --cost-per-step and --value-per-reward")

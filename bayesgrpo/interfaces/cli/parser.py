@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-figure", action="store_true", help="skip the figure")
 
     def rule_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--rule", choices=["plateau", "budget", "target"], default="plateau")
+        p.add_argument("--rule", choices=["plateau", "budget", "target", "gain-rate"], default="plateau")
         p.add_argument(
             "--eps",
             type=float,
@@ -84,6 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--cost-per-step", type=float, help="budget: cost of one more step")
         p.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
         p.add_argument("--target", type=float, help="target: the reward to reach")
+        p.add_argument(
+            "--rate",
+            type=float,
+            default=0.03,
+            help="gain-rate: stop when the expected remaining gain is below this share of the reward range "
+            "per whole run, times the share of the run left (default 0.03; --absolute: reward units)",
+        )
         p.add_argument(
             "--confirm",
             type=int,
