@@ -310,6 +310,7 @@ def main() -> None:
     logging.getLogger("bayesgrpo").setLevel(logging.WARNING)
     warnings.simplefilter("ignore")
     from backtest import stopping_rules
+    from live_backtest import code_hash
 
     from bayesgrpo.evaluate.backtest import stopping_backtest
     from bayesgrpo.model.datasets import bundled_population
@@ -319,6 +320,7 @@ def main() -> None:
     settings = {"per_shape": args.per_shape, "seed": args.seed, "check": args.check_every}
     if not args.no_slow_noise:  # (runs without it keep their earlier cache key)
         settings["slow"] = SLOW_LENGTH
+    settings["code"] = code_hash()  # a change to the live update or the rules re-runs them
     key = json.dumps(settings)
     tag = hashlib.sha256(key.encode()).hexdigest()[:12]
     SCRATCH.mkdir(parents=True, exist_ok=True)
