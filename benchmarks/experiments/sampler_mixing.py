@@ -15,6 +15,8 @@ Variants (sampler settings, on the package as it is):
 - ``dense``: numpyro with a dense mass matrix over all 469 parameters.
 - ``ta80``: target acceptance 0.8 instead of 0.9.
 - ``nutpie_lowrank``: nutpie (JAX gradients) with its low-rank modified mass matrix.
+- ``nutpie_flow``: nutpie with its normalising-flow adaptation (``with_transform_adapt``,
+  ``transform_adapt=True``; needs ``pip install flowjax``, not a dependency of the package).
 
 Model variants (``patches/model_variants.diff`` applied to a copy of the package, then one of):
 
@@ -47,7 +49,16 @@ REPO = HERE.parents[1]
 RESULTS = HERE / "results" / "sampler_mixing.jsonl"
 PATCH = HERE / "patches" / "model_variants.diff"
 MODEL_FLAGS = {"slowpool": "SLOWPOOL", "offset": "OFFSET", "ortho": "ORTHO"}
-VARIANTS = ("devices100", "devices2", "sequential", "dense", "ta80", "nutpie_lowrank", *MODEL_FLAGS)
+VARIANTS = (
+    "devices100",
+    "devices2",
+    "sequential",
+    "dense",
+    "ta80",
+    "nutpie_lowrank",
+    "nutpie_flow",
+    *MODEL_FLAGS,
+)
 
 CHILD = r"""
 import json, os, sys, time, warnings
@@ -69,6 +80,13 @@ if variant == "nutpie_lowrank":
     compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax")
     idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=2, cores=2, seed=seed, progress_bar=False,
         target_accept=0.9, low_rank_modified_mass_matrix=True)
+elif variant == "nutpie_flow":  # normalising-flow adaptation (needs flowjax: pip install flowjax)
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import nutpie
+    compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax").with_transform_adapt()
+    idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=2, cores=2, seed=seed, progress_bar=False,
+        target_accept=0.9, transform_adapt=True)
 else:
     kwargs = {"chain_method": "sequential" if variant == "sequential" else "parallel", "nuts_kwargs": {}}
     if variant == "dense":
