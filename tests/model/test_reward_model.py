@@ -7,6 +7,7 @@ tested here); real NUTS recovery is in test_model_recovery.py (slow lane).
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 
@@ -256,6 +257,20 @@ def test_a_file_the_hdf5_reader_does_not_know_is_read_by_xarray(mocked, simulate
         _read_hdf5_groups(encoded)
     loaded = RewardModel.load(encoded)
     np.testing.assert_array_equal(loaded.posterior["nu"].values, model.posterior["nu"].values)
+
+
+def test_a_loaded_model_builds_its_inference_data_on_demand_and_pickles(tmp_path):
+    loaded = RewardModel.load(POPULATION_FILE)
+    assert loaded.is_fitted and loaded._idata is None  # read, not yet made into InferenceData
+    reference = az.from_netcdf(str(POPULATION_FILE))
+    xr.testing.assert_identical(loaded.posterior, reference.posterior)
+    clone = pickle.loads(pickle.dumps(loaded))  # as Ray ships a population to its workers
+    assert clone.config_hash == loaded.config_hash and clone.prior_config == loaded.prior_config
+    idata = clone.idata
+    assert set(idata.groups()) == {"posterior", "sample_stats"}
+    xr.testing.assert_identical(idata.posterior, reference.posterior)
+    assert clone.posterior is idata.posterior and clone.idata is idata
+    assert set(clone.priors) == set(clone.prior_config)  # the Prior objects, built when asked
 
 
 def test_reading_a_saved_model_loads_neither_pymc_nor_arviz():
