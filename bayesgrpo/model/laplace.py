@@ -217,44 +217,43 @@ def laplace_fit(
     return mode, 0.5 * (cov + cov.T)
 
 
-def _gaussian_factor(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """A factor ``L`` with ``L L^T = cov`` and the inverse of ``cov``'s square root, from its
-    eigendecomposition (a covariance with a flat direction keeps a tiny, positive floor).
-    """
-    eigenvalues, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
-    eigenvalues = np.maximum(eigenvalues, 1e-12 * max(float(eigenvalues.max()), 1e-300))
-    return vectors * np.sqrt(eigenvalues), vectors / np.sqrt(eigenvalues), np.log(eigenvalues).sum()
-
-
-def _student_t_draws(
-    location: np.ndarray, cov: np.ndarray, df: float, n: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Draws of a multivariate t with shape matrix ``cov`` (``df`` = inf: a Gaussian)."""
-    factor, _, _ = _gaussian_factor(cov)
-    z = rng.standard_normal((n, len(location))) @ factor.T
-    if np.isinf(df):
-        return location + z
-    return location + z / np.sqrt(rng.chisquare(df, n) / df)[:, None]
-
-
-def _student_t_log_density(theta: np.ndarray, location: np.ndarray, cov: np.ndarray, df: float) -> np.ndarray:
-    """Log density of a multivariate t (``df`` = inf: a Gaussian) at each row of ``theta``.
+class MultivariateT:
+    """A multivariate t with shape matrix ``cov`` (``df`` = inf: a Gaussian): draws and log density.
 
     In numpy rather than ``scipy.stats`` (whose import costs a fresh process half a second before
-    its first live answer); ``tests/model/test_laplace.py`` checks it against scipy's.
+    its first live answer); ``tests/model/test_laplace.py`` checks it against scipy's. The shape
+    matrix is factored once, from its eigendecomposition (a flat direction keeps a tiny, positive
+    floor), for both the draws and the density.
     """
-    _, whitening, log_det = _gaussian_factor(cov)
-    squared = np.sum(((theta - location) @ whitening) ** 2, axis=-1)
-    dim = len(location)
-    if np.isinf(df):
-        return -0.5 * (squared + log_det + dim * np.log(2 * np.pi))
-    return (
-        special.gammaln(0.5 * (df + dim))
-        - special.gammaln(0.5 * df)
-        - 0.5 * dim * np.log(df * np.pi)
-        - 0.5 * log_det
-        - 0.5 * (df + dim) * np.log1p(squared / df)
-    )
+
+    def __init__(self, location: np.ndarray, cov: np.ndarray, df: float) -> None:
+        eigenvalues, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+        eigenvalues = np.maximum(eigenvalues, 1e-12 * max(float(eigenvalues.max()), 1e-300))
+        self.location, self.df = np.asarray(location, dtype=float), float(df)
+        self._factor = vectors * np.sqrt(eigenvalues)  # factor @ factor.T = cov
+        self._whitening = vectors / np.sqrt(eigenvalues)
+        self._log_det = float(np.log(eigenvalues).sum())
+
+    def draws(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` draws, shape (n, P)."""
+        z = rng.standard_normal((n, len(self.location))) @ self._factor.T
+        if np.isinf(self.df):
+            return self.location + z
+        return self.location + z / np.sqrt(rng.chisquare(self.df, n) / self.df)[:, None]
+
+    def log_density(self, theta: np.ndarray) -> np.ndarray:
+        """Log density at each row of ``theta``."""
+        squared = np.sum(((theta - self.location) @ self._whitening) ** 2, axis=-1)
+        dim, df = len(self.location), self.df
+        if np.isinf(df):
+            return -0.5 * (squared + self._log_det + dim * np.log(2 * np.pi))
+        return (
+            special.gammaln(0.5 * (df + dim))
+            - special.gammaln(0.5 * df)
+            - 0.5 * dim * np.log(df * np.pi)
+            - 0.5 * self._log_det
+            - 0.5 * (df + dim) * np.log1p(squared / df)
+        )
 
 
 def _importance_draws(
@@ -269,15 +268,12 @@ def _importance_draws(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draws from the defensive mixture proposal and their log importance weights."""
     n_prior = round(PRIOR_SHARE * n_draws)
-    theta = np.vstack(
-        [
-            _student_t_draws(location, cov, PROPOSAL_DF, n_draws - n_prior, rng),
-            _student_t_draws(prior.mean, prior.cov, np.inf, n_prior, rng),
-        ]
-    )
+    around_mode = MultivariateT(location, cov, PROPOSAL_DF)
+    from_prior = MultivariateT(prior.mean, prior.cov, np.inf)
+    theta = np.vstack([around_mode.draws(n_draws - n_prior, rng), from_prior.draws(n_prior, rng)])
     log_q = np.logaddexp(
-        np.log1p(-PRIOR_SHARE) + _student_t_log_density(theta, location, cov, PROPOSAL_DF),
-        np.log(PRIOR_SHARE) + _student_t_log_density(theta, prior.mean, prior.cov, np.inf),
+        np.log1p(-PRIOR_SHARE) + around_mode.log_density(theta),
+        np.log(PRIOR_SHARE) + from_prior.log_density(theta),
     )
     log_w = log_posterior(theta, prior, t, y, noise_scale) - log_q
     return theta, np.where(np.isfinite(log_w), log_w, -np.inf)

@@ -653,7 +653,7 @@ def _read_hdf5_group(group: Any) -> xr.Dataset:
             b"This is a netCDF dimension but not a netCDF variable"
         ):
             continue
-        values = dataset.asstr()[()] if _is_text(dataset) else dataset[()]
+        values = dataset.asstr()[()] if dataset.dtype.kind == "O" else dataset[()]  # text is vlen
         if isinstance(values, np.ndarray) and values.dtype == object:
             values = values.astype(str)
         kept = {key: _attribute(value) for key, value in attributes.items() if key not in _HDF5_BOOKKEEPING}
@@ -666,13 +666,6 @@ def _read_hdf5_group(group: Any) -> xr.Dataset:
         (coords if name in dimension_names.values() else variables)[name] = variable
     kept = {key: _attribute(value) for key, value in group.attrs.items() if not key.startswith("_NC")}
     return xr.Dataset(variables, coords=coords, attrs=kept)
-
-
-def _is_text(dataset: Any) -> bool:
-    """Whether an ``h5py.Dataset`` holds variable-length text."""
-    import h5py
-
-    return h5py.check_string_dtype(dataset.dtype) is not None
 
 
 def _tidy(draws: xr.DataArray, quantiles: Sequence[float], observed: RunsTable | None) -> pd.DataFrame:
