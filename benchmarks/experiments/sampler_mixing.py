@@ -17,6 +17,10 @@ Variants (sampler settings, on the package as it is):
 - ``nutpie_lowrank``: nutpie (JAX gradients) with its low-rank modified mass matrix.
 - ``nutpie_flow``: nutpie with its normalising-flow adaptation (``with_transform_adapt``,
   ``transform_adapt=True``; needs ``pip install flowjax``, not a dependency of the package).
+- ``pilot_whiten``: a pilot fit (2 x (300 + 300)) first; each whitened run's block is then
+  re-whitened by the pilot's posterior mean and covariance of its parameters instead of its own
+  Laplace fit (the same runs whitened), and the model refitted; the wall time holds both fits.
+  ``pilot_whiten_short``: the same with a 2 x (150 + 150) pilot.
 
 Model variants (``patches/model_variants.diff`` applied to a copy of the package, then one of):
 
@@ -57,6 +61,8 @@ VARIANTS = (
     "ta80",
     "nutpie_lowrank",
     "nutpie_flow",
+    "pilot_whiten",
+    "pilot_whiten_short",
     *MODEL_FLAGS,
 )
 
@@ -87,6 +93,32 @@ elif variant == "nutpie_flow":  # normalising-flow adaptation (needs flowjax: pi
     compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax").with_transform_adapt()
     idata = nutpie.sample(compiled, draws=draws, tune=tune, chains=2, cores=2, seed=seed, progress_bar=False,
         target_accept=0.9, transform_adapt=True)
+elif variant.startswith("pilot_whiten"):  # re-whiten each run's block from a pilot fit's posterior
+    import numpy as np
+    from bayesgrpo.model.structure import curve_params
+    pilot_draws, pilot_tune = (300, 300) if variant == "pilot_whiten" else (150, 150)
+    kwargs = {"chain_method": "parallel", "nuts_kwargs": {}}
+    with model:
+        pilot = pm.sample(draws=pilot_draws, tune=pilot_tune, chains=2, target_accept=0.9,
+            random_seed=seed + 1000, progressbar=False, nuts_sampler="numpyro",
+            compute_convergence_checks=False, nuts_sampler_kwargs=kwargs)
+    laplace = build.run_laplace
+    names = (*curve_params("two_timescale"), "log_sigma")
+    n_runs = pilot.posterior.sizes["run"]
+    values = np.stack([pilot.posterior[f"{name}_run"].values.reshape(-1, n_runs) for name in names], -1)
+    def from_pilot(data, curve, priors, index, *, noise_floor=0.01):
+        _, _, informed = laplace(data, curve, priors, index, noise_floor=noise_floor)
+        block = values[:, index, :]  # (draws, runs, P)
+        mean = block.mean(axis=0)
+        centred = block - mean
+        cov = np.einsum("sri,srj->rij", centred, centred) / (block.shape[0] - 1) + 1e-6 * np.eye(len(names))
+        return mean, np.linalg.cholesky(cov), informed
+    build.run_laplace = from_pilot
+    model = RewardModel().build(table)
+    with model:
+        idata = pm.sample(draws=draws, tune=tune, chains=2, target_accept=0.9, random_seed=seed,
+            progressbar=False, nuts_sampler="numpyro", compute_convergence_checks=False,
+            nuts_sampler_kwargs=kwargs)
 else:
     kwargs = {"chain_method": "sequential" if variant == "sequential" else "parallel", "nuts_kwargs": {}}
     if variant == "dense":
