@@ -30,6 +30,14 @@ Model variants (``patches/model_variants.diff`` applied to a copy of the package
   (``<p>_data_level``) instead of an offset from the population mean.
 - ``ortho``: the start's pull on the other parameters measured from the start's own expected
   value (family and size effects included), not from the population mean.
+- ``centre_slow``: the slow term's share and time (``odds``, ``ratio``, non-centred for every run
+  by default) centred for the two runs the stiffest direction of the posterior runs through
+  (``stiffness.py``: the two verldata Qwen2.5-0.5B PPO runs).
+- ``slow_family_centred``: the slow term's family effects centred (``ZeroSumNormal(sigma=sd)``)
+  instead of ``sd * z``: the stiffest direction of the posterior is their spread against one
+  family's ``z`` (``stiffness.py``).
+- ``slow_no_family``: no family effect on the slow term (its size and start effects kept).
+- ``family_centred``: every parameter's family and task effects centred.
 
 Usage::
 
@@ -52,7 +60,18 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 RESULTS = HERE / "results" / "sampler_mixing.jsonl"
 PATCH = HERE / "patches" / "model_variants.diff"
-MODEL_FLAGS = {"slowpool": "SLOWPOOL", "offset": "OFFSET", "ortho": "ORTHO"}
+MODEL_FLAGS = {
+    "slowpool": "SLOWPOOL",
+    "offset": "OFFSET",
+    "ortho": "ORTHO",
+    "centre_slow": "CENTRESLOW",
+    "slow_family_centred": "SLOWFAMCENTRED",
+    "slow_no_family": "SLOWNOFAMILY",
+    "family_centred": "FAMCENTRED",
+}
+#: Runs whose slow term ``centre_slow`` centres: the two the stiffest direction of the shipped
+#: population's posterior runs through (``stiffness.py``), by their index in the bundled runs.
+CENTRE_SLOW_RUNS = "57,58"
 VARIANTS = (
     "devices100",
     "devices2",
@@ -148,6 +167,7 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict:
             subprocess.run(["patch", "-p1", "-s", "-i", str(PATCH)], cwd=scratch, check=True)
             env["PYTHONPATH"] = scratch
             env["BGEXP"] = MODEL_FLAGS[variant]
+            env["BG_CENTRE_SLOW"] = CENTRE_SLOW_RUNS
         done = subprocess.run(
             [sys.executable, "-c", CHILD, variant, str(args.draws), str(args.tune), str(args.seed)],
             env=env,
