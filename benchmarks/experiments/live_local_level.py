@@ -81,6 +81,52 @@ def filtered_level(
     return mean, var
 
 
+#: Lags (in the population's bins) the learnt level's autocovariance is fitted on.
+LAGS = np.arange(1, 11)
+
+
+def learnt_level(population) -> dict[str, tuple[float, float]]:
+    """The OU level's (correlation length, scale) for each kind of run, from the population's own
+    residuals: each run's binned points minus its posterior-mean curve, over its posterior-mean
+    noise sd, pooled over the runs of a kind (stated range, or normalised by its own range); the
+    autocovariance at lags of 1-10 bins fitted by ``scale^2 exp(-lag dt / ell)`` on a grid.
+    """
+    from bayesgrpo.model.predict import mean_curve_draws, run_draws
+
+    data, curve = population.data, population.curve
+    draws = run_draws(population.posterior, curve)
+    mean_curve = mean_curve_draws(draws, curve, data.t).mean(axis=0)  # (R, N)
+    sigma = draws["sigma"].mean(axis=0)  # (R,)
+    out = {}
+    for kind, wanted in (("stated", "metadata"), ("own", "data")):
+        runs = [r for r in range(data.n_runs) if data.bounds_source[r] == wanted]
+        products = {int(lag): [] for lag in LAGS}
+        spacing = []
+        for r in runs:
+            mask = data.mask[r]
+            z = (data.y[r, mask] - mean_curve[r, mask]) / (sigma[r] * data.noise_scale[r, mask])
+            t = data.t[r, mask]
+            if len(z) < 12:
+                continue
+            spacing.append(float(np.median(np.diff(t))))
+            for lag in LAGS:
+                products[int(lag)] += list(z[:-lag] * z[lag:])
+        if not spacing:
+            out[kind] = (1.0, 0.0)
+            continue
+        covariance = np.array([np.mean(products[int(lag)]) for lag in LAGS])
+        dt = float(np.median(spacing)) * LAGS
+        best = (np.inf, 1.0, 0.0)
+        for ell in (0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0):
+            shape = np.exp(-dt / ell)
+            variance = max(float(shape @ covariance / (shape @ shape)), 0.0)
+            loss = float(np.sum((covariance - variance * shape) ** 2))
+            if loss < best[0]:
+                best = (loss, ell, float(np.sqrt(variance)))
+        out[kind] = (best[1], best[2])
+    return out
+
+
 def binned(steps: np.ndarray, rewards: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Points averaged into at most ``most`` bins of equal counts: steps, rewards, points per bin."""
     if len(steps) <= most:
@@ -114,6 +160,7 @@ def main() -> None:
     populations = loso_populations(bundled)
     kinds = range_kinds(bundled)
     rows = []
+    learnt: dict[int, dict[str, tuple[float, float]]] = {}
     for split, table in (("no range given", without_stated_range(bundled)), ("stated ranges given", bundled)):
         forecasters: dict[int, LiveForecaster] = {}
         for run_id in table.run_ids:
@@ -147,8 +194,17 @@ def main() -> None:
                 base = predictive_at(draws, later["step"].to_numpy(float), rng=0)[:, 0, :]
                 y = later["reward"].to_numpy(float)
                 rng = np.random.default_rng(1)
-                for ell, scale in GRID:
-                    if ell == 0.0:
+                if id(population) not in learnt:
+                    learnt[id(population)] = learnt_level(population)
+                own = update.data is not None and update.data.bounds_source[0] == "data"
+                fitted = learnt[id(population)]["own" if own else "stated"]
+                for ell, scale in (*GRID, (-1.0, -1.0)):
+                    if ell < 0:  # learnt from the population's residuals, per kind of run
+                        ell, scale = fitted
+                        label_ell, label_scale = -1.0, -1.0
+                    else:
+                        label_ell, label_scale = ell, scale
+                    if ell == 0.0 or scale == 0.0:
                         forecast = base
                     else:
                         stationary = (scale * noise_sd) ** 2
@@ -164,8 +220,8 @@ def main() -> None:
                             "range": kinds[run_id],
                             "run_id": run_id,
                             "cut": cut,
-                            "ell": ell,
-                            "scale": scale,
+                            "ell": label_ell,
+                            "scale": label_scale,
                             "cover90": float(((y >= low) & (y <= high)).mean()),
                             "cover50": float(((y >= q25) & (y <= q75)).mean()),
                             "crps": float(crps(forecast, y).mean() / spread),
@@ -200,7 +256,8 @@ def main() -> None:
         "steps, scored on every later logged point; once with no stated range given (the live backtest's "
         "split) and once with the stated ranges (the forecast backtest's). `ell`: the level's correlation "
         "length in units of the run's progress; `scale`: its stationary sd in units of the run's noise sd "
-        "(ell 0: the band as shipped). cover50/cover90: mean over runs of the share of later points inside "
+        "(ell 0: the band as shipped; ell -1: both learnt from the population's own residuals for each kind "
+        "of run, `learnt_level`). cover50/cover90: mean over runs of the share of later points inside "
         "the 50%/90% predictive band; crps_median: median over runs of the mean CRPS in units of the run's "
         "logged range.",
         "",
