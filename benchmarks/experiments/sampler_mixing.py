@@ -38,6 +38,10 @@ Model variants (``patches/model_variants.diff`` applied to a copy of the package
   family's ``z`` (``stiffness.py``).
 - ``slow_no_family``: no family effect on the slow term (its size and start effects kept).
 - ``family_centred``: every parameter's family and task effects centred.
+- ``weighted_zero_sum``: family and task effects that sum to zero weighted by each level's runs
+  (``sd * (z - w . z)``, ``w`` the levels' shares of the runs), so that the population mean is the
+  run-weighted one and a level with most of the runs (Qwen, 39 of 60) has a small effect, not one
+  its runs pin down against the spread.
 
 Usage::
 
@@ -68,6 +72,7 @@ MODEL_FLAGS = {
     "slow_family_centred": "SLOWFAMCENTRED",
     "slow_no_family": "SLOWNOFAMILY",
     "family_centred": "FAMCENTRED",
+    "weighted_zero_sum": "WEIGHTEDZS",
 }
 #: Runs whose slow term ``centre_slow`` centres: the two the stiffest direction of the shipped
 #: population's posterior runs through (``stiffness.py``), by their index in the bundled runs.
