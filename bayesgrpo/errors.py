@@ -134,6 +134,13 @@ class LiveUpdateWarning(BayesGRPOWarning):
     """
 
 
+class ForecastDepartureWarning(LiveUpdateWarning):
+    """A run's latest logged points lie outside its live update's 90% predictive band far more
+    often than the band allows (``questions.live.recent_departure``): the run has left every curve
+    the population finds plausible, and the forecast lags it.
+    """
+
+
 class FitWarning(BayesGRPOWarning):
     """A population fit that did not mix well: divergences, chains that disagree, few effective
     draws, or an approximate sampler. Issued once per message by ``RewardModel.fit``; the same

@@ -211,6 +211,29 @@ def path_summary(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def departure_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per cut and ``departure`` (``LiveUpdate.departure.kind``, "none" when the prefix's latest
+    points lay inside the update's band): how often, and the forecasts' scores beside
+    persistence's on the same pairs.
+    """
+    bayes = frame[frame["method"] == "bayesgrpo"].copy()
+    bayes["departure"] = bayes["departure"].fillna("").replace("", "none")
+    persistence = frame[frame["method"] == "persistence"].set_index(["run_id", "cut"])["crps"]
+    bayes["persistence_crps"] = persistence.reindex(
+        pd.MultiIndex.from_frame(bayes[["run_id", "cut"]])
+    ).to_numpy()
+    return (
+        bayes.groupby(["cut", "departure"], sort=True)
+        .agg(
+            n=("run_id", "size"),
+            cover90=("cover90", "mean"),
+            crps_median=("crps", "median"),
+            persistence_crps_median=("persistence_crps", "median"),
+        )
+        .reset_index()
+    )
+
+
 def pit_section(frame: pd.DataFrame, kinds: dict[str, str], path: Path) -> list[str]:
     """PIT histograms per cut (bayesgrpo and persistence, runs weighted equally), drawn and read."""
     from bayesgrpo.evaluate.backtest.forecast import PIT_COLUMNS
@@ -406,6 +429,16 @@ def main(argv: list[str] | None = None) -> None:
         "weights were unreliable (Pareto k > 0.7). Scored apart.",
         "",
         markdown_table(paths),
+        "",
+        "## When the update says the run has left its forecast",
+        "",
+        "At each cut the update sets the prefix's latest 20% of logged points against its own 90% "
+        "predictive band (`LiveUpdate.departure`, `bayesgrpo.questions.live.recent_departure`; a "
+        "`ForecastDepartureWarning` and a line in `bayesgrpo stop`'s row): `above` / `below`, the points "
+        "lie on one side far more often than the band allows (the run has left its curve); `noise`, on both "
+        "sides (the band is too narrow for them); `none`, neither. The forecasts' later scores, per kind:",
+        "",
+        markdown_table(departure_summary(frame)),
         "",
         "## Every method",
         "",

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +40,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
-from bayesgrpo.errors import BayesGRPOError, NotFittedError
+from bayesgrpo.errors import BayesGRPOError, ForecastDepartureWarning, NotFittedError
 from bayesgrpo.model.data import UNKNOWN, prepare
 from bayesgrpo.model.datasets import bundled_population
 from bayesgrpo.model.draws import BANDS, DEFAULT_BAND, band_draws, check_band
@@ -77,6 +79,8 @@ __all__ = [
     "BANDS",
     "DEFAULT_BAND",
     "check_band",
+    "Departure",
+    "recent_departure",
     "LiveForecaster",
     "LiveUpdate",
     "live_forecaster",
@@ -278,7 +282,7 @@ class LiveForecaster:
         params["nu"] = np.asarray(prior.nu, dtype=float)
         curve_draws = CurveDraws.from_model_data(params, data, population.curve)
         last_step = float(run.points["step"].max())
-        return LiveUpdate(
+        update = LiveUpdate(
             run_id=data.run_ids[0],
             step=last_step,
             horizon_step=float(data.horizon_step[0]),
@@ -287,6 +291,125 @@ class LiveForecaster:
             data=data,
             noise_seed=int(np.random.default_rng(self.random_seed).integers(2**31)),
         )
+        departure = recent_departure(update, run.points)
+        if departure.departed:
+            warnings.warn(
+                f"live update of {update.run_id}: {departure.note()}", ForecastDepartureWarning, stacklevel=2
+            )
+        return dataclasses.replace(update, departure=departure)
+
+
+#: The latest share of a run's logged points :func:`recent_departure` reads.
+RECENT_SHARE = 0.2
+#: Fewest (and most) recent logged points :func:`recent_departure` reads.
+MIN_RECENT_POINTS = 10
+MAX_RECENT_POINTS = 200
+#: A side's binomial tail probability below which the recent points have departed from the forecast.
+DEPARTURE_LEVEL = 1e-3
+
+
+@dataclass(frozen=True)
+class Departure:
+    """Whether a run's latest logged points still lie where its live forecast says they do.
+
+    The update fits a curve the population finds plausible to the run's points. A run can leave
+    every such curve (a late jump, a collapse): the Student-t noise then reads its latest points
+    as outliers and the forecast stays with the curve. Or its noise can grow past what the update
+    estimated from all its points. Here the latest logged points are set against the update's own
+    90% predictive band at their steps: a calibrated band leaves about 5% of them above and 5%
+    below. A binomial tail probability under :data:`DEPARTURE_LEVEL` says it does not.
+
+    Attributes
+    ----------
+    n_points : int
+        Recent logged points read (0: too few to say).
+    above, below : int
+        How many of them lie above / below the 90% predictive band.
+    p_above, p_below, p_outside : float
+        Binomial tail probabilities of at least that many above (5% each), below, and outside
+        (10%) a calibrated band (1 when not assessed).
+    """
+
+    n_points: int = 0
+    above: int = 0
+    below: int = 0
+    p_above: float = 1.0
+    p_below: float = 1.0
+    p_outside: float = 1.0
+
+    @property
+    def kind(self) -> str:
+        """``"above"`` or ``"below"`` (the run has left its curve on that side), ``"noise"`` (its
+        latest points scatter on both sides more than the band allows), ``""`` (neither).
+        """
+        if not self.n_points:
+            return ""
+        if self.p_above < DEPARTURE_LEVEL and self.above >= 2 * self.below:
+            return "above"
+        if self.p_below < DEPARTURE_LEVEL and self.below >= 2 * self.above:
+            return "below"
+        return "noise" if self.p_outside < DEPARTURE_LEVEL else ""
+
+    @property
+    def departed(self) -> bool:
+        """The latest points lie outside the band far more often than the band allows."""
+        return bool(self.kind)
+
+    def note(self) -> str:
+        """One line for a person: what was seen, and what it means for the forecast."""
+        if not self.n_points:
+            return "too few recent points to check the forecast against"
+        counts = (
+            f"of the last {self.n_points} logged points {self.above} lie above the forecast's 90% band and "
+            f"{self.below} below (a calibrated band leaves about {0.05 * self.n_points:.0f} each side)"
+        )
+        if self.kind in ("above", "below"):
+            return (
+                f"{counts}: the run has left every curve the population finds plausible ({self.kind} "
+                "it), and the forecast stays with the curve; trust it less than its band says until the "
+                "run settles"
+            )
+        if self.kind == "noise":
+            return (
+                f"{counts}: the run's latest points scatter more than the noise the update estimated "
+                "from all of them; the band is too narrow for them"
+            )
+        return f"{counts}: the forecast follows the run"
+
+
+def recent_departure(update: LiveUpdate, points: pd.DataFrame) -> Departure:
+    """Set a run's latest logged points against the 90% predictive band of its own update.
+
+    Parameters
+    ----------
+    update : LiveUpdate
+        The update made from ``points``.
+    points : DataFrame
+        The run's points (``step``, ``reward``); rows without a finite reward are not read.
+
+    Returns
+    -------
+    Departure
+        The latest :data:`RECENT_SHARE` of the points (at least :data:`MIN_RECENT_POINTS`, at
+        most :data:`MAX_RECENT_POINTS`; not assessed below the minimum).
+    """
+    steps = points["step"].to_numpy(dtype=float)
+    rewards = points["reward"].to_numpy(dtype=float)
+    finite = np.isfinite(steps) & np.isfinite(rewards)
+    order = np.argsort(steps[finite], kind="stable")
+    steps, rewards = steps[finite][order], rewards[finite][order]
+    n = min(max(int(np.ceil(RECENT_SHARE * len(steps))), MIN_RECENT_POINTS), MAX_RECENT_POINTS)
+    if len(steps) < 2 * MIN_RECENT_POINTS:
+        return Departure()
+    steps, rewards = steps[-n:], rewards[-n:]
+    low, high = np.quantile(update.reward_draws(steps), [0.05, 0.95], axis=0)
+    above, below = int((rewards > high).sum()), int((rewards < low).sum())
+
+    def tail(count: int, share: float) -> float:
+        """P(X >= count) for X ~ Binomial(n, share) (``bdtrc(k, n, p)`` is P(X > k))."""
+        return float(special.bdtrc(count - 1, n, share)) if count > 0 else 1.0
+
+    return Departure(n, above, below, tail(above, 0.05), tail(below, 0.05), tail(above + below, 0.10))
 
 
 #: Fewest population runs normalised by their own range that :func:`prefix_placement` reads.
@@ -399,6 +522,10 @@ class LiveUpdate:
         :func:`own_range_bounds`), for checking the update against a refit of the same points.
     noise_seed : int
         Seeds the noise of the predictive draws, so that one update gives the same band every time.
+    departure : Departure, optional
+        Whether the run's latest logged points still lie inside this update's predictive band
+        (:func:`recent_departure`; ``LiveForecaster.update`` fills it and warns with a
+        ``ForecastDepartureWarning`` when they do not).
 
     Examples
     --------
@@ -415,6 +542,7 @@ class LiveUpdate:
     curve_draws: CurveDraws
     data: ModelData | None = None
     noise_seed: int = 0
+    departure: Departure | None = None
 
     @property
     def method(self) -> str:

@@ -318,6 +318,9 @@ def test_forecast_backtest_plumbing(kfold):
     # 61 points per run (steps 0..60): cut 0.1 at step 6 leaves 7 observed, 54 held out; final: 4 points
     first = result[(result["cut"] == 0.1)].iloc[0]
     assert (first["n_observed"], first["n_held_out"], first["n_final"]) == (7, 54, 4)
+    # whether the prefix had left its update's band: bayesgrpo's rows say, the baselines' are empty
+    assert set(result.loc[result["method"] == "bayesgrpo", "departure"]) <= {"", "above", "below", "noise"}
+    assert (result.loc[result["method"] != "bayesgrpo", "departure"] == "").all()
     again = forecast_backtest(
         sub,
         populations,

@@ -630,3 +630,17 @@ def test_a_confirmed_rule_stops_at_the_second_update_that_says_so(tmp_path):
             handle.write(f"step:{step} - critic/score/mean:{0.6 + 0.01 * ((7 * step) % 5 - 2):.4f}\n")
     (second,) = watcher.poll()
     assert second.step == 185 and second.decision == "stop"
+
+
+def test_a_run_that_jumps_past_its_forecast_says_so_in_its_reason(tmp_path):
+    """A plain CSV whose last 40 of 200 points jump twenty noise sds: the shipped population's
+    update sees them above its band, and the status's reason says so.
+    """
+    steps = np.arange(1, 201)
+    rewards = 0.2 + 0.5 * (1 - np.exp(-steps / 40.0)) + 0.03 * np.random.default_rng(4).standard_normal(200)
+    rewards[160:] += 0.6
+    log = tmp_path / "jump.csv"
+    pd.DataFrame({"step": steps, "reward": rewards}).to_csv(log, index=False)
+    (status,) = Watcher(log, rule=PlateauRule(eps=0.01, prob=0.9), horizon=400, random_seed=0).poll()
+    assert status.state == "ok"
+    assert "[the run has left its forecast: " in status.reason and "lie above the 90% band]" in status.reason

@@ -79,6 +79,7 @@ def _bayes_forecast(
         "ess": posterior.ess,
         "n_observed": posterior.n_points,
         "path": posterior.method,
+        "departure": update.departure.kind if update.departure is not None else "",
     }
     return logged_reward_draws(update, target_steps, seed), info
 
@@ -213,7 +214,10 @@ def forecast_backtest(
         width50, width90, final_abs_error, seconds``, then ``cut_step, n_observed, n_held_out,
         n_final, reward_range, status`` (``"ok"``, or why the method fell back or is unreliable),
         ``path`` (bayesgrpo: the live update's ``importance`` or ``ensemble_mcmc``; a baseline:
-        ``fit`` or ``fallback``), and ``pit0`` ... ``pit9``: the share of the held-out points
+        ``fit`` or ``fallback``), ``departure`` (bayesgrpo: ``above``, ``below`` or ``noise``
+        where the prefix's latest points had left the update's band,
+        :func:`bayesgrpo.questions.live.recent_departure`; else empty), and ``pit0`` ... ``pit9``:
+        the share of the held-out points
         whose PIT value falls in each tenth of [0, 1] (:func:`bayesgrpo.evaluate.scores.pit_histogram`).
         CRPS, widths and the final error are in units of the run's logged reward range; the
         final reward is the mean of the run's last :data:`FINAL_FRACTION` of points. A cut that
@@ -281,12 +285,18 @@ def forecast_run(
             if method == BAYES_METHOD:
                 assert population is not None  # every run has one when "bayesgrpo" is asked
                 live = forecaster_of(population)
-                draws, status, path = _bayes_draws(live, run, cut, target, seed, fraction)
+                draws, status, path, departure = _bayes_draws(live, run, cut, target, seed, fraction)
             else:
                 draws, status = _baseline_draws(method, cut, target, work.n_draws, seed, work.options)
-                path = "fit" if status == "ok" else "fallback"
+                path, departure = ("fit" if status == "ok" else "fallback"), ""
             seconds = time.perf_counter() - start
-            row = {"run_id": run_id, "cut": float(fraction), "method": method, "path": path}
+            row = {
+                "run_id": run_id,
+                "cut": float(fraction),
+                "method": method,
+                "path": path,
+                "departure": departure,
+            }
             rows.append(row | _scores(draws, cut, reward_range, n_final_run, status, seconds))
     logger.info("forecast backtest: run %s done", run_id)
     return rows
@@ -314,6 +324,7 @@ FORECAST_COLUMNS = [
     "reward_range",
     "status",
     "path",
+    "departure",
     *PIT_COLUMNS,
 ]
 _SCORE_COLUMNS = ("crps", "lpd", "cover50", "cover90", "width50", "width90", "final_abs_error", *PIT_COLUMNS)
@@ -339,9 +350,10 @@ def _checked_methods(
 
 def _bayes_draws(
     live: LiveForecaster, run: RunsTable, cut: Cut, target: np.ndarray, seed: int, fraction: float
-) -> tuple[np.ndarray, str, str]:
-    """The live update's draws of the held-out points, its status (a failed update is NaN) and
-    the path that answered (importance sampling, or the MCMC fallback where its weights failed).
+) -> tuple[np.ndarray, str, str, str]:
+    """The live update's draws of the held-out points, its status (a failed update is NaN), the
+    path that answered (importance sampling, or the MCMC fallback where its weights failed) and
+    whether the prefix's latest points had left the forecast (``Departure.kind``, "" if not).
     """
     try:
         draws, info = _bayes_forecast(live, run, cut.step, target, seed)
@@ -353,13 +365,13 @@ def _bayes_draws(
             exc,
         )
         failed = f"live update failed: {type(exc).__name__}: {exc}"
-        return np.full((1, len(target)), np.nan), failed, "failed"
-    k, path = info["pareto_k"], info["path"]
+        return np.full((1, len(target)), np.nan), failed, "failed", ""
+    k, path, departure = info["pareto_k"], info["path"], info["departure"]
     if path == IMPORTANCE and k > PARETO_K_LIMIT:  # (only with a forecaster told not to fall back)
-        return draws, f"unreliable live update (Pareto k {k:.2f})", path
+        return draws, f"unreliable live update (Pareto k {k:.2f})", path, departure
     if path == ENSEMBLE and info["ess"] < ENSEMBLE_MIN_ESS:
-        return draws, f"MCMC fallback mixed poorly (ESS {info['ess']:.0f})", path
-    return draws, "ok", path
+        return draws, f"MCMC fallback mixed poorly (ESS {info['ess']:.0f})", path, departure
+    return draws, "ok", path, departure
 
 
 def _baseline_draws(

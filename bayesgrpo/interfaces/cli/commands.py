@@ -422,6 +422,7 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
     """Each run conditioned live on the population (``--population`` or the shipped one), decided."""
     import pandas as pd
 
+    from bayesgrpo.errors import ForecastDepartureWarning
     from bayesgrpo.model.datasets import bundled_population
     from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.questions.live import LiveForecaster
@@ -432,8 +433,10 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
     rows = []
     for run_id in table.run_ids:
         run = table.select([run_id])
-        _ask_earlier_checks(live, run, rule, horizons[run_id], getattr(args, "confirm", 1))
-        update = live.update(run, horizon=horizons[run_id])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ForecastDepartureWarning)  # the run's row says it
+            _ask_earlier_checks(live, run, rule, horizons[run_id], getattr(args, "confirm", 1))
+            update = live.update(run, horizon=horizons[run_id])
         decision = rule.decide(update.curve_draws, update.step, horizons[run_id])[0]
         lower, median, upper = update.final_interval(0.9, band=args.band)
         rows.append(
@@ -449,6 +452,8 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
                 eps_range_upper=update.reward_range[1],
                 eps_range_source=update.reward_range[2],
                 eps_range_note=update.range_note(),
+                departed=bool(update.departure is not None and update.departure.departed),
+                departure_note=update.departure.note() if update.departure is not None else "",
             )
         )
     return pd.concat(rows, ignore_index=True)
@@ -619,6 +624,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
                 f"    (Pareto k {row.pareto_k:.2f}: the importance weights were unreliable, so this "
                 "answer comes from the MCMC fallback)"
             )
+        if getattr(row, "departed", False) is True:
+            print(f"    (the run has left its forecast: {row.departure_note})")
     return EXIT_OK
 
 

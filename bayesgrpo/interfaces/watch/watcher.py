@@ -437,6 +437,16 @@ def compute_status(
         reason += f" [eps against the range {range_lower:.3g} .. {range_upper:.3g} estimated from the run]"
     if not unreliable and method not in (None, "importance"):
         reason += f" [Pareto k {update.posterior.pareto_k:.2f}: answered by the {method} fallback]"
+    departure = getattr(update, "departure", None)
+    if departure is not None and departure.departed:
+        count, where = {
+            "above": (departure.above, "above"),
+            "below": (departure.below, "below"),
+        }.get(departure.kind, (departure.above + departure.below, "outside"))
+        reason += (
+            f" [the run has left its forecast: {count} of its last {departure.n_points} points lie "
+            f"{where} the 90% band]"
+        )
     return RunStatus(
         **base,
         state="ok",
