@@ -246,7 +246,8 @@ def forecast_metrics(
         (``bayesgrpo/forecast_final_predictive_low``/``_high``: noise included; left out when
         the update carries no noise draws) and of the expected curve
         (``bayesgrpo/forecast_final_curve_low``/``_high``), ``bayesgrpo/pareto_k`` (above 0.7 the
-        update came from its MCMC fallback), ``bayesgrpo/stop``, as Python floats.
+        update came from its MCMC fallback), ``bayesgrpo/departed`` (1: the run's latest points
+        have left the update's band, ``LiveUpdate.departure``), ``bayesgrpo/stop``, as Python floats.
     """
     draws = update.curve_draws
     p_plateau = prob_gain_below(draws, update.step, update.horizon_step, eps=eps, relative=relative)[0]
@@ -266,6 +267,9 @@ def forecast_metrics(
     metrics[f"{PREFIX}forecast_final_curve_high"] = float(high)
     if update.posterior is not None:
         metrics[f"{PREFIX}pareto_k"] = float(update.posterior.pareto_k)
+    departure = getattr(update, "departure", None)
+    if departure is not None:
+        metrics[f"{PREFIX}departed"] = 1.0 if departure.departed else 0.0
     metrics[f"{PREFIX}stop"] = 1.0 if decision.stop else 0.0
     return metrics
 

@@ -39,8 +39,15 @@ METRICS = (
     "forecast_final_curve_high",
     "stop",
 )
-#: and what a real live update adds: the predictive band and the importance-weight diagnostic
-LIVE_METRICS = (*METRICS, "forecast_final_predictive_low", "forecast_final_predictive_high", "pareto_k")
+#: and what a real live update adds: the predictive band, the importance-weight diagnostic and
+#: whether the run's latest points have left the band
+LIVE_METRICS = (
+    *METRICS,
+    "forecast_final_predictive_low",
+    "forecast_final_predictive_high",
+    "pareto_k",
+    "departed",
+)
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
