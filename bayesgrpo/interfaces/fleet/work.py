@@ -49,6 +49,7 @@ FLEET_COLUMNS: tuple[str, ...] = (
     "final_upper",
     "band",
     "method",
+    "departed",
     "worst_finding",
     "worst_severity",
     "findings",
@@ -231,7 +232,8 @@ def _assess_run(run: Any, forecaster: LiveForecaster | None, settings: FleetSett
 def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> dict[str, Any]:
     """The live update's answers: stop decision, phase, final reward."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LiveUpdateWarning)  # the row names the method that answered
+        # the row names the method that answered and whether the run has left its forecast
+        warnings.simplefilter("ignore", LiveUpdateWarning)
         update = forecaster.update(run, horizon=settings.horizon)
     decision = settings.rule.decide(update.curve_draws, update.step, update.horizon_step)[0]
     lower, median, upper = update.final_interval(0.9, band=settings.band)
@@ -251,6 +253,7 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         "final_lower": lower,
         "final_upper": upper,
         "method": update.method,
+        "departed": bool(update.departure is not None and update.departure.departed),
     }
 
 
