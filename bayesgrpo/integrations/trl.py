@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,7 +64,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 import pandas as pd
 
-from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.errors import BayesGRPOError, ForecastDepartureWarning
 from bayesgrpo.integrations.trainer_history import (
     FORECAST_INTERVAL,
     MODES,
@@ -222,6 +223,7 @@ class BayesStopCallback(TrainerCallback):
         self._train_logs = 0
         self._attached = False
         self._told_about_order = False
+        self._departed = False
         #: What turning the log history into a run repaired or dropped (the last time it did)
         self.repairs: str | None = None
         self._repair_kinds: set[tuple[str, str]] = set()
@@ -348,12 +350,19 @@ class BayesStopCallback(TrainerCallback):
                 "ends at>)"
             )
 
-        with single_threaded_blas():
+        with single_threaded_blas(), warnings.catch_warnings():
+            # said once in the log below and at every forecast in bayesgrpo/departed, not at each
+            warnings.simplefilter("ignore", ForecastDepartureWarning)
             update = forecaster.update(table, horizon=horizon)
             decision = self.rule.decide(
                 update.curve_draws, step_now=update.step, horizon_step=update.horizon_step
             )[0]
             metrics = forecast_metrics(update, decision, eps=self.eps, relative=self.relative)
+        departure = getattr(update, "departure", None)
+        departed = bool(departure is not None and departure.departed)
+        if departure is not None and departed and not self._departed:
+            logger.warning("bayesgrpo: at step %g %s", update.step, departure.note())
+        self._departed = departed
         # at the horizon itself the rule says stop because no step remains: nothing to act on
         acted = decision.stop and self.mode == "stop" and update.step < update.horizon_step
         self.last_update = update

@@ -14,6 +14,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +24,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from bayesgrpo.errors import BayesGRPOError, UnknownMetricError
+from bayesgrpo.errors import BayesGRPOError, ForecastDepartureWarning, UnknownMetricError
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions import live as live_module
@@ -763,3 +764,24 @@ def test_a_repair_whose_count_grows_is_not_said_again(trl_module, caplog):
     said = [r.getMessage() for r in caplog.records if "repaired or dropped" in r.getMessage()]
     assert len(said) == 1
     assert cb.repairs is not None and "kept 6 of 8" in cb.repairs
+
+
+def test_a_run_that_leaves_its_forecast_is_said_once_and_logged_at_every_forecast(trl_module, caplog):
+    """The shipped population; 200 logged rewards whose last 40 jump twenty noise sds: every
+    forecast from then on logs bayesgrpo/departed = 1, the log says it once.
+    """
+    cb = trl_module.BayesStopCallback(every=1, min_points=3, mode="advise")
+    state, args = FakeState(max_steps=400), GRPOConfig()
+    steps = np.arange(1, 203)
+    rewards = 0.2 + 0.5 * (1 - np.exp(-steps / 40.0)) + 0.03 * np.random.default_rng(4).standard_normal(202)
+    rewards[160:] += 0.6
+    with caplog.at_level("WARNING", logger="bayesgrpo"), warnings.catch_warnings():
+        warnings.simplefilter("error", ForecastDepartureWarning)  # not raised at each forecast
+        for step in steps[:198]:
+            state.log_history.append({**_train_row(int(step), float(rewards[step - 1])), "step": int(step)})
+        for step in steps[198:]:
+            _log(cb, state, args, _train_row(int(step), float(rewards[step - 1])), int(step))
+    assert cb.failures == 0 and len(cb.history) == 4
+    assert [record.metrics["bayesgrpo/departed"] for record in cb.history] == [1.0] * 4
+    said = [r.getMessage() for r in caplog.records if "left every curve" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("bayesgrpo: at step 199 of the last")
