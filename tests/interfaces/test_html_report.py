@@ -21,7 +21,9 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.cli import main
 from bayesgrpo.interfaces.html_report import transfer_specs, write_report
 from bayesgrpo.interfaces.html_report.sections import run_anchor as _anchor
+from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model.datasets import bundled_population
 
 EVIL = "<script>alert('x')</script>"
 EVIL_FAMILY = "<b>qwen</b>"
@@ -183,6 +185,18 @@ def test_a_run_past_its_horizon_is_an_error(population, tmp_path):
     model, sim = population
     with pytest.raises(BayesGRPOError, match="past its horizon"):
         write_report(sim.table.select(["sim000"]), tmp_path / "r.html", population=model, horizon=50)
+
+
+def test_a_run_that_has_left_its_forecast_says_so_in_its_row(tmp_path):
+    """A plain CSV whose last 40 of 200 points jump twenty noise sds, on the shipped population."""
+    steps = np.arange(1, 201)
+    rewards = 0.2 + 0.5 * (1 - np.exp(-steps / 40.0)) + 0.03 * np.random.default_rng(4).standard_normal(200)
+    rewards[160:] += 0.6
+    log = tmp_path / "jump.csv"
+    pd.DataFrame({"step": steps, "reward": rewards}).to_csv(log, index=False)
+    path = write_report(load_runs(log), tmp_path / "r.html", population=bundled_population(), horizon=400)
+    text = path.read_text()
+    assert text.count("(the run has left its forecast: of the last 40 logged points") == 1
 
 
 def test_without_a_population_the_report_fits_the_runs(mocked, tmp_path):

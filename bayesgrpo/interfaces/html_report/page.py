@@ -116,7 +116,15 @@ def write_report(
     rule = default_rule() if rule is None else rule
     horizons = planned_horizons(table, horizon)
     forecasts = _forecasts(table, population, fit_kwargs, horizons, history_points, random_seed)
-    rows = run_rows(table, forecasts.draws, forecasts.steps, rule, forecasts.pareto, forecasts.methods)
+    rows = run_rows(
+        table,
+        forecasts.draws,
+        forecasts.steps,
+        rule,
+        forecasts.pareto,
+        forecasts.methods,
+        forecasts.departures,
+    )
     sections = [
         f"<h2>Runs</h2>{summary_table(rows, rule)}",
         _runs_figure(table, dpi),
@@ -151,6 +159,7 @@ class _Forecasts:
     fitted_on_table: RewardModel | None
     live: LiveForecaster | None
     methods: dict[str, str] = field(default_factory=dict)
+    departures: dict[str, str] = field(default_factory=dict)
 
 
 def _forecasts(
@@ -164,10 +173,11 @@ def _forecasts(
     """Each run conditioned live on ``population``, or the pooled model fitted on the table."""
     if population is not None:
         forecaster = LiveForecaster(population, random_seed=random_seed)
-        draws, steps, pareto, methods = {}, {}, {}, {}
+        draws, steps, pareto, methods, departures = {}, {}, {}, {}, {}
         for run_id in table.run_ids:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", LiveUpdateWarning)  # shown per run as its Pareto k
+                # shown per run: its Pareto k, and whether it has left its forecast
+                warnings.simplefilter("ignore", LiveUpdateWarning)
                 update = forecaster.update(table.select([run_id]), horizon=horizons[run_id])
             draws[run_id], steps[run_id], pareto[run_id], methods[run_id] = (
                 update.curve_draws,
@@ -175,8 +185,18 @@ def _forecasts(
                 update.posterior.pareto_k,
                 update.method,
             )
+            if update.departure is not None and update.departure.departed:
+                departures[run_id] = update.departure.note()
         return _Forecasts(
-            population, draws, steps, pareto, live_mode_text(population), None, forecaster, methods
+            population,
+            draws,
+            steps,
+            pareto,
+            live_mode_text(population),
+            None,
+            forecaster,
+            methods,
+            departures,
         )
     settings = {**DEFAULT_FIT, **dict(fit_kwargs or {})}
     logger.info("fitting the pooled model on %d runs (%s)", len(table.run_ids), settings)

@@ -51,6 +51,9 @@ class ReportRun:
     method : str
         The path that gave the draws (``importance`` or ``ensemble_mcmc`` for a live update,
         ``nuts`` for a fitted model).
+    departure_note : str
+        What a live update saw when the run's latest points had left its band
+        (``LiveUpdate.departure.note()``); empty when they had not, or for a fitted model.
     """
 
     run_id: str
@@ -72,6 +75,7 @@ class ReportRun:
     pareto_k: float = float("nan")
     band: str = "predictive"
     method: str = "nuts"
+    departure_note: str = ""
 
 
 def planned_horizons(table: RunsTable, horizon: float | Mapping[str, float] | None) -> dict[str, float]:
@@ -111,9 +115,11 @@ def run_rows(
     rule: StoppingRule,
     pareto: Mapping[str, float],
     methods: Mapping[str, str] | None = None,
+    departures: Mapping[str, str] | None = None,
 ) -> list[ReportRun]:
     """One :class:`ReportRun` per run from its curve draws (one run each); the final reward's
     interval is the predictive band where the draws carry the noise, else the curve's.
+    ``departures``: the note of each run whose latest points had left its live update's band.
     """
     recent = recent_reward(table)
     meta = table.runs.set_index("run_id")
@@ -148,6 +154,7 @@ def run_rows(
                 pareto_k=float(pareto.get(run_id, float("nan"))),
                 band=band,
                 method=(methods or {}).get(run_id, "nuts"),
+                departure_note=(departures or {}).get(run_id, ""),
             )
         )
     return rows

@@ -257,6 +257,8 @@ def summary_table(rows: Sequence[ReportRun], rule: StoppingRule) -> str:
             else f' <span class="warn">(Pareto k {r.pareto_k:.2f}: answered by the {esc(r.method)} '
             "fallback)</span>"
         )
+        if r.departure_note:
+            k_flag += f' <span class="warn">(the run has left its forecast: {esc(r.departure_note)})</span>'
         body.append(
             [
                 html_cell(f'<a href="#run-{run_anchor(r.run_id)}">{esc(r.run_id)}</a>', "run"),
