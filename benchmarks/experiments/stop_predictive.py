@@ -18,6 +18,10 @@ beside the shipped plateau rule at the same checks and the fixed budgets. Measur
 ``stop_confirmation.py``: steps saved, reward given up against the run's end (smoothed logged
 reward, ``backtest.py``'s measure), the dip at the stop.
 
+Beside it, the plateau rule with a veto (``plateau, not in a dip``): no stop while the latest 5%
+of the run's planned points sit low in the update's own predictive band (their mean PIT more than
+two standard errors below 0.5).
+
 Usage::
 
     python benchmarks/experiments/stop_predictive.py   # writes results/stop_predictive.md
@@ -62,6 +66,16 @@ def predictive_gain_draws(
     return end - now
 
 
+def recent_dip(update, steps: np.ndarray, rewards: np.ndarray, window: int) -> bool:
+    """Whether the latest ``window`` logged points sit low in the update's own predictive band: their
+    mean PIT more than two standard errors below 0.5 (a calibrated band's PITs are uniform).
+    """
+    recent_steps, recent = steps[-window:], rewards[-window:]
+    draws = update.reward_draws(recent_steps)
+    pit = (draws < recent[None, :]).mean(axis=0)
+    return bool(pit.mean() < 0.5 - 2.0 * np.sqrt(1.0 / (12.0 * len(recent))))
+
+
 def run_rows(run_id: str, table, live, kind: str) -> list[dict]:
     """Every rule's stop on one run, scored."""
     from bayesgrpo.evaluate.backtest.cuts import planned_horizon, run_points, run_seed
@@ -84,6 +98,7 @@ def run_rows(run_id: str, table, live, kind: str) -> list[dict]:
             for k in CHECKS:
                 rules[f"plateau eps={eps} p={prob} k={k}"] = ("curve", eps, prob, k)
                 rules[f"predictive eps={eps} p={prob} k={k}"] = ("predictive", eps, prob, k)
+                rules[f"plateau, not in a dip, eps={eps} p={prob} k={k}"] = ("vetoed", eps, prob, k)
     streak = dict.fromkeys(rules, 0)
     for name in rules:
         stops[name] = None
@@ -101,15 +116,16 @@ def run_rows(run_id: str, table, live, kind: str) -> list[dict]:
         gain = predictive_gain_draws(
             update, rewards, i, future_steps, window, run_seed(0, "predictive", run_id, i)
         )
+        in_dip = recent_dip(update, steps[: i + 1], rewards[: i + 1], window)
         for name in pending:
             how, eps, prob, k = rules[name]
-            if how == "curve":
+            if how in ("curve", "vetoed"):
                 says_stop = (
                     PlateauRule(eps, prob, relative=True)
                     .decide(update.curve_draws, steps[i], horizon_step=last)[0]
                     .decision
                     == "stop"
-                )
+                ) and not (how == "vetoed" and in_dip)
             else:
                 says_stop = float((gain < eps * unit).mean()) >= prob
             streak[name] = streak[name] + 1 if says_stop else 0
