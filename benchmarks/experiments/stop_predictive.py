@@ -20,7 +20,9 @@ reward, ``backtest.py``'s measure), the dip at the stop.
 
 Beside it, the plateau rule with a veto (``plateau, not in a dip``): no stop while the latest 5%
 of the run's planned points sit low in the update's own predictive band (their mean PIT more than
-two standard errors below 0.5).
+two standard errors below 0.5); and the plateau rule asked of an update whose latest 5% of points
+were pooled into one (``plateau, latest window as one point``: their mean reward at the check's
+step), so that a dip in them bends the curve as one point would.
 
 Usage::
 
@@ -76,6 +78,27 @@ def recent_dip(update, steps: np.ndarray, rewards: np.ndarray, window: int) -> b
     return bool(pit.mean() < 0.5 - 2.0 * np.sqrt(1.0 / (12.0 * len(recent))))
 
 
+def pooled_update(live, run, points: pd.DataFrame, i: int, window: int, horizon: float):
+    """The update of the prefix up to point ``i`` with its latest ``window`` points replaced by one
+    point (their mean step and mean reward): a dip in them counts as one point, not ``window``.
+    """
+    from bayesgrpo.logs.table import RunsTable
+
+    prefix = points.iloc[: i + 1]
+    if window < 2 or len(prefix) <= window + 2:
+        return None
+    head, tail = prefix.iloc[:-window], prefix.iloc[-window:]
+    last = tail.iloc[[-1]].copy()
+    last["step"] = float(tail["step"].iloc[-1])  # the check's step: the update's "now"
+    last["reward"] = float(tail["reward"].mean())
+    pooled = pd.concat([head, last], ignore_index=True).assign(run_id=run.run_ids[0])
+    table = RunsTable(points=pooled, runs=run.runs, report=run.report)
+    try:
+        return live.update(table, horizon=horizon)
+    except (ValueError, ArithmeticError):
+        return None
+
+
 def run_rows(run_id: str, table, live, kind: str) -> list[dict]:
     """Every rule's stop on one run, scored."""
     from bayesgrpo.evaluate.backtest.cuts import planned_horizon, run_points, run_seed
@@ -99,6 +122,12 @@ def run_rows(run_id: str, table, live, kind: str) -> list[dict]:
                 rules[f"plateau eps={eps} p={prob} k={k}"] = ("curve", eps, prob, k)
                 rules[f"predictive eps={eps} p={prob} k={k}"] = ("predictive", eps, prob, k)
                 rules[f"plateau, not in a dip, eps={eps} p={prob} k={k}"] = ("vetoed", eps, prob, k)
+                rules[f"plateau, latest window as one point, eps={eps} p={prob} k={k}"] = (
+                    "pooled",
+                    eps,
+                    prob,
+                    k,
+                )
     streak = dict.fromkeys(rules, 0)
     for name in rules:
         stops[name] = None
@@ -117,9 +146,17 @@ def run_rows(run_id: str, table, live, kind: str) -> list[dict]:
             update, rewards, i, future_steps, window, run_seed(0, "predictive", run_id, i)
         )
         in_dip = recent_dip(update, steps[: i + 1], rewards[: i + 1], window)
+        pooled = pooled_update(live, run, points, i, window, horizon)
         for name in pending:
             how, eps, prob, k = rules[name]
-            if how in ("curve", "vetoed"):
+            if how == "pooled":
+                says_stop = pooled is not None and (
+                    PlateauRule(eps, prob, relative=True)
+                    .decide(pooled.curve_draws, steps[i], horizon_step=last)[0]
+                    .decision
+                    == "stop"
+                )
+            elif how in ("curve", "vetoed"):
                 says_stop = (
                     PlateauRule(eps, prob, relative=True)
                     .decide(update.curve_draws, steps[i], horizon_step=last)[0]
