@@ -398,9 +398,9 @@ def recent_departure(update: LiveUpdate, points: pd.DataFrame) -> Departure:
     finite = np.isfinite(steps) & np.isfinite(rewards)
     order = np.argsort(steps[finite], kind="stable")
     steps, rewards = steps[finite][order], rewards[finite][order]
-    n = min(max(int(np.ceil(RECENT_SHARE * len(steps))), MIN_RECENT_POINTS), MAX_RECENT_POINTS)
     if len(steps) < 2 * MIN_RECENT_POINTS:
         return Departure()
+    n = min(max(int(np.ceil(RECENT_SHARE * len(steps))), MIN_RECENT_POINTS), MAX_RECENT_POINTS)
     steps, rewards = steps[-n:], rewards[-n:]
     low, high = np.quantile(update.reward_draws(steps), [0.05, 0.95], axis=0)
     above, below = int((rewards > high).sum()), int((rewards < low).sum())
@@ -548,6 +548,11 @@ class LiveUpdate:
     def method(self) -> str:
         """The path that gave the draws (:attr:`RunPosterior.method`)."""
         return self.posterior.method
+
+    @property
+    def departed(self) -> bool:
+        """Whether the run's latest logged points have left this update's band (:attr:`departure`)."""
+        return self.departure is not None and self.departure.departed
 
     @property
     def reward_range(self) -> tuple[float, float, str]:

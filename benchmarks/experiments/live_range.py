@@ -57,6 +57,7 @@ sys.path.insert(0, sys.argv[2])
 from _loso import loso_populations
 from live_backtest import range_kinds, without_stated_range
 import bayesgrpo.questions.live as L
+from bayesgrpo.evaluate.scores import crps_from_draws
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.laplace import laplace_fit, log_posterior
@@ -68,13 +69,6 @@ populations = loso_populations(bundled)
 kinds = range_kinds(bundled)
 table = without_stated_range(bundled)
 median_placement = L.prefix_placement
-
-
-def crps(draws, y):
-    s = np.sort(draws, axis=0)
-    n = s.shape[0]
-    i = np.arange(1, n + 1)[:, None]
-    return np.abs(s - y).mean(axis=0) - ((2 * i - n - 1) * s).sum(axis=0) / (n * n)
 
 
 def hypotheses(live, cut, horizon, steps):
@@ -136,7 +130,7 @@ for run_id in table.run_ids:
             "run_id": run_id, "cut": cut, "range": kinds[run_id],
             "cover90": float(((rewards >= q[0]) & (rewards <= q[3])).mean()),
             "cover50": float(((rewards >= q[1]) & (rewards <= q[2])).mean()),
-            "crps": float(crps(draws, rewards).mean() / spread),
+            "crps": float(crps_from_draws(draws, rewards, spread).mean()),
             "above_all": float((rewards > draws.max(axis=0)).mean()),
         })
 print(json.dumps(rows))

@@ -452,7 +452,7 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
                 eps_range_upper=update.reward_range[1],
                 eps_range_source=update.reward_range[2],
                 eps_range_note=update.range_note(),
-                departed=bool(update.departure is not None and update.departure.departed),
+                departed=update.departed,
                 departure_note=update.departure.note() if update.departure is not None else "",
             )
         )

@@ -253,7 +253,7 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         "final_lower": lower,
         "final_upper": upper,
         "method": update.method,
-        "departed": bool(update.departure is not None and update.departure.departed),
+        "departed": update.departed,
     }
 
 

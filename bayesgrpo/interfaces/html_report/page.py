@@ -185,7 +185,8 @@ def _forecasts(
                 update.posterior.pareto_k,
                 update.method,
             )
-            if update.departure is not None and update.departure.departed:
+            if update.departed:
+                assert update.departure is not None  # departed says so
                 departures[run_id] = update.departure.note()
         return _Forecasts(
             population,
