@@ -41,9 +41,24 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 CACHE = RESULTS / "scale"
 RECOVERED = ("r0", "r1", "tau", "k", "sigma")
+#: What the GPU rows are (the device lent to one session, 2026-11-26), printed under the table.
+GPU_NOTE = (
+    "GPU rows: `python benchmarks/scale_jax.py --device gpu --runs 100 1000 --methods numpyro "
+    "--timeout T` on one NVIDIA H100 80GB (16 cores, Python 3.12.3, JAX 0.11.2 with CUDA 13, "
+    "numpyro 0.21.0; PyMC 5.28.5 and PyTensor 2.38.3 carried as wheels), float64, the two chains "
+    "vectorised on the one device (`sampling.numpyro_chain_method`). The session had 15 minutes of "
+    "device time: the 100-run fit was given 200 s and the 1,000-run fit the 318 s left, and neither "
+    "finished, where the 2-core CPU fits the same 100 runs in about 105 s. Where their time went "
+    "(preconditioning, compiling, warm-up) was not recorded; the script now writes each stage's "
+    "time beside its cache (`<cell>.stages`), so that a cut fit says how far it came. My reading, "
+    "not measured: each leapfrog step of this model is a chain of small element-wise kernels on "
+    "3,600-36,000 points, so kernel launches rather than arithmetic set the step's cost, and "
+    "vectorised chains wait for the longer tree of the two. On this evidence the GPU is not the "
+    "faster path for the population fit; ADVI on the CPU is."
+)
 
 CHILD = r"""
-import json, resource, sys, time, warnings
+import json, os, platform, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 import numpy as np
 n_runs, method, draws, tune, seed, out = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), \
@@ -51,6 +66,11 @@ n_runs, method, draws, tune, seed, out = int(sys.argv[1]), sys.argv[2], int(sys.
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.simulate import simulate_runs
 from bayesgrpo.model.curves import DEFAULT_CURVE
+def stage(name, _start=time.perf_counter()):
+    # where the time went, kept as it goes: a fit cut by the timeout still says how far it came
+    with open(out + ".stages", "a") as handle:
+        handle.write(f"{name} {time.perf_counter() - _start:.1f}\n")
+stage("imported")
 rng = np.random.default_rng(seed)
 sim = simulate_runs(n_runs, curve=DEFAULT_CURVE, families=("qwen", "llama", "gemma", "mistral", "phi"),
     n_steps=200, observed_fraction=rng.uniform(0.2, 1.0, n_runs).round(2).tolist(),
@@ -59,9 +79,11 @@ start = time.perf_counter()
 model = RewardModel()
 model.build(sim.table)
 prepare = time.perf_counter() - start
+stage("preconditioned")
 model = RewardModel().fit(sim.table, sampler=method, draws=draws, tune=tune, chains=2, random_seed=seed,
     progressbar=False)
 wall = time.perf_counter() - start
+stage("sampled")
 import jax
 d = model.diagnostics.to_dict()
 params = model.run_parameters()
@@ -74,7 +96,10 @@ coverage = merged.groupby("parameter")["hit"].mean().to_dict()
 result = dict(d, runs=n_runs, method=method, draws=draws, tune=tune, wall=wall, prepare=prepare,
     points=int(model.data.mask.sum()), peak_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     device=f"{jax.devices()[0].platform}: {jax.devices()[0].device_kind}", coverage=coverage,
-    coverage_all=float(merged["hit"].mean()))
+    host=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+    coverage_all=float(merged["hit"].mean()),
+    gpu_peak_gib=((jax.devices()[0].memory_stats() or {}).get("peak_bytes_in_use", 0) / 2**30
+        if jax.devices()[0].platform == "gpu" else None))
 json.dump(result, open(out + ".json", "w"), default=float)
 """
 
@@ -82,7 +107,7 @@ json.dump(result, open(out + ".json", "w"), default=float)
 def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
     """One fit in its own process, cached on disk; a fit past the timeout is recorded as such."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    stem = CACHE / f"{runs}_{method}_{args.draws}"
+    stem = CACHE / f"{runs}_{method}_{args.draws}{'_gpu' if args.device == 'gpu' else ''}"
     if stem.with_suffix(".json").exists():
         return json.loads(stem.with_suffix(".json").read_text())
     command = [
@@ -95,12 +120,27 @@ def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
         str(args.tune),
         str(args.seed),
     ]
+    environment = dict(os.environ, JAX_PLATFORMS="cuda" if args.device == "gpu" else "cpu")
     try:
         done = subprocess.run(
-            [*command, str(stem)], capture_output=True, text=True, timeout=args.timeout, check=False
+            [*command, str(stem)],
+            capture_output=True,
+            text=True,
+            timeout=args.timeout,
+            check=False,
+            env=environment,
         )
     except subprocess.TimeoutExpired:
-        result = {"runs": runs, "method": method, "draws": args.draws, "error": f"over {args.timeout} s"}
+        stages = stem.with_suffix(".stages")
+        reached = stages.read_text().split() if stages.exists() else []
+        result = {
+            "runs": runs,
+            "method": method,
+            "draws": args.draws,
+            "error": f"over {args.timeout} s"
+            + (f" (last stage reached: {reached[-2]} at {reached[-1]} s)" if reached else ""),
+            "device": args.device,
+        }
         stem.with_suffix(".json").write_text(json.dumps(result))
         return result
     if done.returncode != 0:
@@ -111,6 +151,8 @@ def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
 def against_nuts(runs: int, method: str, draws: int) -> tuple[float, float]:
     """Median |mean - NUTS mean| / NUTS sd and median 90% width ratio over recovered parameters."""
     own, nuts = CACHE / f"{runs}_{method}_{draws}.csv", CACHE / f"{runs}_numpyro_{draws}.csv"
+    if not nuts.exists():  # NUTS on the GPU, on the same simulated runs (same seed)
+        nuts = CACHE / f"{runs}_numpyro_{draws}_gpu.csv"
     if not (own.exists() and nuts.exists()):
         return float("nan"), float("nan")
     a = pd.read_csv(own).set_index(["run_id", "parameter"])
@@ -145,23 +187,33 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
     for r in rows:
         if "error" in r:
             lines.append(
-                f"| {r['runs']} | | {r['method']} | | not practical: {r['error']} | | | | | | | | | |"
+                f"| {r['runs']} | | {r['method']} | {r.get('device', 'cpu')} | not practical: {r['error']} "
+                "| | | | | | | | | |"
             )
             continue
         shift, width = (
             against_nuts(r["runs"], r["method"], r["draws"]) if r["method"] != "numpyro" else ("", "")
         )
+        if isinstance(shift, float) and np.isfinite(shift):
+            # kept in the row's cache: the draws' tables behind it are not committed
+            r["shift_vs_nuts"], r["width_vs_nuts"] = shift, width
+            stem = CACHE / f"{r['runs']}_{r['method']}_{r['draws']}"
+            stem.with_suffix(".json").write_text(json.dumps(r, default=float))
+        shift, width = r.get("shift_vs_nuts", shift), r.get("width_vs_nuts", width)
         shift_text = f"{shift:.2f}" if isinstance(shift, float) and np.isfinite(shift) else "-"
         width_text = f"{width:.2f}" if isinstance(width, float) and np.isfinite(width) else "-"
         approx = r["method"] in ("advi", "pathfinder")
+        gpu_memory = f" (GPU {r['gpu_peak_gib']:.2f})" if r.get("gpu_peak_gib") else ""
         lines.append(
             f"| {r['runs']} | {r['points']} | {r['method']} | {r['device']} | {r['wall']:.0f} | "
-            f"{r['prepare']:.0f} | {r['peak_gib']:.2f} | {'-' if approx else r['divergences']} | "
+            f"{r['prepare']:.0f} | {r['peak_gib']:.2f}{gpu_memory} | {'-' if approx else r['divergences']} | "
             f"{'-' if approx else format(r['max_r_hat'], '.3f')} | "
             f"{'-' if approx else format(r['min_ess_bulk'], '.0f')} | "
             f"{'-' if approx else format(r['min_ess_bulk'] / r['wall'], '.2f')} | "
             f"{r['coverage_all']:.0%} | {shift_text} | {width_text} |"
         )
+    if any(str(r.get("device", "")).startswith("gpu") for r in rows):
+        lines += ["", GPU_NOTE]
     lines += [
         "",
         "ADVI and Pathfinder draw independent samples of an approximation: their r_hat and ESS say "
@@ -204,15 +256,24 @@ def main() -> None:
     parser.add_argument("--tune", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=3600, help="seconds a fit may take")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "gpu"),
+        default="cpu",
+        help="where JAX runs (JAX_PLATFORMS=cpu or cuda); GPU rows are cached apart",
+    )
     args = parser.parse_args()
     for runs in args.runs:
         for method in args.methods:
             result = fit_cell(runs, method, args)
             print(json.dumps(result, default=float)[:300], flush=True)
     # the table holds every cell measured so far with these draws, earlier invocations included
-    rows = [json.loads(path.read_text()) for path in CACHE.glob(f"*_{args.draws}.json")]
+    paths = [*CACHE.glob(f"*_{args.draws}.json"), *CACHE.glob(f"*_{args.draws}_gpu.json")]
+    rows = [json.loads(path.read_text()) for path in paths]
     order = {method: i for i, method in enumerate(("numpyro", "advi", "pathfinder"))}
-    rows.sort(key=lambda r: (r["runs"], order.get(r["method"], 9)))
+    rows.sort(
+        key=lambda r: (str(r.get("device", "cpu")).startswith("gpu"), r["runs"], order.get(r["method"], 9))
+    )
     write_table(rows, args)
 
 

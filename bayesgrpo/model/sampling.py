@@ -123,6 +123,23 @@ def use_cores_for_chains(chains: int) -> int:
     return int(jax.local_device_count())
 
 
+def numpyro_chain_method() -> str:
+    """How numpyro should run several chains on the JAX backend in use.
+
+    On CPUs, ``"parallel"``: one chain per CPU device (:func:`use_cores_for_chains`). On a GPU
+    there is one device, where ``"parallel"`` falls back to one chain after the other; there the
+    chains are vectorised instead, every leapfrog step of all chains one batched gradient.
+
+    Returns
+    -------
+    str
+        ``"parallel"`` or ``"vectorized"``.
+    """
+    import jax
+
+    return "parallel" if jax.default_backend() == "cpu" else "vectorized"
+
+
 #: Values a fit stores per run and draw, per curve parameter (the run's value, its sampled
 #: coordinate, and a share of the derived draws) and besides (noise, asymptote).
 STORED_PER_RUN_PARAMETER = 3
@@ -355,8 +372,10 @@ def sample_model(
             low_rank_modified_mass_matrix=low_rank_mass_matrix,
         )
     elif sampler in ("pymc", "numpyro"):
+        sampler_options: dict[str, Any] = {}
         if sampler == "numpyro":
             use_cores_for_chains(chains)  # numpyro's "parallel" chains: one per JAX device
+            sampler_options["chain_method"] = numpyro_chain_method()
         with model:
             idata = pm.sample(
                 draws=draws,
@@ -367,6 +386,7 @@ def sample_model(
                 random_seed=random_seed,
                 progressbar=progressbar,
                 nuts_sampler=sampler,
+                nuts_sampler_kwargs=sampler_options,
                 compute_convergence_checks=False,
             )
     elif sampler == "advi":

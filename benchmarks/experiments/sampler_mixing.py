@@ -13,6 +13,10 @@ Variants (sampler settings, on the package as it is):
 - ``devices2``: one CPU device per chain (``sampling.use_cores_for_chains``, the default now).
 - ``sequential``: chains one after the other (numpyro's fallback on one device).
 - ``dense``: numpyro with a dense mass matrix over all 469 parameters.
+- ``dense_population``: numpyro with one dense block of the mass matrix over the population-level
+  parameters (every free parameter without a run dimension: means, slopes, spreads, family and
+  task effects), diagonal for the whitened per-run ones: the stiffest direction (``stiffness.py``)
+  and the long ones (correlated slopes, level means and offsets) all lie in that block.
 - ``ta80``: target acceptance 0.8 instead of 0.9.
 - ``nutpie_lowrank``: nutpie (JAX gradients) with its low-rank modified mass matrix.
 - ``nutpie_flow``: nutpie with its normalising-flow adaptation (``with_transform_adapt``,
@@ -82,6 +86,7 @@ VARIANTS = (
     "devices2",
     "sequential",
     "dense",
+    "dense_population",
     "ta80",
     "nutpie_lowrank",
     "nutpie_flow",
@@ -147,6 +152,21 @@ else:
     kwargs = {"chain_method": "sequential" if variant == "sequential" else "parallel", "nuts_kwargs": {}}
     if variant == "dense":
         kwargs["nuts_kwargs"]["dense_mass"] = True
+    if variant == "dense_population":
+        point, n_runs = model.initial_point(), len(model.coords["run"])
+        population = tuple(i for i, value in enumerate(model.value_vars)
+            if point[value.name].shape[:1] != (n_runs,))
+        # PyMC hands numpyro the value variables as a list, and numpyro's dense blocks need named
+        # sites: the same potential, on a dict of the same arrays
+        import pymc.sampling.jax as pymc_jax
+        list_sites = pymc_jax._sample_numpyro_nuts
+        def named_sites(*, logp_fn, initial_points, nuts_kwargs, **rest):
+            names = [f"v{i:03d}" for i in range(len(initial_points))]
+            nuts_kwargs = dict(nuts_kwargs, dense_mass=[tuple(names[i] for i in population)])
+            raw, stats, library = list_sites(logp_fn=lambda z: logp_fn([z[n] for n in names]),
+                initial_points=dict(zip(names, initial_points)), nuts_kwargs=nuts_kwargs, **rest)
+            return [raw[n] for n in names], stats, library
+        pymc_jax._sample_numpyro_nuts = named_sites
     with model:
         idata = pm.sample(draws=draws, tune=tune, chains=2, target_accept=0.8 if variant == "ta80" else 0.9,
             random_seed=seed, progressbar=False, nuts_sampler="numpyro", compute_convergence_checks=False,

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import jax
+import pymc as pm
 import pytest
 
 from bayesgrpo.errors import FitTooLargeError
@@ -95,3 +97,28 @@ def test_reward_model_fit_checks_memory_before_building(monkeypatch) -> None:
     with pytest.raises(FitTooLargeError, match="3 runs"):
         model.fit(simulate_runs(3, random_seed=0).table, draws=10, tune=10)
     assert model.data is None  # nothing was built
+
+
+def test_numpyro_chains_run_in_parallel_on_cpus_and_vectorised_on_a_gpu(monkeypatch) -> None:
+    assert sampling.numpyro_chain_method() == ("parallel" if jax.default_backend() == "cpu" else "vectorized")
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert sampling.numpyro_chain_method() == "vectorized"
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert sampling.numpyro_chain_method() == "parallel"
+
+
+def test_the_numpyro_fit_passes_its_chain_method_to_pymc(monkeypatch) -> None:
+    seen: dict = {}
+
+    def fake_sample(**kwargs):
+        seen.update(kwargs)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(pm, "sample", fake_sample)
+    monkeypatch.setattr(sampling, "numpyro_chain_method", lambda: "vectorized")
+    with pm.Model() as model:
+        pm.Normal("x")
+    with pytest.raises(RuntimeError, match="stop here"):
+        sampling.sample_model(model, sampler="numpyro", draws=5, tune=5)
+    assert seen["nuts_sampler"] == "numpyro"
+    assert seen["nuts_sampler_kwargs"] == {"chain_method": "vectorized"}
