@@ -173,12 +173,17 @@ else:
             nuts_sampler_kwargs=kwargs)
 wall = time.perf_counter() - start
 found = diagnose(idata, variant, wall)
+import arviz as az
+names = [n for n in idata.posterior.data_vars if not n.endswith("_z") and not n.endswith("_centered")]
+bulk = az.ess(idata.posterior[names], method="bulk")
+worst = sorted((float(bulk[n].min()), n) for n in names)[:6]
 stats = idata.sample_stats
 steps = "n_steps" if "n_steps" in stats else "tree_size"
 print(json.dumps(dict(variant=variant, seed=seed, draws=draws, tune=tune, wall=wall,
     divergences=found.divergences, max_r_hat=found.max_r_hat, min_ess_bulk=found.min_ess_bulk,
     min_ess_tail=found.min_ess_tail, patched=hasattr(build, "_EXP"),
-    steps=float(stats[steps].mean()), step_size=float(stats["step_size"].mean()))))
+    steps=float(stats[steps].mean()), step_size=float(stats["step_size"].mean()),
+    worst={n: round(e) for e, n in worst})))
 """
 
 
