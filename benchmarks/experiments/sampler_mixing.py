@@ -17,6 +17,12 @@ Variants (sampler settings, on the package as it is):
   parameters (every free parameter without a run dimension: means, slopes, spreads, family and
   task effects), diagonal for the whitened per-run ones: the stiffest direction (``stiffness.py``)
   and the long ones (correlated slopes, level means and offsets) all lie in that block.
+- ``k_non_centred``: the Weibull shape ``k`` left out of the whitened block of every run and
+  sampled non-centred (as the slow term's ``odds`` and ``ratio`` are): with the population block
+  dense, the worst parameters were the runs' ``k`` and ``tau`` and the spread ``k_sd``, a funnel
+  where a run's shape is centred on a population spread its points barely inform.
+  ``shape_non_centred``: ``k`` and ``tau`` both; ``shape_non_centred_dense``: that with the dense
+  population block.
 - ``ta80``: target acceptance 0.8 instead of 0.9.
 - ``nutpie_lowrank``: nutpie (JAX gradients) with its low-rank modified mass matrix.
 - ``nutpie_flow``: nutpie with its normalising-flow adaptation (``with_transform_adapt``,
@@ -87,6 +93,9 @@ VARIANTS = (
     "sequential",
     "dense",
     "dense_population",
+    "shape_non_centred",
+    "shape_non_centred_dense",
+    "k_non_centred",
     "ta80",
     "nutpie_lowrank",
     "nutpie_flow",
@@ -109,6 +118,9 @@ from bayesgrpo.model.sampling import diagnose
 import bayesgrpo.model.build as build
 table = load_bundled(warn=False)
 start = time.perf_counter()
+if variant in ("k_non_centred", "shape_non_centred", "shape_non_centred_dense"):
+    extra = ("k",) if variant == "k_non_centred" else ("k", "tau")
+    build.NON_CENTRED_SHAPE = {"two_timescale": (*build.NON_CENTRED_SHAPE["two_timescale"], *extra)}
 model = RewardModel().build(table)
 if variant == "nutpie_lowrank":
     import nutpie
@@ -152,7 +164,7 @@ else:
     kwargs = {"chain_method": "sequential" if variant == "sequential" else "parallel", "nuts_kwargs": {}}
     if variant == "dense":
         kwargs["nuts_kwargs"]["dense_mass"] = True
-    if variant == "dense_population":
+    if variant in ("dense_population", "shape_non_centred_dense"):
         point, n_runs = model.initial_point(), len(model.coords["run"])
         population = tuple(i for i, value in enumerate(model.value_vars)
             if point[value.name].shape[:1] != (n_runs,))
