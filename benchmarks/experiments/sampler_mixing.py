@@ -23,6 +23,10 @@ Variants (sampler settings, on the package as it is):
   where a run's shape is centred on a population spread its points barely inform.
   ``shape_non_centred``: ``k`` and ``tau`` both; ``shape_non_centred_dense``: that with the dense
   population block.
+- ``loose_shape_unwhitened``: with the dense population block, a run is whitened only if its
+  points also pin its shape down (the Laplace sd of ``tau`` and ``k`` at most 0.7 of the runs'
+  spread, as the levels already must be); the others are sampled as runs that are not whitened
+  (levels centred, shape centred or non-centred by signal to noise).
 - ``ta80``: target acceptance 0.8 instead of 0.9.
 - ``nutpie_lowrank``: nutpie (JAX gradients) with its low-rank modified mass matrix.
 - ``nutpie_flow``: nutpie with its normalising-flow adaptation (``with_transform_adapt``,
@@ -96,6 +100,7 @@ VARIANTS = (
     "shape_non_centred",
     "shape_non_centred_dense",
     "k_non_centred",
+    "loose_shape_unwhitened",
     "ta80",
     "nutpie_lowrank",
     "nutpie_flow",
@@ -118,6 +123,19 @@ from bayesgrpo.model.sampling import diagnose
 import bayesgrpo.model.build as build
 table = load_bundled(warn=False)
 start = time.perf_counter()
+if variant == "loose_shape_unwhitened":
+    import numpy as np
+    laplace = build.run_laplace
+    def shape_too(data, curve, priors, index, *, noise_floor=0.01):
+        mean, chol, informed = laplace(data, curve, priors, index, noise_floor=noise_floor)
+        sd = np.sqrt(np.einsum("rij,rij->ri", chol, chol))  # diagonal of L L^T
+        spread = np.clip(1.4826 * np.median(np.abs(mean - np.median(mean, axis=0)), axis=0), 0.3, None)
+        shape = [2, 3]  # tau, k in curve_params("two_timescale") + ("log_sigma",)
+        tight = (sd[:, shape] / spread[shape]).max(axis=1) <= 0.7
+        print("whitened", int(informed.sum()), "-> with the shape too", int((informed & tight).sum()),
+            file=sys.stderr)
+        return mean, chol, informed & tight
+    build.run_laplace = shape_too
 if variant in ("k_non_centred", "shape_non_centred", "shape_non_centred_dense"):
     extra = ("k",) if variant == "k_non_centred" else ("k", "tau")
     build.NON_CENTRED_SHAPE = {"two_timescale": (*build.NON_CENTRED_SHAPE["two_timescale"], *extra)}
@@ -164,7 +182,7 @@ else:
     kwargs = {"chain_method": "sequential" if variant == "sequential" else "parallel", "nuts_kwargs": {}}
     if variant == "dense":
         kwargs["nuts_kwargs"]["dense_mass"] = True
-    if variant in ("dense_population", "shape_non_centred_dense"):
+    if variant in ("dense_population", "shape_non_centred_dense", "loose_shape_unwhitened"):
         point, n_runs = model.initial_point(), len(model.coords["run"])
         population = tuple(i for i, value in enumerate(model.value_vars)
             if point[value.name].shape[:1] != (n_runs,))
