@@ -25,10 +25,14 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from scale_jax import SIMULATE  # the same simulated runs
+
 TRACES = HERE / "results" / "chain_memory"
 TABLE = HERE / "results" / "chain_memory.md"
 
-CHILD = r"""
+CHILD = (
+    r"""
 import sys, threading, time, warnings
 warnings.simplefilter("ignore")
 import numpy as np, psutil
@@ -44,13 +48,11 @@ def watch():
 threading.Thread(target=watch, daemon=True).start()
 import bayesgrpo.model.sampling as sampling
 sampling.numpyro_chain_method = lambda n_runs=None: method
-from bayesgrpo.model.curves import DEFAULT_CURVE
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.model.simulate import simulate_runs
-rng = np.random.default_rng(1)
-sim = simulate_runs(n_runs, curve=DEFAULT_CURVE, families=("qwen", "llama", "gemma", "mistral", "phi"),
-    n_steps=200, observed_fraction=rng.uniform(0.2, 1.0, n_runs).round(2).tolist(),
-    noise=rng.choice([0.01, 0.03, 0.08], n_runs).tolist(), random_seed=1)
+seed = 1
+"""
+    + SIMULATE
+    + r"""
 log.write("# simulated\n")
 import pymc.sampling.jax as pymc_jax
 def marked(function, stage):
@@ -66,6 +68,7 @@ RewardModel().fit(sim.table, sampler="numpyro", draws=draws, tune=draws, chains=
     progressbar=False)
 log.write(f"# done {time.perf_counter() - start:.1f}\n")
 """
+)
 
 
 def read_trace(path: Path) -> dict:

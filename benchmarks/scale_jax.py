@@ -57,24 +57,34 @@ GPU_NOTE = (
     "faster path for the population fit; ADVI on the CPU is."
 )
 
-CHILD = r"""
+#: The simulated population of ``n_runs`` runs from ``seed`` (Python source, run in a child
+#: process; ``chain_memory.py`` fits the same runs).
+SIMULATE = r"""
+import numpy as np
+from bayesgrpo.model.curves import DEFAULT_CURVE
+from bayesgrpo.model.simulate import simulate_runs
+rng = np.random.default_rng(seed)
+sim = simulate_runs(n_runs, curve=DEFAULT_CURVE, families=("qwen", "llama", "gemma", "mistral", "phi"),
+    n_steps=200, observed_fraction=rng.uniform(0.2, 1.0, n_runs).round(2).tolist(),
+    noise=rng.choice([0.01, 0.03, 0.08], n_runs).tolist(), random_seed=seed)
+"""
+
+CHILD = (
+    r"""
 import json, os, platform, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 import numpy as np
 n_runs, method, draws, tune, seed, out = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), \
     int(sys.argv[5]), sys.argv[6]
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.model.simulate import simulate_runs
-from bayesgrpo.model.curves import DEFAULT_CURVE
 def stage(name, _start=time.perf_counter()):
     # where the time went, kept as it goes: a fit cut by the timeout still says how far it came
     with open(out + ".stages", "a") as handle:
         handle.write(f"{name} {time.perf_counter() - _start:.1f}\n")
 stage("imported")
-rng = np.random.default_rng(seed)
-sim = simulate_runs(n_runs, curve=DEFAULT_CURVE, families=("qwen", "llama", "gemma", "mistral", "phi"),
-    n_steps=200, observed_fraction=rng.uniform(0.2, 1.0, n_runs).round(2).tolist(),
-    noise=rng.choice([0.01, 0.03, 0.08], n_runs).tolist(), random_seed=seed)
+"""
+    + SIMULATE
+    + r"""
 start = time.perf_counter()
 model = RewardModel()
 model.build(sim.table)
@@ -102,12 +112,18 @@ result = dict(d, runs=n_runs, method=method, draws=draws, tune=tune, wall=wall, 
         if jax.devices()[0].platform == "gpu" else None))
 json.dump(result, open(out + ".json", "w"), default=float)
 """
+)
+
+
+def cell_stem(runs: int, method: str, draws: int, device: str = "cpu") -> Path:
+    """Where one (runs, method, draws) fit is cached, without suffix; GPU fits apart."""
+    return CACHE / f"{runs}_{method}_{draws}{'_gpu' if device == 'gpu' else ''}"
 
 
 def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
     """One fit in its own process, cached on disk; a fit past the timeout is recorded as such."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    stem = CACHE / f"{runs}_{method}_{args.draws}{'_gpu' if args.device == 'gpu' else ''}"
+    stem = cell_stem(runs, method, args.draws, args.device)
     if stem.with_suffix(".json").exists():
         return json.loads(stem.with_suffix(".json").read_text())
     command = [
@@ -150,9 +166,9 @@ def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
 
 def against_nuts(runs: int, method: str, draws: int) -> tuple[float, float]:
     """Median |mean - NUTS mean| / NUTS sd and median 90% width ratio over recovered parameters."""
-    own, nuts = CACHE / f"{runs}_{method}_{draws}.csv", CACHE / f"{runs}_numpyro_{draws}.csv"
+    own, nuts = (cell_stem(runs, m, draws).with_suffix(".csv") for m in (method, "numpyro"))
     if not nuts.exists():  # NUTS on the GPU, on the same simulated runs (same seed)
-        nuts = CACHE / f"{runs}_numpyro_{draws}_gpu.csv"
+        nuts = cell_stem(runs, "numpyro", draws, "gpu").with_suffix(".csv")
     if not (own.exists() and nuts.exists()):
         return float("nan"), float("nan")
     a = pd.read_csv(own).set_index(["run_id", "parameter"])
@@ -197,7 +213,8 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
         if isinstance(shift, float) and np.isfinite(shift):
             # kept in the row's cache: the draws' tables behind it are not committed
             r["shift_vs_nuts"], r["width_vs_nuts"] = shift, width
-            stem = CACHE / f"{r['runs']}_{r['method']}_{r['draws']}"
+            device = "gpu" if str(r.get("device", "")).startswith("gpu") else "cpu"
+            stem = cell_stem(r["runs"], r["method"], r["draws"], device)
             stem.with_suffix(".json").write_text(json.dumps(r, default=float))
         shift, width = r.get("shift_vs_nuts", shift), r.get("width_vs_nuts", width)
         shift_text = f"{shift:.2f}" if isinstance(shift, float) and np.isfinite(shift) else "-"

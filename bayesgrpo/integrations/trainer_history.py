@@ -267,9 +267,8 @@ def forecast_metrics(
     metrics[f"{PREFIX}forecast_final_curve_high"] = float(high)
     if update.posterior is not None:
         metrics[f"{PREFIX}pareto_k"] = float(update.posterior.pareto_k)
-    departure = getattr(update, "departure", None)
-    if departure is not None:
-        metrics[f"{PREFIX}departed"] = 1.0 if departure.departed else 0.0
+    if update.departure is not None:
+        metrics[f"{PREFIX}departed"] = 1.0 if update.departed else 0.0
     metrics[f"{PREFIX}stop"] = 1.0 if decision.stop else 0.0
     return metrics
 

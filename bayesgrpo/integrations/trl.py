@@ -358,11 +358,10 @@ class BayesStopCallback(TrainerCallback):
                 update.curve_draws, step_now=update.step, horizon_step=update.horizon_step
             )[0]
             metrics = forecast_metrics(update, decision, eps=self.eps, relative=self.relative)
-        departure = getattr(update, "departure", None)
-        departed = bool(departure is not None and departure.departed)
-        if departure is not None and departed and not self._departed:
-            logger.warning("bayesgrpo: at step %g %s", update.step, departure.note())
-        self._departed = departed
+        if update.departed and not self._departed:
+            assert update.departure is not None  # departed says so
+            logger.warning("bayesgrpo: at step %g %s", update.step, update.departure.note())
+        self._departed = update.departed
         # at the horizon itself the rule says stop because no step remains: nothing to act on
         acted = decision.stop and self.mode == "stop" and update.step < update.horizon_step
         self.last_update = update
