@@ -9,7 +9,11 @@ orders: no pruning (``NopPruner``), ``MedianPruner``, ``PercentilePruner`` (25th
 ``WilcoxonPruner`` and bayesgrpo's ``RewardCurvePruner``, whose population never saw the study's
 source (the leave-one-source-out populations of ``benchmarks/_loso.py``); ``bayesgrpo_study`` is
 the same pruner with a population fitted on the study's own finished trials once four have
-finished (``fit_after=4``).
+finished (``fit_after=4``). Two oracles bound what any pruner could do: ``oracle`` knows each
+trial's final value and prunes it at the end of the warm-up exactly when it will not beat the best
+finished trial (after the same startup trials), so it never loses the best and spends the fewest
+steps a pruner with these settings can; ``oracle_no_startup`` does the same from the second trial on
+(as Hyperband and Wilcoxon, which have no startup setting).
 
 Measured per study and order: the steps spent (reports made), and the regret: the best final
 reward among the trials that finished, below the best final reward of all the study's runs, in
@@ -51,7 +55,19 @@ from _markdown import markdown_table
 RESULTS = HERE / "results"
 ROWS = HERE / "_scratch" / "optuna_pruning_rows.csv"
 FINAL_SHARE = 0.1
-PRUNERS = ("none", "median", "percentile25", "hyperband", "wilcoxon", "bayesgrpo", "bayesgrpo_study")
+PRUNERS = (
+    "none",
+    "median",
+    "percentile25",
+    "hyperband",
+    "wilcoxon",
+    "bayesgrpo",
+    "bayesgrpo_study",
+    "oracle",
+    "oracle_no_startup",
+)
+#: Not pruners a user can have: they know each trial's final value (what is reachable at all).
+ORACLES = ("oracle", "oracle_no_startup")
 
 logger = logging.getLogger("optuna_pruning")
 
@@ -77,6 +93,25 @@ def final_reward(rewards: np.ndarray) -> float:
     return float(np.mean(rewards[-n:]))
 
 
+def oracle_pruner(n_startup_trials: int, n_warmup_steps: int) -> Any:
+    """A pruner that knows each trial's final value (user attribute ``final``): at the end of the
+    warm-up it prunes exactly the trials that will not beat the best finished one.
+    """
+    import optuna
+
+    class OraclePruner(optuna.pruners.BasePruner):
+        def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+            step = trial.last_step
+            if step is None or step < n_warmup_steps:
+                return False
+            finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if len(finished) < max(1, n_startup_trials):
+                return False
+            return bool(trial.user_attrs["final"] < max(t.value for t in finished))
+
+    return OraclePruner()
+
+
 def make_pruner(name: str, horizon: int, args: argparse.Namespace, study: dict[str, Any]) -> Any:
     """One pruner, with the shared settings scaled to the study's trial length."""
     import optuna
@@ -85,6 +120,8 @@ def make_pruner(name: str, horizon: int, args: argparse.Namespace, study: dict[s
 
     warmup = max(1, int(round(args.warmup * horizon)))
     interval = max(1, int(round(args.interval * horizon)))
+    if name in ORACLES:
+        return oracle_pruner(args.startup if name == "oracle" else 0, warmup)
     if name == "none":
         return optuna.pruners.NopPruner()
     if name == "median":
@@ -120,6 +157,7 @@ def replay(study: dict[str, Any], order: list[int], pruner: Any) -> dict[str, An
     def objective(trial: Any) -> float:
         rewards = curves[order[trial.number]]
         trial.set_user_attr("horizon", len(rewards))
+        trial.set_user_attr("final", final_reward(rewards))  # read by the oracles only
         for step, reward in enumerate(rewards, start=1):
             trial.report(float(reward), step)
             if trial.should_prune():
@@ -211,7 +249,7 @@ def verdict(summary: pd.DataFrame) -> list[str]:
     ours = summary.set_index("pruner").loc["bayesgrpo"]
     lines = []
     for name, row in summary.set_index("pruner").iterrows():
-        if name == "bayesgrpo":
+        if name == "bayesgrpo" or name in ORACLES:
             continue
         fewer = ours["steps"] < row["steps"]
         no_worse = ours["mean_regret"] <= row["mean_regret"] + 1e-12
@@ -220,6 +258,33 @@ def verdict(summary: pd.DataFrame) -> list[str]:
             f"({'fewer' if fewer else 'not fewer'}), mean regret {ours['mean_regret']:.4f} vs "
             f"{row['mean_regret']:.4f} ({'no worse' if no_worse else 'worse'}): "
             f"**{'beaten' if fewer and no_worse else 'not beaten'}**"
+        )
+    return lines
+
+
+def reachable(summary: pd.DataFrame) -> list[str]:
+    """What the oracles say of the target: the fewest steps at no regret, against each pruner."""
+    table = summary.set_index("pruner")
+    lines = []
+    for oracle in ORACLES:
+        if oracle not in table.index:
+            continue
+        row = table.loc[oracle]
+        under = [
+            name
+            for name, other in table.iterrows()
+            if name not in ORACLES and name != "bayesgrpo" and row["steps"] >= other["steps"]
+        ]
+        lines.append(
+            f"- `{oracle}`: {int(row['steps'])} steps ({row['steps_share']:.1%} of no pruning) at mean "
+            f"regret {row['mean_regret']:.4f}; "
+            + (
+                "a pruner that knew every trial's final value would still spend at least as many steps "
+                "as " + ", ".join(f"`{n}`" for n in under)
+                if under
+                else "fewer steps than every pruner"
+            )
+            + "."
         )
     return lines
 
@@ -291,6 +356,14 @@ def main(argv: list[str] | None = None) -> None:
         "## Against the target (fewer steps than every other pruner, at no worse regret)",
         "",
         *verdict(summary),
+        "",
+        "## What any pruner could reach (the oracles)",
+        "",
+        "An oracle knows each trial's final value; it prunes at the end of the warm-up exactly the trials "
+        "that will not beat the best finished trial, so it never loses the best (regret 0, which "
+        "matching `none` asks for) and spends the fewest steps possible at these settings.",
+        "",
+        *reachable(summary),
         "",
         "## Per pruner",
         "",

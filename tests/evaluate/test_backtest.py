@@ -22,6 +22,8 @@ from bayesgrpo.evaluate.backtest.stopping import (
     MedianPruning,
     Patience,
     frontier,
+    oracle_stop_bound,
+    stop_candidates,
     stopping_backtest,
 )
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
@@ -194,6 +196,51 @@ def test_median_pruning_compares_a_run_with_its_source_only():
     assert _row(result, "bad", "median")["stop_step"] == 10  # first check after the warmup
     assert not _row(result, "alone", "median")["stopped"]  # no peers: never pruned
     assert not _row(result, "good5", "median")["stopped"]
+
+
+def test_stop_candidates_are_the_checks_and_the_end_scored_as_the_backtest_scores_them():
+    table = _hand_made()
+    candidates = stop_candidates(table, 0.25)
+    linear = candidates[candidates["run_id"] == "linear"]
+    # checks at 25%, 50%, 75% of the span (steps 25, 50, 75: the last point at or before 1 + k * 24.75)
+    assert linear["stop_step"].tolist() == [25.0, 50.0, 75.0, 100.0]
+    assert linear["steps_saved"].tolist() == pytest.approx([0.75, 0.5, 0.25, 0.0])
+    fixed = stopping_backtest(table, None, {"ff50": FixedFraction(0.5)})
+    assert linear.iloc[1]["reward_vs_end"] == pytest.approx(_row(fixed, "linear", "ff50")["reward_vs_end"])
+    assert (candidates.groupby("run_id")["steps_saved"].min() == 0).all()
+
+
+def test_oracle_bound_by_hand():
+    # run a: stop at 0.5 saved for 0.1 given up, or run on; run b: flat, stopping early is free
+    candidates = pd.DataFrame(
+        {
+            "run_id": ["a", "a", "b", "b"],
+            "steps_saved": [0.5, 0.0, 0.9, 0.0],
+            "reward_vs_end": [0.1, 0.0, 0.0, 0.0],
+        }
+    )
+    # within a mean of 0.05 given up, a may stop (mean 0.05): (0.5 + 0.9) / 2
+    tight = oracle_stop_bound(candidates, 0.05)
+    assert tight.saved == pytest.approx(0.7) and tight.given_up == pytest.approx(0.05)
+    assert tight.saved_bound == pytest.approx(0.7, abs=1e-3)
+    # within 0.02 only b stops; the dual bound is the hull's (a stopped "0.4 of the time": a mean
+    # of 0.1 * 0.4 / 2 = 0.02 given up for (0.5 * 0.4 + 0.9) / 2 = 0.55 saved)
+    loose = oracle_stop_bound(candidates, 0.02)
+    assert loose.saved == pytest.approx(0.45) and loose.given_up == pytest.approx(0.0)
+    assert loose.saved_bound == pytest.approx(0.55, abs=1e-3)
+    with pytest.raises(BacktestError):
+        oracle_stop_bound(candidates.iloc[:0], 0.01)
+
+
+def test_no_rule_of_the_backtest_saves_more_than_the_oracle_bound():
+    table = _hand_made()
+    rules = {f"ff{f}": FixedFraction(f) for f in (0.3, 0.5, 0.8)} | {"patience": Patience(0.1, 0.05)}
+    result = frontier(stopping_backtest(table, None, rules))
+    candidates = stop_candidates(table, 0.05)
+    for row in result.itertuples(index=False):
+        bound = oracle_stop_bound(candidates, row.vs_end_mean)
+        # the fixed fractions stop between checks: allow the checks' spacing
+        assert row.steps_saved_mean <= bound.saved_bound + 0.05 + 1e-9
 
 
 def test_frontier_summarises_and_marks_dominated_rules():

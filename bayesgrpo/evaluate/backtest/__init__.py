@@ -58,8 +58,11 @@ from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window, reward
 from bayesgrpo.evaluate.backtest.stopping import (
     FixedFraction,
     MedianPruning,
+    OracleBound,
     Patience,
     frontier,
+    oracle_stop_bound,
+    stop_candidates,
     stopping_backtest,
 )
 
@@ -73,6 +76,7 @@ __all__ = [
     "FixedFraction",
     "MIN_OBSERVED",
     "MedianPruning",
+    "OracleBound",
     "Patience",
     "SMOOTHING_FRACTION",
     "bayes_forecast_draws",
@@ -85,12 +89,14 @@ __all__ = [
     "frontier",
     "kfold_populations",
     "leave_one_source_out_populations",
+    "oracle_stop_bound",
     "source_group",
     "source_groups",
     "planned_horizon",
     "reward_given_up",
     "run_points",
     "smoothed_reward",
+    "stop_candidates",
     "stop_probability_calibration",
     "stopping_backtest",
 ]

@@ -408,3 +408,120 @@ def frontier(stopping: pd.DataFrame) -> pd.DataFrame:
     strictly = (saved[None, :] > saved[:, None]) | (lost[None, :] < lost[:, None])
     table["on_frontier"] = ~(better_or_equal & strictly).any(axis=1)
     return table.sort_values("steps_saved_mean", ascending=False, kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle: how much any rule asked at the same checks could save
+# --------------------------------------------------------------------------------------------
+
+
+def stop_candidates(
+    table: RunsTable,
+    check_every_fraction: float,
+    smoothing_fraction: float | str = SMOOTHING_FRACTION,
+) -> pd.DataFrame:
+    """Every stop a rule asked at the backtest's checks can make, scored as the backtest scores it.
+
+    Parameters
+    ----------
+    table : RunsTable
+    check_every_fraction : float
+        The checks' spacing, a share of each run's step span (as :func:`stopping_backtest`).
+    smoothing_fraction : float or "cv"
+        As :func:`stopping_backtest`.
+
+    Returns
+    -------
+    DataFrame
+        One row per run and check, plus the run's end (no stop): ``run_id, stop_step,
+        steps_saved, reward_given_up, reward_vs_end``.
+    """
+    rows = []
+    for run_id in table.run_ids:
+        points = run_points(table, run_id)
+        steps = points["step"].to_numpy(dtype=float)
+        rewards = points["reward"].to_numpy(dtype=float)
+        last = float(steps[-1])
+        if last <= 0:
+            continue
+        smooth = smoothed_reward(rewards, smoothing_fraction)
+        spread = float(rewards.max() - rewards.min()) or 1.0
+        for stop_step in [*(float(steps[i]) for i in check_indices(points, check_every_fraction)), last]:
+            given_up, vs_end = reward_given_up(smooth, spread, steps, stop_step)
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "stop_step": stop_step,
+                    "steps_saved": (last - stop_step) / last,
+                    "reward_given_up": given_up,
+                    "reward_vs_end": vs_end,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class OracleBound:
+    """What a rule that knew every run's future could save at a bound on the mean reward given up.
+
+    Attributes
+    ----------
+    max_given_up : float
+        The bound on the mean of ``given_up`` (a share of each run's range).
+    saved_bound : float
+        No choice of one stop per run among the candidates saves more steps on average while
+        keeping the mean given up within ``max_given_up`` (a Lagrangian bound: exact up to the
+        gaps between the candidates' hull points).
+    saved, given_up : float
+        A choice that attains the bound's side: the most steps saved found at a mean given up
+        within ``max_given_up``.
+    """
+
+    max_given_up: float
+    saved_bound: float
+    saved: float
+    given_up: float
+
+
+def oracle_stop_bound(
+    candidates: pd.DataFrame, max_given_up: float, given_up: str = "reward_vs_end"
+) -> OracleBound:
+    """The most steps any stopping rule could save at a mean reward given up within a bound.
+
+    Each run stops at one of its candidates (:func:`stop_candidates`). The best choice maximises
+    the mean of ``steps_saved`` subject to mean ``given_up`` <= ``max_given_up``; its Lagrangian
+    dual, ``min over lam >= 0 of lam * max_given_up + mean over runs of max over candidates of
+    (saved - lam * given_up)``, bounds it from above at every ``lam``, and each ``lam``'s
+    choice is a feasible point when its mean given up is within the bound.
+
+    Parameters
+    ----------
+    candidates : DataFrame
+        ``run_id``, ``steps_saved`` and the ``given_up`` column, several rows per run.
+    max_given_up : float
+    given_up : str
+        The column that is bounded (``reward_vs_end``: against the run's end, the headline).
+
+    Returns
+    -------
+    OracleBound
+    """
+    if candidates.empty:
+        raise BacktestError("no stop candidates: nothing to bound")
+    runs = candidates["run_id"].to_numpy()
+    _, run_index = np.unique(runs, return_inverse=True)
+    n_runs = int(run_index.max()) + 1
+    saved = candidates["steps_saved"].to_numpy(dtype=float)
+    lost = candidates[given_up].to_numpy(dtype=float)
+    bound, best_saved, best_lost = np.inf, -np.inf, np.nan
+    for lam in np.concatenate([[0.0], np.geomspace(1e-4, 1e5, 2000)]):
+        score = saved - lam * lost
+        # each run's best candidate at this lam; ties go to the one giving up least
+        order = np.lexsort((lost, -score, run_index))
+        first = order[np.r_[True, run_index[order][1:] != run_index[order][:-1]]]
+        dual = lam * max_given_up + score[first].sum() / n_runs
+        bound = min(bound, dual)
+        mean_saved, mean_lost = saved[first].mean(), lost[first].mean()
+        if mean_lost <= max_given_up and mean_saved > best_saved:
+            best_saved, best_lost = mean_saved, mean_lost
+    return OracleBound(max_given_up, float(bound), float(best_saved), float(best_lost))
