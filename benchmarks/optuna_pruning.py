@@ -9,7 +9,9 @@ orders: no pruning (``NopPruner``), ``MedianPruner``, ``PercentilePruner`` (25th
 ``WilcoxonPruner`` and bayesgrpo's ``RewardCurvePruner``, whose population never saw the study's
 source (the leave-one-source-out populations of ``benchmarks/_loso.py``); ``bayesgrpo_study`` is
 the same pruner with a population fitted on the study's own finished trials once four have
-finished (``fit_after=4``). Two oracles bound what any pruner could do: ``oracle`` knows each
+finished (``fit_after=4``); ``bayesgrpo_own_range`` the same pruner with ``study_reach=False`` (a trial
+without a stated range read on its own values alone, not on the span of the finished trials).
+Two oracles bound what any pruner could do: ``oracle`` knows each
 trial's final value and prunes it at the end of the warm-up exactly when it will not beat the best
 finished trial (after the same startup trials), so it never loses the best and spends the fewest
 steps a pruner with these settings can; ``oracle_no_startup`` does the same from the second trial on
@@ -26,13 +28,16 @@ Usage::
     python benchmarks/optuna_pruning.py --orders 2   # quicker
 
 Resumable: each (study, order, pruner) result is appended to
-``benchmarks/_scratch/optuna_pruning_rows.csv`` and skipped when found there with the same settings.
+``benchmarks/_scratch/optuna_pruning_rows.csv`` and skipped when found there with the same settings
+(and, for bayesgrpo's pruners, the same code of the package's model, questions and evaluate
+layers and of its Optuna integration).
 Writes ``benchmarks/results/optuna_pruning.md`` and ``optuna_pruning_runs.csv``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -51,6 +56,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _loso import loso_populations
 from _markdown import markdown_table
+from live_backtest import code_hash
 
 RESULTS = HERE / "results"
 ROWS = HERE / "_scratch" / "optuna_pruning_rows.csv"
@@ -63,6 +69,7 @@ PRUNERS = (
     "wilcoxon",
     "bayesgrpo",
     "bayesgrpo_study",
+    "bayesgrpo_own_range",
     "oracle",
     "oracle_no_startup",
 )
@@ -143,6 +150,8 @@ def make_pruner(name: str, horizon: int, args: argparse.Namespace, study: dict[s
         metadata=study["metadata"],
         # bayesgrpo_study: from 4 finished trials on, a population fitted on them (the study's task)
         fit_after=4 if name == "bayesgrpo_study" else None,
+        # bayesgrpo_own_range: a trial without a stated range read on its own values alone
+        study_reach=name != "bayesgrpo_own_range",
         random_seed=0,
     )
 
@@ -215,12 +224,22 @@ def studies(min_runs: int) -> list[dict[str, Any]]:
     return out
 
 
-def done_rows(path: Path, settings: dict[str, Any]) -> pd.DataFrame:
-    """The rows already measured with these settings."""
+def row_settings(pruner: str, settings: dict[str, Any], code: str) -> str:
+    """What a row was measured with: the settings, and for bayesgrpo's pruners the code of the
+    live update too (a change to it re-runs them; Optuna's pruners and the oracles do not
+    depend on it).
+    """
+    return json.dumps(
+        {**settings, "code": code} if pruner.startswith("bayesgrpo") else settings, sort_keys=True
+    )
+
+
+def done_rows(path: Path, settings: dict[str, Any], code: str) -> pd.DataFrame:
+    """The rows already measured with these settings (and code, for bayesgrpo's pruners)."""
     if not path.exists():
         return pd.DataFrame()
     rows = pd.read_csv(path)
-    return rows[rows["settings"] == json.dumps(settings, sort_keys=True)]
+    return rows[rows["settings"] == rows["pruner"].map(lambda name: row_settings(name, settings, code))]
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
@@ -301,7 +320,9 @@ def main(argv: list[str] | None = None) -> None:
         " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
     )
     settings = {k: v for k, v in vars(args).items() if k in ("startup", "warmup", "interval", "min_prob")}
-    done = done_rows(args.rows, settings)
+    pruner_code = (HERE.parent / "bayesgrpo" / "integrations" / "optuna.py").read_bytes()
+    code = code_hash() + hashlib.sha256(pruner_code).hexdigest()[:8]
+    done = done_rows(args.rows, settings, code)
     measured = set() if done.empty else set(zip(done["source"], done["order"], done["pruner"], strict=True))
     all_studies = studies(args.min_runs)
     args.rows.parent.mkdir(parents=True, exist_ok=True)
@@ -317,11 +338,11 @@ def main(argv: list[str] | None = None) -> None:
                     "order": order_seed,
                     "pruner": name,
                     **result,
-                    "settings": json.dumps(settings, sort_keys=True),
+                    "settings": row_settings(name, settings, code),
                 }
                 pd.DataFrame([row]).to_csv(args.rows, mode="a", header=not args.rows.exists(), index=False)
                 logger.info("%s, order %d, %s: %s", study["source"], order_seed, name, result)
-    rows = done_rows(args.rows, settings)
+    rows = done_rows(args.rows, settings, code)
     rows = rows[rows["pruner"].isin(args.pruners) & (rows["order"] < args.orders)]
     rows = rows[rows["source"].isin([s["source"] for s in all_studies])]
     summary = summarise(rows)

@@ -141,6 +141,12 @@ class RewardCurvePruner(BasePruner):
     metadata : mapping or callable, optional
         The trials' metadata (``reward_min``/``reward_max``: the objective's range, which makes
         the prior sharper; ``family``, ``size_b``...), or ``metadata(trial) -> mapping``.
+    study_reach : bool
+        For a trial without a stated range: its whole range covers what the finished trials
+        reported (the trials of a study share one objective), rather than only what its own
+        values so far imply (``LiveForecaster.update(reach=...)``). Default True: a trial flat
+        at its start is not read as one whose range is its noise, which would prune a late
+        riser.
     fit_after : int, optional
         Fit a population on the study's own finished trials once this many have finished (and
         again each time their number doubles); until then, ``population``. None: never.
@@ -168,6 +174,7 @@ class RewardCurvePruner(BasePruner):
         interval_steps: int = 1,
         min_points: int = 5,
         metadata: Mapping[str, Any] | Callable[[FrozenTrial], Mapping[str, Any]] | None = None,
+        study_reach: bool = True,
         fit_after: int | None = None,
         fit_kwargs: Mapping[str, Any] | None = None,
         cache_dir: str | Path | None = None,
@@ -204,6 +211,7 @@ class RewardCurvePruner(BasePruner):
         self.interval_steps = interval_steps
         self.min_points = min_points
         self.metadata = metadata
+        self.study_reach = bool(study_reach)
         self.fit_after = fit_after
         self.fit_kwargs = {"draws": 300, "tune": 300, "chains": 2, **dict(fit_kwargs or {})}
         self.fit_kwargs["progressbar"] = False
@@ -259,7 +267,8 @@ class RewardCurvePruner(BasePruner):
         self, study: optuna.study.Study, trial: FrozenTrial, finished: list[FrozenTrial], step: int
     ) -> PruneCheck:
         sign = 1.0 if study.direction == StudyDirection.MAXIMIZE else -1.0
-        table, kept, offset = trial_table(trial, sign, self._metadata(trial), self._horizon(trial))
+        metadata = self._metadata(trial)
+        table, kept, offset = trial_table(trial, sign, metadata, self._horizon(trial))
         if kept < self.min_points:
             return PruneCheck(
                 "waiting", step, math.nan, f"{kept} of {self.min_points} values needed for a forecast"
@@ -267,7 +276,9 @@ class RewardCurvePruner(BasePruner):
         forecaster = self._get_forecaster(study, finished, sign)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LiveUpdateWarning)  # the update names its method
-            update = forecaster.update(table, horizon=self._horizon(trial) + offset)
+            update = forecaster.update(
+                table, horizon=self._horizon(trial) + offset, reach=self._reach(metadata, finished, sign)
+            )
         final = update.reward_draws([update.horizon_step], band="curve")[:, 0]
         if self.final_points is not None:  # one logged value's noise, averaged over the last points
             noise = update.reward_draws([update.horizon_step], band="predictive")[:, 0] - final
@@ -292,6 +303,22 @@ class RewardCurvePruner(BasePruner):
                 )
                 return PruneCheck("prune", step, p_beat, reason, quantiles)
         return PruneCheck("continue", step, p_beat, f"{head}: continue", quantiles)
+
+    def _reach(
+        self, metadata: Mapping[str, Any], finished: list[FrozenTrial], sign: float
+    ) -> tuple[float, float] | None:
+        """The span of the finished trials' reported values (as rewards), for a trial without a
+        stated range; None with a stated range, ``study_reach=False`` or nothing reported.
+        """
+        if not self.study_reach or (
+            metadata.get("reward_min") is not None and metadata.get("reward_max") is not None
+        ):
+            return None
+        values = np.array(
+            [sign * float(v) for t in finished for v in t.intermediate_values.values()], dtype=float
+        )
+        values = values[np.isfinite(values)]
+        return (float(values.min()), float(values.max())) if values.size else None
 
     def _horizon(self, trial: FrozenTrial) -> int:
         horizon = self.horizon(trial) if callable(self.horizon) else self.horizon

@@ -63,6 +63,7 @@ from bayesgrpo.model.predict import (
     prior_level_draws,
     prior_spec,
     quantile_columns,
+    unknown_covariate_pool,
     unseen_group_sds,
 )
 from bayesgrpo.model.reward_model import RewardModel
@@ -101,6 +102,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: How :class:`LiveForecaster` places a run whose model size (or samples per step) is not given.
+UNKNOWN_COVARIATES: tuple[str, ...] = ("mean", "integrate")
+
 
 @dataclass
 class LiveForecaster:
@@ -131,6 +135,11 @@ class LiveForecaster:
         points has noise ``sigma / n ** (bin_noise_exponent / 2)``. 1 (default) treats the
         points of a bin as independent; below 1 treats them as correlated (logged rewards drift
         together), so that many points count for less.
+    unknown_covariates : {"mean", "integrate"}
+        A run whose model size (or samples per step) is not given: ``"mean"`` places it at the
+        population's mean size, as the fit places its runs of unknown size; ``"integrate"`` lets
+        it be any of the sizes the population's runs had (``model.predict.unknown_covariate_pool``),
+        so its prior carries the spread the size effect makes between runs.
 
     Examples
     --------
@@ -147,12 +156,17 @@ class LiveForecaster:
     prior_scale: float = 1.0
     bin_noise_exponent: float = 1.0
     range_headroom: float = 0.0
+    unknown_covariates: str = "integrate"
     _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.population.is_fitted:
             raise NotFittedError(
                 "LiveForecaster needs a fitted population model (RewardModel.fit or RewardModel.load)"
+            )
+        if self.unknown_covariates not in UNKNOWN_COVARIATES:
+            raise BayesGRPOError(
+                f"unknown_covariates={self.unknown_covariates!r}; choose one of {UNKNOWN_COVARIATES}"
             )
         if self.population.pooling != "partial":
             raise BayesGRPOError(
@@ -197,6 +211,8 @@ class LiveForecaster:
                 if levels_learnt(data, from_data)
                 else prior_level_draws(self.population.prior_config, n_samples, self.random_seed)
             )
+            integrate = self.unknown_covariates == "integrate"
+            pools = unknown_covariate_pool(data, from_data) if integrate else None
             draws = new_run_draws(
                 posterior,
                 self.population.curve,
@@ -214,6 +230,7 @@ class LiveForecaster:
                 ),
                 extrapolation_sd=_size_slope_prior_sd(self.population),
                 prior_levels=prior_levels,
+                unknown_covariates=pools,
                 random_seed=self.random_seed,
             )
             prior = GaussianRunPrior.from_draws(draws, self.population.curve, self.population.noise_floor)
@@ -224,7 +241,9 @@ class LiveForecaster:
             self._priors[key] = prior
         return self._priors[key]
 
-    def update(self, run: RunsTable, *, horizon: float | None = None) -> LiveUpdate:
+    def update(
+        self, run: RunsTable, *, horizon: float | None = None, reach: tuple[float, float] | None = None
+    ) -> LiveUpdate:
         """Condition the population on one run's points so far.
 
         A run without a stated reward range is normalised by the whole range its prefix implies
@@ -238,6 +257,12 @@ class LiveForecaster:
         horizon : float, optional
             The step the run is planned to end at (default: its ``total_steps``, else its last
             logged step).
+        reach : (float, float), optional
+            Rewards the run is known to be able to reach without a stated range, for example the
+            span of the finished trials of the same study (one reward function): the whole range
+            the run is normalised by is widened to cover them. Without it the whole range is
+            read from the prefix alone, and a run flat so far is normalised by little more than
+            its noise, so a late rise is out of its reach. Ignored for a stated range.
 
         Returns
         -------
@@ -258,7 +283,7 @@ class LiveForecaster:
         data = prepare(run, **settings)
         metadata = run.runs.iloc[0].to_dict()
         if self.place_own_range and data.bounds_source[0] == "data":
-            bounds = own_range_bounds(population.data, run, data, population.bounds_margin)
+            bounds = own_range_bounds(population.data, run, data, population.bounds_margin, reach)
             if bounds is not None:
                 upper = bounds[1] + self.range_headroom * (bounds[1] - bounds[0])
                 runs = run.runs.assign(reward_min=bounds[0], reward_max=upper)
@@ -456,7 +481,11 @@ def prefix_placement(population: ModelData, progress: float) -> tuple[float, flo
 
 
 def own_range_bounds(
-    population: ModelData, run: RunsTable, data: ModelData, margin: float
+    population: ModelData,
+    run: RunsTable,
+    data: ModelData,
+    margin: float,
+    reach: tuple[float, float] | None = None,
 ) -> tuple[float, float] | None:
     """Reward bounds for a live run without a stated range, as the population's runs had them.
 
@@ -478,6 +507,9 @@ def own_range_bounds(
         ``run`` prepared with its prefix's own bounds (its progress is read from it).
     margin : float
         The population's ``bounds_margin``.
+    reach : (float, float), optional
+        Rewards the run can reach (:meth:`LiveForecaster.update`): the whole range is widened to
+        cover them before the margin is added.
 
     Returns
     -------
@@ -498,7 +530,11 @@ def own_range_bounds(
     range_share = min(range_share, 1.0)
     whole = (high - low) / range_share
     floor = low - floor_share * whole
-    return floor - margin * whole, floor + whole + margin * whole
+    top = floor + whole
+    if reach is not None and all(np.isfinite(reach)):
+        floor, top = min(floor, float(min(reach))), max(top, float(max(reach)))
+        whole = top - floor
+    return floor - margin * whole, top + margin * whole
 
 
 @dataclass(frozen=True)

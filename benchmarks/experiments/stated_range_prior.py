@@ -6,7 +6,8 @@ live update believes there, on the shipped population:
 
 * the population's Gaussian prior of a new run's levels (``LiveForecaster.prior_for``) with and
   without a stated range: its end level ``r1`` as a share of the range, and the prior gain
-  ``r1 - r0``;
+  ``r1 - r0``, with a run of unknown model size placed at the population's mean size
+  (``unknown_covariates="mean"``) and integrated over its sizes (``"integrate"``);
 * where the population's runs on a stated range end (mean of the last 10% of their points, as a
   share of the stated range), per source;
 * for a few simulated runs (flat, falling, rise then plateau), at 20%, 40% and 60% of the run:
@@ -22,6 +23,7 @@ Writes ``benchmarks/experiments/results/stated_range_prior.md``.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import warnings
 from pathlib import Path
@@ -37,6 +39,9 @@ from stopping_simulated import runs_table, simulate
 RESULTS = HERE / "results"
 PROBED = ("sim_flat_00", "sim_flat_01", "sim_falling_00", "sim_rise_plateau_00")
 CUTS = (0.2, 0.4, 0.6)
+#: ``LiveForecaster(unknown_covariates=...)``: a run of unknown size at the mean size (as shipped
+#: before 2026-11-26) or integrated over the population's sizes (the default since).
+UNKNOWN_SIZE = ("mean", "integrate")
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -47,16 +52,21 @@ def _quantiles(x: np.ndarray, fmt: str) -> str:
     return " / ".join(format(q, fmt) for q in np.quantile(x, [0.05, 0.5, 0.95]))
 
 
-def prior_rows(live) -> list[dict]:
-    """The new-run prior's end level and gain, with and without a stated range."""
+def prior_rows(live_of) -> list[dict]:
+    """The new-run prior's end level and gain, with and without a stated range, for a run of
+    unknown size placed at the mean size and integrated over the population's sizes.
+    """
     rows = []
-    for label, metadata in (("stated 0..1", {"reward_min": 0.0, "reward_max": 1.0}), ("no stated range", {})):
-        prior = live.prior_for(metadata)
+    for mode, (label, metadata) in itertools.product(
+        UNKNOWN_SIZE, (("stated 0..1", {"reward_min": 0.0, "reward_max": 1.0}), ("no stated range", {}))
+    ):
+        prior = live_of(mode).prior_for(metadata)
         draws = np.random.default_rng(0).multivariate_normal(prior.mean, prior.cov, 20000)
         r0, r1 = _sigmoid(draws[:, 0]), _sigmoid(draws[:, 1])
         gain = r1 - r0
         rows.append(
             {
+                "unknown size": mode,
                 "run": label,
                 "r1 q05/50/95": _quantiles(r1, ".2f"),
                 "gain q05/50/95": _quantiles(gain, ".2f"),
@@ -102,9 +112,9 @@ def posterior_rows(live_of) -> pd.DataFrame:
 
     points, _, runs = simulate(16, 0)
     rows = []
-    for stated in (True, False):
+    for mode, stated in itertools.product(UNKNOWN_SIZE, (True, False)):
         table = runs_table(points, runs, stated)
-        live = live_of()
+        live = live_of(mode)
         for run_id in PROBED:
             run = table.select([run_id])
             frame = run_points(table, run_id)
@@ -119,6 +129,7 @@ def posterior_rows(live_of) -> pd.DataFrame:
                 tau = draws.params["tau"][:, 0]
                 rows.append(
                     {
+                        "unknown size": mode,
                         "range": "stated 0..1" if stated else "no stated range",
                         "run": run_id,
                         "points": len(frame),
@@ -139,8 +150,8 @@ def main(argv: list[str] | None = None) -> None:
 
     population = bundled_population()
 
-    def live_of() -> LiveForecaster:
-        return LiveForecaster(population, random_seed=0)
+    def live_of(mode: str) -> LiveForecaster:
+        return LiveForecaster(population, random_seed=0, unknown_covariates=mode)
 
     lines = [
         "# Why a stated range keeps a flat run going (issue 25)",
@@ -150,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         "## The population's prior of a new run's levels",
         "",
-        markdown_table(pd.DataFrame(prior_rows(live_of()))),
+        markdown_table(pd.DataFrame(prior_rows(live_of))),
         "",
         "## Where the population's runs on a stated range end",
         "",

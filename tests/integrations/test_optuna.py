@@ -117,7 +117,7 @@ def test_startup_warm_up_and_interval_are_respected(curves):
 
 
 def test_a_failing_forecast_never_prunes_and_is_said_once(curves, monkeypatch, caplog):
-    def broken(self, run, *, horizon=None):
+    def broken(self, run, *, horizon=None, reach=None):
         raise BayesGRPOError("the population file is damaged")
 
     monkeypatch.setattr(LiveForecaster, "update", broken)
@@ -131,6 +131,38 @@ def test_a_failing_forecast_never_prunes_and_is_said_once(curves, monkeypatch, c
     assert errors and "damaged" in errors[0].reason
     assert study.trials[-1].user_attrs[f"{ATTR}decision"] == "error"
     assert sum("failed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_late_riser_without_a_stated_range_is_read_on_the_studys_span():
+    """The gpt-oss 2048-game notebook: its best run (1,000 steps) sits near 0 for its first tenth
+    and climbs to 22; its other runs end at -1 to 5. Run last, after the others finished, with no
+    reward range given: read on its own flat start it looks like a run whose range is its noise.
+    """
+    table = load_bundled(warn=False)
+    source = next(s for s in source_groups(table) if "2048" in s)
+    runs = source_groups(table)[source]
+    rewards = [table.run(r)["reward"].to_numpy(dtype=float) for r in runs]
+    lengths = [len(c) for c in rewards]
+    order = list(np.argsort([np.mean(c[-max(1, len(c) // 10) :]) for c in rewards]))  # best last
+    decisions = {}
+    for reach in (True, False):
+        study = optuna.create_study(
+            direction="maximize",
+            pruner=RewardCurvePruner(
+                horizon=lambda trial: lengths[order[trial.number]],
+                n_startup_trials=2,
+                n_warmup_steps=26,
+                interval_steps=13,
+                min_prob_beat_best=0.05,
+                study_reach=reach,
+                random_seed=0,
+            ),
+        )
+        objective, _ = replay(rewards, order)
+        study.optimize(objective, n_trials=len(rewards))
+        decisions[reach] = study.trials[-1].state
+    assert decisions[True] == optuna.trial.TrialState.COMPLETE
+    assert decisions[False] == optuna.trial.TrialState.PRUNED  # what study_reach is for
 
 
 def test_a_population_is_fitted_on_the_studys_finished_trials(curves, mocked, tmp_path):

@@ -83,6 +83,22 @@ def test_own_range_bounds_estimate_the_whole_range_from_the_prefix():
     assert upper > 3.5 + 0.9
 
 
+def test_own_range_bounds_cover_what_the_run_is_known_to_reach():
+    population = _rising_population()
+    live = _table({"live": np.linspace(2.0, 3.0, 20)}, total_steps=40)
+    data = prepare(live, max_points=40)
+    lower, upper = own_range_bounds(population, live, data, margin=0.5)
+    whole = (upper - lower) / 2.0  # the margin adds half the whole range each side
+    # a reach inside the estimate changes nothing; one beyond it widens the whole range to it
+    inside = own_range_bounds(population, live, data, margin=0.5, reach=(lower + whole, upper - whole))
+    assert inside == pytest.approx((lower, upper))
+    wide_lower, wide_upper = own_range_bounds(population, live, data, margin=0.5, reach=(0.0, 10.0))
+    floor = min(lower + 0.5 * whole, 0.0)
+    assert (wide_lower, wide_upper) == pytest.approx(
+        (floor - 0.5 * (10.0 - floor), 10.0 + 0.5 * (10.0 - floor))
+    )
+
+
 def test_own_range_bounds_keep_the_prefix_bounds_when_nothing_can_be_said():
     population = _rising_population()
     flat = _table({"live": np.full(20, 0.4)}, total_steps=40)
@@ -114,6 +130,23 @@ def test_a_live_update_without_a_stated_range_uses_the_placed_bounds(population)
     )
     # the curve draws are read back in reward units with the placed bounds
     assert float(np.ravel(placed.curve_draws.reward_scale)[0]) == pytest.approx(expected[1] - expected[0])
+
+
+def test_a_live_update_reads_a_reach_for_an_own_range_only(population):
+    model, sim = population
+    one = sim.table.select([sim.table.run_ids[0]])
+    points = one.points[one.points["step"] <= one.points["step"].quantile(0.3)].reset_index(drop=True)
+    horizon = float(one.points["step"].max())
+    live = LiveForecaster(model, n_draws=500, random_seed=0)
+    stated = live.update(
+        RunsTable(points=points, runs=one.runs, report=one.report), horizon=horizon, reach=(-5, 5)
+    )
+    assert (stated.data.lower[0], stated.data.upper[0]) == (0.0, 1.0)
+    own = one.runs.drop(columns=[c for c in ("reward_min", "reward_max") if c in one.runs.columns])
+    reached = live.update(
+        RunsTable(points=points, runs=own, report=one.report), horizon=horizon, reach=(-5, 5)
+    )
+    assert reached.data.lower[0] < -5 and reached.data.upper[0] > 5
 
 
 def test_a_live_update_on_a_stated_range_is_untouched(population):
