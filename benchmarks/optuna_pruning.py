@@ -11,11 +11,13 @@ source (the leave-one-source-out populations of ``benchmarks/_loso.py``); ``baye
 the same pruner with a population fitted on the study's own finished trials once four have
 finished (``fit_after=4``); ``bayesgrpo_own_range`` the same pruner with ``study_reach=False`` (a trial
 without a stated range read on its own values alone, not on the span of the finished trials).
-Two oracles bound what any pruner could do: ``oracle`` knows each
-trial's final value and prunes it at the end of the warm-up exactly when it will not beat the best
-finished trial (after the same startup trials), so it never loses the best and spends the fewest
-steps a pruner with these settings can; ``oracle_no_startup`` does the same from the second trial on
-(as Hyperband and Wilcoxon, which have no startup setting).
+Two oracles bound what a pruner that never risks the best trial could do: ``oracle`` knows the
+running trial's final value (not the trials still to come) and prunes it at the end of the warm-up
+exactly when it will not beat the best finished trial (after the same startup trials). Without
+knowing the trials to come, a trial that would beat every finished one may be the study's best, so
+a pruner that is never to lose the best must let it finish: ``oracle`` spends the fewest steps such
+a pruner can at these settings. ``oracle_no_startup`` does the same from the second trial on (as
+Hyperband and Wilcoxon, which have no startup setting).
 
 Measured per study and order: the steps spent (reports made), and the regret: the best final
 reward among the trials that finished, below the best final reward of all the study's runs, in
@@ -298,8 +300,8 @@ def reachable(summary: pd.DataFrame) -> list[str]:
             f"- `{oracle}`: {int(row['steps'])} steps ({row['steps_share']:.1%} of no pruning) at mean "
             f"regret {row['mean_regret']:.4f}; "
             + (
-                "a pruner that knew every trial's final value would still spend at least as many steps "
-                "as " + ", ".join(f"`{n}`" for n in under)
+                "a pruner that knew each trial's final value and never risked the best would still spend "
+                "at least as many steps as " + ", ".join(f"`{n}`" for n in under)
                 if under
                 else "fewer steps than every pruner"
             )
@@ -380,9 +382,11 @@ def main(argv: list[str] | None = None) -> None:
         "",
         "## What any pruner could reach (the oracles)",
         "",
-        "An oracle knows each trial's final value; it prunes at the end of the warm-up exactly the trials "
-        "that will not beat the best finished trial, so it never loses the best (regret 0, which "
-        "matching `none` asks for) and spends the fewest steps possible at these settings.",
+        "An oracle knows the running trial's final value, not the trials still to come; it prunes at the "
+        "end of the warm-up exactly the trials that will not beat the best finished trial. A trial that "
+        "would beat every finished one may be the study's best, so a pruner that is never to lose the "
+        "best (regret 0, which matching `none` asks for) must let it finish: the oracle spends the "
+        "fewest steps such a pruner can at these settings.",
         "",
         *reachable(summary),
         "",
