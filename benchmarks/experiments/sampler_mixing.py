@@ -35,6 +35,11 @@ Variants (sampler settings, on the package as it is):
   re-whitened by the pilot's posterior mean and covariance of its parameters instead of its own
   Laplace fit (the same runs whitened), and the model refitted; the wall time holds both fits.
   ``pilot_whiten_short``: the same with a 2 x (150 + 150) pilot.
+- ``eb_spreads``: the spreads whose posterior is widest relative to their size (the Weibull
+  shape's ``k_sd``, 0.60 +- 0.11, and the slow term's ``ratio_sd``, 0.48 +- 0.22, and
+  ``odds_sd``, 0.07 +- 0.05, in the shipped fit) held near those means (log-normal priors of sd
+  0.02): empirical Bayes for the funnels between a spread and the runs' values.
+  ``eb_spreads_dense``: that with the dense population block.
 
 Model variants (``patches/model_variants.diff`` applied to a copy of the package, then one of):
 
@@ -106,6 +111,8 @@ VARIANTS = (
     "nutpie_flow",
     "pilot_whiten",
     "pilot_whiten_short",
+    "eb_spreads",
+    "eb_spreads_dense",
     *MODEL_FLAGS,
 )
 
@@ -139,7 +146,14 @@ if variant == "loose_shape_unwhitened":
 if variant in ("k_non_centred", "shape_non_centred", "shape_non_centred_dense"):
     extra = ("k",) if variant == "k_non_centred" else ("k", "tau")
     build.NON_CENTRED_SHAPE = {"two_timescale": (*build.NON_CENTRED_SHAPE["two_timescale"], *extra)}
-model = RewardModel().build(table)
+if variant.startswith("eb_spreads"):  # the weakly known spreads held at the shipped fit's means
+    import numpy as np
+    from pymc_extras.prior import Prior
+    fixed = {"k_sd": 0.596, "ratio_sd": 0.475, "odds_sd": 0.072}
+    model = RewardModel(priors={name: Prior("LogNormal", mu=float(np.log(value)), sigma=0.02)
+        for name, value in fixed.items()}).build(table)
+else:
+    model = RewardModel().build(table)
 if variant == "nutpie_lowrank":
     import nutpie
     compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax")
@@ -182,7 +196,9 @@ else:
     kwargs = {"chain_method": "sequential" if variant == "sequential" else "parallel", "nuts_kwargs": {}}
     if variant == "dense":
         kwargs["nuts_kwargs"]["dense_mass"] = True
-    if variant in ("dense_population", "shape_non_centred_dense", "loose_shape_unwhitened"):
+    dense_block = ("dense_population", "shape_non_centred_dense", "loose_shape_unwhitened",
+        "eb_spreads_dense")
+    if variant in dense_block:
         point, n_runs = model.initial_point(), len(model.coords["run"])
         population = tuple(i for i, value in enumerate(model.value_vars)
             if point[value.name].shape[:1] != (n_runs,))
