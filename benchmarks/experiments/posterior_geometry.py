@@ -5,7 +5,10 @@ Fits the 60 bundled runs with ``RewardModel().fit`` at its defaults (seed ``--se
 - the 12 parameters with the smallest bulk ESS (and their worst r_hat), and
 - the posterior mean and sd of every spread and slope, and
 - the 12 strongest posterior correlations between scalar parameters and within each run's block
-  of whitened coordinates (sampled scale: spreads on their log, effects and run values as drawn).
+  of whitened coordinates (sampled scale: spreads on their log, effects and run values as drawn),
+- the 10 runs whose chains disagree most: per run, the run parameter with the largest r_hat, its
+  bulk ESS and each chain's mean of it (two chains apart on one run: a second mode the sampler
+  does not cross, which no step size or mass matrix fixes).
 
 The fit is cached in ``results/posterior_geometry_<seed>.nc`` (ignored by git) so the analysis
 can be re-run without refitting.
@@ -97,6 +100,16 @@ def main() -> None:
             f" (run {run_ids[int(a.split('[')[1].rstrip(']')) // 5]})" if a.startswith("run_whitened") else ""
         )
         print(f"| {a} ~ {b}{where} | {value:+.3f} |")
+    run_params = [n for n in posterior.data_vars if n.endswith("_run") and n not in ("sigma_run",)]
+    run_rhat, run_ess = az.rhat(posterior[run_params]), az.ess(posterior[run_params], method="bulk")
+    rows = []
+    for i, run_id in enumerate(run_ids):
+        rhat_i, name = max((float(run_rhat[n].values[i]), n) for n in run_params)
+        chains = posterior[name].isel(run=i).mean("draw").to_numpy()
+        rows.append((rhat_i, run_id, name, float(run_ess[name].values[i]), chains))
+    print("\n| run | parameter | r_hat | bulk ESS | chain means |\n|---|---|---|---|---|")
+    for rhat_i, run_id, name, ess, chains in sorted(rows, reverse=True)[:10]:
+        print(f"| {run_id} | {name} | {rhat_i:.3f} | {ess:.0f} | {' / '.join(f'{c:+.3f}' for c in chains)} |")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,10 @@ Variants (sampler settings, on the package as it is):
   ``odds_sd``, 0.07 +- 0.05, in the shipped fit) held near those means (log-normal priors of sd
   0.02): empirical Bayes for the funnels between a spread and the runs' values.
   ``eb_spreads_dense``: that with the dense population block.
+- ``k_no_family``: the Weibull shape ``k`` without family effects (its mean, size and start effects
+  and spread kept): the slowest parameters of the default fit at seed 2 are ``k_sd``, ``k_family``,
+  ``k_run`` and ``k_mu`` (`posterior_geometry.py`), with every run's chains in one mode.
+  ``k_no_family_dense``: that with the dense population block.
 
 Model variants (``patches/model_variants.diff`` applied to a copy of the package, then one of):
 
@@ -113,6 +117,8 @@ VARIANTS = (
     "pilot_whiten_short",
     "eb_spreads",
     "eb_spreads_dense",
+    "k_no_family",
+    "k_no_family_dense",
     *MODEL_FLAGS,
 )
 
@@ -146,6 +152,11 @@ if variant == "loose_shape_unwhitened":
 if variant in ("k_non_centred", "shape_non_centred", "shape_non_centred_dense"):
     extra = ("k",) if variant == "k_non_centred" else ("k", "tau")
     build.NON_CENTRED_SHAPE = {"two_timescale": (*build.NON_CENTRED_SHAPE["two_timescale"], *extra)}
+if variant.startswith("k_no_family"):  # the Weibull shape without family effects
+    group_effect = build._group_effect
+    def no_k_family(name, sd_prior, index, levels, dim):
+        return None if name == "k" and dim == "family" else group_effect(name, sd_prior, index, levels, dim)
+    build._group_effect = no_k_family
 if variant.startswith("eb_spreads"):  # the weakly known spreads held at the shipped fit's means
     import numpy as np
     from pymc_extras.prior import Prior
@@ -197,7 +208,7 @@ else:
     if variant == "dense":
         kwargs["nuts_kwargs"]["dense_mass"] = True
     dense_block = ("dense_population", "shape_non_centred_dense", "loose_shape_unwhitened",
-        "eb_spreads_dense")
+        "eb_spreads_dense", "k_no_family_dense")
     if variant in dense_block:
         point, n_runs = model.initial_point(), len(model.coords["run"])
         population = tuple(i for i, value in enumerate(model.value_vars)
