@@ -34,7 +34,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import command_line, machine_line, markdown_table
-from stopping_simulated import GIVEN_UP_TARGET, SAVED_TARGET, scored_on_truth, simulate
+from stopping_simulated import GIVEN_UP_TARGET, SAVED_TARGET, runs_table, scored_on_truth, simulate
 
 RESULTS = HERE / "results"
 CHECK_EVERY = 0.05
@@ -60,29 +60,33 @@ def bundled_sets() -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
 
 def simulated_set() -> tuple[pd.DataFrame, pd.DataFrame]:
     """The simulated runs' stop candidates and fixed budgets, scored on the true curve."""
-    from bayesgrpo.evaluate.backtest.stopping import check_indices
+    from bayesgrpo.evaluate.backtest import stop_candidates
 
     points, truth, runs = simulate(16, 0)
-    rows, fixed_rows = [], []
-    for run_id, frame in points.groupby("run_id", sort=False):
-        frame = frame.sort_values("step").reset_index(drop=True)
-        steps = frame["step"].to_numpy(dtype=float)
-        last = float(steps[-1])
-        for stop in [*(float(steps[i]) for i in check_indices(frame, CHECK_EVERY)), last]:
-            rows.append(
-                {"run_id": run_id, "rule": "candidate", "kind": "oracle", "stopped": stop < last,
-                 "steps_saved": (last - stop) / last, "stop_step": stop}
+    stops = stop_candidates(runs_table(points, runs, stated=False), CHECK_EVERY)
+    stops = stops.assign(rule="candidate", kind="oracle", stopped=stops["steps_saved"] > 0)
+    last = points.groupby("run_id")["step"].max()
+    fixed = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "run_id": last.index,
+                    "rule": f"fixed {fraction}",
+                    "kind": "fixed_fraction",
+                    "stopped": True,
+                    "steps_saved": 1.0 - fraction,
+                    "stop_step": fraction * last.to_numpy(),
+                }
             )  # fmt: skip
-        for fraction in (0.5, 0.6):
-            stop = fraction * last
-            fixed_rows.append(
-                {"run_id": run_id, "rule": f"fixed {fraction}", "kind": "fixed_fraction", "stopped": True,
-                 "steps_saved": 1.0 - fraction, "stop_step": stop}
-            )  # fmt: skip
+            for fraction in (0.5, 0.6)
+        ],
+        ignore_index=True,
+    )
     renamed = {"vs_end": "reward_vs_end"}
-    candidates = scored_on_truth(pd.DataFrame(rows), points, truth).rename(columns=renamed)
-    fixed = scored_on_truth(pd.DataFrame(fixed_rows), points, truth).rename(columns=renamed)
-    return candidates, fixed
+    return (
+        scored_on_truth(stops, points, truth).rename(columns=renamed),
+        scored_on_truth(fixed, points, truth).rename(columns=renamed),
+    )
 
 
 def _point(saved: float, given_up: float, bound: float | None = None) -> str:

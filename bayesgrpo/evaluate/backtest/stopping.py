@@ -13,7 +13,7 @@ import math
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -315,6 +315,32 @@ class StoppingWork:
     smoothing_fraction: float | str
 
 
+class ScoredRun(NamedTuple):
+    """A run as the stopping backtest scores its stops: its points, their steps and rewards, the
+    smoothed reward a stop is measured on and the run's logged range (the unit; 1 when flat).
+    """
+
+    points: pd.DataFrame
+    steps: np.ndarray
+    rewards: np.ndarray
+    smooth: np.ndarray
+    spread: float
+
+
+def scored_run(table: RunsTable, run_id: str, smoothing_fraction: float | str) -> ScoredRun:
+    """What :func:`reward_given_up` needs to score a stop of ``run_id`` (see :class:`ScoredRun`)."""
+    points = run_points(table, run_id)
+    rewards = points["reward"].to_numpy(dtype=float)
+    spread = float(rewards.max() - rewards.min())
+    return ScoredRun(
+        points,
+        points["step"].to_numpy(dtype=float),
+        rewards,
+        smoothed_reward(rewards, smoothing_fraction),
+        spread if spread > 0 else 1.0,
+    )
+
+
 def stopping_run(
     item: tuple[str, int | None], forecaster_of: Callable[[int], LiveForecaster], work: StoppingWork
 ) -> list[dict[str, Any]]:
@@ -323,16 +349,11 @@ def stopping_run(
     """
     run_id, population = item
     table = work.table
-    points = run_points(table, run_id)
-    steps = points["step"].to_numpy(dtype=float)
-    rewards = points["reward"].to_numpy(dtype=float)
+    points, steps, rewards, smooth, spread = scored_run(table, run_id, work.smoothing_fraction)
     last = float(steps[-1])
     if last <= 0:
         logger.info("stopping backtest: run %s skipped (last step %g)", run_id, last)
         return []
-    smooth = smoothed_reward(rewards, work.smoothing_fraction)
-    spread = float(rewards.max() - rewards.min())
-    spread = spread if spread > 0 else 1.0
     stops: dict[str, tuple[float | None, float]] = {}
     bayes_rules = {}
     for name, rule in work.rules.items():
@@ -438,14 +459,10 @@ def stop_candidates(
     """
     rows = []
     for run_id in table.run_ids:
-        points = run_points(table, run_id)
-        steps = points["step"].to_numpy(dtype=float)
-        rewards = points["reward"].to_numpy(dtype=float)
+        points, steps, _, smooth, spread = scored_run(table, run_id, smoothing_fraction)
         last = float(steps[-1])
         if last <= 0:
             continue
-        smooth = smoothed_reward(rewards, smoothing_fraction)
-        spread = float(rewards.max() - rewards.min()) or 1.0
         for stop_step in [*(float(steps[i]) for i in check_indices(points, check_every_fraction)), last]:
             given_up, vs_end = reward_given_up(smooth, spread, steps, stop_step)
             rows.append(
