@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.model.curves import DEFAULT_CURVE
+from bayesgrpo.model.sampling import DEFAULT_THIN
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -144,7 +145,7 @@ def populations_for(table, args: argparse.Namespace) -> tuple[dict, pd.DataFrame
         populations = loso_populations(table)
         groups = source_groups(table)
         return populations, fits_table(populations, groups, "source")
-    fit_kwargs = {"draws": args.draws, "tune": args.draws, "chains": args.chains}
+    fit_kwargs = {"draws": args.draws, "tune": args.draws, "chains": args.chains, "thin": DEFAULT_THIN}
     key = {"runs": sorted(table.run_ids), "folds": args.folds, "seed": args.seed, **fit_kwargs}
     if args.curve != "weibull":  # (weibull caches written before the option keep their key)
         key["curve"] = args.curve
@@ -579,15 +580,16 @@ def main(argv: list[str] | None = None) -> None:
         settings = (
             f"{len(table)} runs; populations: leave one source out (each run predicted by a population "
             "fitted without any run of its notebook, recipe or repository: `benchmarks/_loso.py`), "
-            f"curve {DEFAULT_CURVE}, {FIT['chains']} chains x {FIT['draws']} draws + {FIT['tune']} tuning "
+            f"curve {DEFAULT_CURVE}, {FIT['chains']} chains x {FIT['draws']} draws (every {FIT['thin']}th "
+            f"iteration) + {FIT['tune']} tuning "
             f"steps, default sampler; each run's stated range given; {args.forecast_draws} predictive "
             "draws per forecast."
         )
     else:
         settings = (
             f"{len(table)} runs; populations: {args.folds}-fold by run (stratified by source), curve "
-            f"{args.curve}, {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, default "
-            f"sampler; {args.forecast_draws} predictive draws per forecast."
+            f"{args.curve}, {args.chains} chains x {args.draws} draws (thin {DEFAULT_THIN}) + {args.draws} "
+            f"tuning steps, default sampler; {args.forecast_draws} predictive draws per forecast."
         )
 
     if not args.skip_forecast:

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from bayesgrpo.model.curves import DEFAULT_CURVE
+from bayesgrpo.model.sampling import DEFAULT_THIN
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -66,11 +67,11 @@ warnings.simplefilter("ignore")
 from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 sampler, curve = sys.argv[1], sys.argv[2]
-draws, tune, chains, seed = (int(value) for value in sys.argv[3:7])
+draws, tune, chains, seed, thin = (int(value) for value in sys.argv[3:8])
 table = load_bundled(warn=False)
 start = time.perf_counter()
 model = RewardModel(curve=curve).fit(table, sampler=sampler, draws=draws, tune=tune, chains=chains,
-random_seed=seed, progressbar=False)
+thin=thin, random_seed=seed, progressbar=False)
 wall = time.perf_counter() - start
 d = model.diagnostics.to_dict()
 d["wall"] = wall
@@ -78,6 +79,11 @@ final = model.final_reward()
 d["final_median_mean"] = float(final["q50"].mean())
 print(json.dumps(d, default=float))
 """
+
+
+def sampler_thin(sampler: str, args: argparse.Namespace) -> int:
+    """Iterations per kept draw: ``--thin`` for bayesgrpo's samplers, 1 for PyMC's default NUTS."""
+    return 1 if sampler == "pymc" else args.thin
 
 
 def run(sampler: str, args: argparse.Namespace, seed: int) -> dict:
@@ -93,6 +99,7 @@ def run(sampler: str, args: argparse.Namespace, seed: int) -> dict:
             str(args.tune),
             str(args.chains),
             str(seed),
+            str(sampler_thin(sampler, args)),
         ],
         capture_output=True,
         text=True,
@@ -113,6 +120,12 @@ def main() -> None:
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument(
+        "--thin",
+        type=int,
+        default=DEFAULT_THIN,
+        help="iterations per kept draw (RewardModel.fit's default); PyMC's NUTS always keeps every draw",
+    )
+    parser.add_argument(
         "--seeds", type=int, nargs="+", default=[1, 2, 3], help="one fit per sampler per seed"
     )
     parser.add_argument("--timeout", type=int, default=3600)
@@ -128,7 +141,8 @@ def main() -> None:
     rows = []
     for seed in args.seeds:
         for sampler in args.samplers:
-            key = f"{sampler}|{args.curve}|{args.draws}|{args.tune}|{args.chains}|{seed}|{code}"
+            thin = sampler_thin(sampler, args)
+            key = f"{sampler}|{args.curve}|{args.draws}|{args.tune}|{args.chains}|{thin}|{seed}|{code}"
             if key in cached:
                 result = cached[key]
             else:
@@ -145,10 +159,12 @@ def main() -> None:
         "# Sampler speed on the bundled real runs",
         "",
         f"Command: `python benchmarks/sampler_speed.py --samplers {' '.join(args.samplers)} --curve "
-        f"{args.curve} --draws {args.draws} --tune {args.tune} --chains {args.chains} --seeds "
-        f"{' '.join(map(str, args.seeds))}`  ",
+        f"{args.curve} --draws {args.draws} --tune {args.tune} --chains {args.chains} --thin {args.thin} "
+        f"--seeds {' '.join(map(str, args.seeds))}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. Wall "
-        "time includes compilation, tuning and sampling. ESS: minimum bulk ESS over parameters. Ratio: "
+        "time includes compilation, tuning and sampling; each chain runs draws x thin iterations after "
+        "tuning and keeps every thin-th (PyMC's default NUTS keeps every draw: thin 1). ESS: minimum "
+        "bulk ESS over parameters, of the kept draws. Ratio: "
         "ESS/s over PyMC's default NUTS fitted with the same seed. Targets: 0 divergences, r_hat <= "
         f"{TARGETS['max_r_hat']}, bulk and tail ESS >= {TARGETS['min_ess']:.0f}, "
         f"wall <= {TARGETS['wall']:.0f} s. Model code {code}.",

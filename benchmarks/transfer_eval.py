@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.model.curves import DEFAULT_CURVE
+from bayesgrpo.model.sampling import DEFAULT_THIN
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.runs is not None and args.runs < len(table):
         table = table.select(pick_runs(table, args.runs, args.seed))
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    fit_kwargs = {"draws": args.draws, "tune": args.draws, "chains": args.chains}
+    fit_kwargs = {"draws": args.draws, "tune": args.draws, "chains": args.chains, "thin": DEFAULT_THIN}
     groups = size_groups(table, args.min_size_runs)
     sizes = args.sizes
     if args.quick and sizes is None:
@@ -287,8 +288,9 @@ def main(argv: list[str] | None = None) -> None:
         f"Machine: {machine}. {timing}.  ",
         (
             f"Settings: {len(table)} runs ({with_range} with a stated reward range); populations (curve "
-            f"{DEFAULT_CURVE}) {args.chains} chains x {args.draws} draws + {args.draws} tuning steps, "
-            f"default sampler; {args.forecast_draws} predictive draws per forecast; prefixes {prefixes}."
+            f"{DEFAULT_CURVE}) {args.chains} chains x {args.draws} draws (thin {DEFAULT_THIN}) "
+            f"+ {args.draws} tuning steps, default sampler; {args.forecast_draws} predictive draws "
+            f"per forecast; prefixes {prefixes}."
         ),
         "",
         "## What is measured",

@@ -29,6 +29,7 @@ from bayesgrpo.model.draws import CurveDraws
 from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
 from bayesgrpo.model.sampling import (
     DEFAULT_SAMPLER,
+    DEFAULT_THIN,
     FitDiagnostics,
     check_fit_fits_in_memory,
     sample_model,
@@ -250,6 +251,7 @@ class RewardModel:
         draws: int = 1000,
         tune: int = 1000,
         chains: int = 2,
+        thin: int = DEFAULT_THIN,
         target_accept: float = 0.9,
         random_seed: int | None = None,
         progressbar: bool = True,
@@ -265,7 +267,11 @@ class RewardModel:
         sampler : {"numpyro", "nutpie", "pymc", "advi", "pathfinder"}
             Default numpyro: the fastest sampler whose chains agree on the bundled runs.
         draws, tune, chains, target_accept, random_seed, progressbar
-            Passed to the sampler.
+            Passed to the sampler; ``draws`` are the draws kept per chain.
+        thin : int
+            MCMC iterations per kept draw (default 4: the slowest parameters of the bundled
+            runs' fit take 10-15 iterations to forget, so a kept draw loses little and the
+            posterior stays small; ``benchmarks/results/sampler_speed.md``).
 
         Returns
         -------
@@ -292,6 +298,7 @@ class RewardModel:
             draws=draws,
             tune=tune,
             chains=chains,
+            thin=thin,
             target_accept=target_accept,
             random_seed=random_seed,
             progressbar=progressbar,

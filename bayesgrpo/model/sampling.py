@@ -1,9 +1,11 @@
 """Samplers for the reward-curve model, and the checks every fit reports in plain words.
 
 numpyro's NUTS (JAX) is the default: measured fastest per effective sample on the bundled runs
-(``benchmarks/sampler_speed.py``). Its chains run in parallel, one per CPU core, when JAX has not
-started yet in the process (:func:`use_cores_for_chains`). PyMC's own NUTS, nutpie (Rust NUTS,
-JAX gradients) and the approximations ADVI and Pathfinder are available for comparison and speed.
+(``benchmarks/sampler_speed.py``), run by ``bayesgrpo.model.nuts`` in single precision with a
+dense mass-matrix block over the population-level parameters. Its chains run in parallel, one per
+CPU core, when JAX has not started yet in the process (:func:`use_cores_for_chains`). PyMC's own
+NUTS, nutpie (Rust NUTS, JAX gradients) and the approximations ADVI and Pathfinder are available
+for comparison and speed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ SAMPLERS: tuple[str, ...] = ("nutpie", "pymc", "numpyro", "advi", "pathfinder")
 #: numpyro's NUTS (JAX): on the bundled runs the sampler with the most effective draws per second
 #: (``benchmarks/results/sampler_speed.md``).
 DEFAULT_SAMPLER = "numpyro"
+#: MCMC iterations per kept draw of a default fit: the slowest parameters of the bundled runs'
+#: population take 10-15 iterations to forget where they were, so keeping every fourth iteration
+#: loses little information and keeps the posterior (and every per-draw cost after it) small.
+DEFAULT_THIN = 4
 
 
 #: The samplers that compile PyTensor's C backend (the others compile the graph to JAX).
@@ -345,6 +351,9 @@ def sample_model(
     random_seed: int | None = None,
     progressbar: bool = True,
     low_rank_mass_matrix: bool = False,
+    thin: int = 1,
+    float32: bool = True,
+    dense_population: bool = True,
 ) -> tuple[az.InferenceData, FitDiagnostics]:
     """Sample ``model`` with the named sampler.
 
@@ -353,8 +362,15 @@ def sample_model(
     model : pymc.Model
     sampler : {"nutpie", "pymc", "numpyro", "advi", "pathfinder"}
     draws, tune, chains : int
-        For the approximations, ``draws`` is the number of draws taken from the fitted
-        approximation and ``tune`` the number of optimisation steps (times 10 for ADVI).
+        ``draws`` are the draws kept per chain. For the approximations, ``draws`` is the number
+        of draws taken from the fitted approximation and ``tune`` the number of optimisation
+        steps (times 10 for ADVI).
+    thin : int
+        MCMC iterations per kept draw (the NUTS samplers run ``draws * thin`` after the warm-up
+        and keep every ``thin``-th); ignored by the approximations, whose draws are independent.
+    float32, dense_population : bool
+        numpyro only: sample in single precision, with a dense mass-matrix block over the
+        population-level parameters (``bayesgrpo.model.nuts``).
     target_accept : float
     random_seed : int, optional
     progressbar : bool
@@ -371,17 +387,46 @@ def sample_model(
 
     if sampler not in SAMPLERS:
         raise BayesGRPOError(f"sampler={sampler!r}; choose one of {SAMPLERS}")
+    if thin < 1:
+        raise BayesGRPOError(f"thin={thin}; it must be at least 1")
     resolve_pytensor_blas(sampler)
     compile_seconds = 0.0
     start = time.perf_counter()
-    if sampler == "nutpie":
+    if sampler == "numpyro":
+        from bayesgrpo.model.nuts import sample_numpyro
+
+        use_cores_for_chains(chains)  # numpyro's "parallel" chains: one per JAX device
+        n_runs = len(model.coords["run"]) if "run" in model.coords else None
+        chain_method = numpyro_chain_method(n_runs)
+        if chain_method == "sequential":
+            logger.info(
+                "%d runs: numpyro's chains run one after the other (memory stays bounded; "
+                "parallel chains of more than %d runs took many GiB)",
+                n_runs,
+                PARALLEL_CHAINS_MAX_RUNS,
+            )
+        idata, timings = sample_numpyro(
+            model,
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            thin=thin,
+            target_accept=target_accept,
+            random_seed=random_seed,
+            chain_method=chain_method,
+            float32=float32,
+            dense_population=dense_population,
+            progressbar=progressbar,
+        )
+        compile_seconds = timings.compile_logp
+    elif sampler == "nutpie":
         import nutpie
 
         compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax")
         compile_seconds = time.perf_counter() - start
         idata = nutpie.sample(
             compiled,
-            draws=draws,
+            draws=draws * thin,
             tune=tune,
             chains=chains,
             cores=chains,
@@ -390,32 +435,20 @@ def sample_model(
             progress_bar=progressbar,
             low_rank_modified_mass_matrix=low_rank_mass_matrix,
         )
-    elif sampler in ("pymc", "numpyro"):
-        sampler_options: dict[str, Any] = {}
-        if sampler == "numpyro":
-            use_cores_for_chains(chains)  # numpyro's "parallel" chains: one per JAX device
-            n_runs = len(model.coords["run"]) if "run" in model.coords else None
-            sampler_options["chain_method"] = numpyro_chain_method(n_runs)
-            if sampler_options["chain_method"] == "sequential":
-                logger.info(
-                    "%d runs: numpyro's chains run one after the other (memory stays bounded; "
-                    "parallel chains of more than %d runs took many GiB)",
-                    n_runs,
-                    PARALLEL_CHAINS_MAX_RUNS,
-                )
+        idata = _thinned(idata, thin)
+    elif sampler == "pymc":
         with model:
             idata = pm.sample(
-                draws=draws,
+                draws=draws * thin,
                 tune=tune,
                 chains=chains,
                 cores=min(chains, 2),
                 target_accept=target_accept,
                 random_seed=random_seed,
                 progressbar=progressbar,
-                nuts_sampler=sampler,
-                nuts_sampler_kwargs=sampler_options,
                 compute_convergence_checks=False,
             )
+        idata = _thinned(idata, thin)
     elif sampler == "advi":
         with model:
             approximation = pm.fit(
@@ -436,6 +469,13 @@ def sample_model(
         idata = _split_chains(idata, chains)
     seconds = time.perf_counter() - start
     return idata, diagnose(idata, sampler, seconds, compile_seconds)
+
+
+def _thinned(idata: az.InferenceData, thin: int) -> az.InferenceData:
+    """Every ``thin``-th draw of each chain, in every group with a draw dimension."""
+    if thin == 1:
+        return idata
+    return idata.isel(draw=slice(None, None, thin))
 
 
 def _split_chains(idata: az.InferenceData, chains: int) -> az.InferenceData:

@@ -40,6 +40,9 @@ Variants (sampler settings, on the package as it is):
   ``odds_sd``, 0.07 +- 0.05, in the shipped fit) held near those means (log-normal priors of sd
   0.02): empirical Bayes for the funnels between a spread and the runs' values.
   ``eb_spreads_dense``: that with the dense population block.
+- ``float32``: PyMC's numpyro path with JAX's 64-bit mode off while it samples (the log density
+  and its gradient in single precision); ``float32_dense_population``: that with the dense
+  population block. Both now run by ``bayesgrpo.model.nuts`` in every default fit.
 - ``k_no_family``: the Weibull shape ``k`` without family effects (its mean, size and start effects
   and spread kept): the slowest parameters of the default fit at seed 2 are ``k_sd``, ``k_family``,
   ``k_run`` and ``k_mu`` (`posterior_geometry.py`), with every run's chains in one mode.
@@ -119,6 +122,8 @@ VARIANTS = (
     "eb_spreads_dense",
     "k_no_family",
     "k_no_family_dense",
+    "float32",
+    "float32_dense_population",
     *MODEL_FLAGS,
 )
 
@@ -207,8 +212,8 @@ else:
     kwargs = {"chain_method": "sequential" if variant == "sequential" else "parallel", "nuts_kwargs": {}}
     if variant == "dense":
         kwargs["nuts_kwargs"]["dense_mass"] = True
-    dense_block = ("dense_population", "shape_non_centred_dense", "loose_shape_unwhitened",
-        "eb_spreads_dense", "k_no_family_dense")
+    dense_block = ("dense_population", "float32_dense_population", "shape_non_centred_dense",
+        "loose_shape_unwhitened", "eb_spreads_dense", "k_no_family_dense")
     if variant in dense_block:
         point, n_runs = model.initial_point(), len(model.coords["run"])
         population = tuple(i for i, value in enumerate(model.value_vars)
@@ -224,6 +229,25 @@ else:
                 initial_points=dict(zip(names, initial_points)), nuts_kwargs=nuts_kwargs, **rest)
             return [raw[n] for n in names], stats, library
         pymc_jax._sample_numpyro_nuts = named_sites
+    if variant.startswith("float32"):  # NUTS in single precision: the log density's gradient in float32
+        import jax
+        import numpy as np
+        import pymc.sampling.jax as pymc_jax
+        double = pymc_jax._sample_numpyro_nuts
+        def single(*, initial_points, **rest):
+            jax.config.update("jax_enable_x64", False)
+            try:
+                if isinstance(initial_points, dict):
+                    initial_points = {k: np.asarray(v, np.float32) for k, v in initial_points.items()}
+                else:
+                    initial_points = [np.asarray(v, np.float32) for v in initial_points]
+                raw, stats, library = double(initial_points=initial_points, **rest)
+                raw = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), raw)
+                stats = {k: np.asarray(v) for k, v in stats.items()}
+            finally:
+                jax.config.update("jax_enable_x64", True)
+            return raw, stats, library
+        pymc_jax._sample_numpyro_nuts = single
     with model:
         idata = pm.sample(draws=draws, tune=tune, chains=2, target_accept=0.8 if variant == "ta80" else 0.9,
             random_seed=seed, progressbar=False, nuts_sampler="numpyro", compute_convergence_checks=False,

@@ -11,8 +11,8 @@ import jax
 import pymc as pm
 import pytest
 
-from bayesgrpo.errors import FitTooLargeError
-from bayesgrpo.model import sampling
+from bayesgrpo.errors import BayesGRPOError, FitTooLargeError
+from bayesgrpo.model import nuts, sampling
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.sampling import BASELINE_BYTES, check_fit_fits_in_memory, fit_memory_bytes
 from bayesgrpo.model.simulate import simulate_runs
@@ -110,18 +110,26 @@ def test_numpyro_chains_run_in_parallel_on_cpus_and_vectorised_on_a_gpu(monkeypa
     assert sampling.numpyro_chain_method(sampling.PARALLEL_CHAINS_MAX_RUNS + 1) == "sequential"
 
 
-def test_the_numpyro_fit_passes_its_chain_method_to_pymc(monkeypatch) -> None:
+def test_the_numpyro_fit_passes_its_settings_to_the_nuts_driver(monkeypatch) -> None:
     seen: dict = {}
 
-    def fake_sample(**kwargs):
+    def fake_sample(model, **kwargs):
         seen.update(kwargs)
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(pm, "sample", fake_sample)
+    monkeypatch.setattr(nuts, "sample_numpyro", fake_sample)
     monkeypatch.setattr(sampling, "numpyro_chain_method", lambda n_runs=None: "vectorized")
     with pm.Model() as model:
         pm.Normal("x")
     with pytest.raises(RuntimeError, match="stop here"):
-        sampling.sample_model(model, sampler="numpyro", draws=5, tune=5)
-    assert seen["nuts_sampler"] == "numpyro"
-    assert seen["nuts_sampler_kwargs"] == {"chain_method": "vectorized"}
+        sampling.sample_model(model, sampler="numpyro", draws=5, tune=5, thin=2)
+    assert seen["chain_method"] == "vectorized"
+    assert (seen["draws"], seen["tune"], seen["thin"]) == (5, 5, 2)
+    assert seen["float32"] and seen["dense_population"]
+
+
+def test_thin_below_one_is_refused() -> None:
+    with pm.Model() as model:
+        pm.Normal("x")
+    with pytest.raises(BayesGRPOError, match="thin=0"):
+        sampling.sample_model(model, sampler="numpyro", draws=5, tune=5, thin=0)
