@@ -21,7 +21,7 @@ population fit mix within a minute on two cores (``benchmarks/results/sampler_sp
   adapt (:data:`WARMUP_AND_DRAW_TREE_DEPTH`).
 
 It also skips what ``pm.sample`` does that this path does not need (assigning PyMC's step
-methods, evaluating the initial points op by op), about 8 s of a fit.
+methods, evaluating the initial points op by op, before the first draw).
 """
 
 from __future__ import annotations
