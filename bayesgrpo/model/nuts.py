@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,19 +72,22 @@ class NutsTimings:
     postprocess: float
 
 
-def population_sites(model: pm.Model) -> tuple[str, ...]:
+def population_sites(model: pm.Model, point: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """The free variables (value-variable names) without a run dimension.
 
     Parameters
     ----------
     model : pymc.Model
         A model with a ``"run"`` coordinate; without one every variable counts as population-level.
+    point : mapping of str to array, optional
+        One value per value variable, to read their shapes from (default: the model's initial
+        point, which compiles a function; a sampler that has its starting point passes it).
 
     Returns
     -------
     tuple of str
     """
-    point = model.initial_point()
+    point = model.initial_point() if point is None else point
     n_runs = len(model.coords["run"]) if "run" in model.coords else None
     return tuple(
         value.name
@@ -169,7 +173,6 @@ def sample_numpyro(
     def potential(params: dict[str, Any]) -> Any:
         return -logp_graph(*(params[name] for name in names))[0]
 
-    dense = population_sites(model) if dense_population else ()
     dtype = np.float32 if float32 else np.float64
     seed = 0 if random_seed is None else int(random_seed)
     was_x64 = bool(jax.config.read("jax_enable_x64"))
@@ -180,6 +183,8 @@ def sample_numpyro(
             warnings.filterwarnings("ignore", message=".*Explicitly requested dtype.*")
             jitted = jax.jit(potential)
             init = _initial_points(model, lambda p: -jitted(p), chains, seed, dtype)
+            first = {name: values[0] for name, values in init.items()}
+            dense = population_sites(model, first) if dense_population else ()
             compiled = time.perf_counter()
             kernel = NUTS(
                 potential_fn=potential,
@@ -200,7 +205,7 @@ def sample_numpyro(
             keys = jax.random.split(key, chains) if chains > 1 else key
             mcmc.run(
                 keys,
-                init_params=init if chains > 1 else {k: v[0] for k, v in init.items()},
+                init_params=init if chains > 1 else first,
                 extra_fields=tuple(_STAT_NAMES),
             )
             raw = {k: np.asarray(v, np.float64) for k, v in mcmc.get_samples(group_by_chain=True).items()}
