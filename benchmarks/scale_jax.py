@@ -37,10 +37,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.model.sampling import DEFAULT_THIN
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 CACHE = RESULTS / "scale"
 RECOVERED = ("r0", "r1", "tau", "k", "sigma")
+#: NUTS warm-up per chain: ``RewardModel.fit``'s default (its dense population block needs it).
+NUTS_TUNE = 1000
 #: What the GPU rows are (the device lent to one session, 2026-11-26), printed under the table.
 GPU_NOTE = (
     "GPU rows: `python benchmarks/scale_jax.py --device gpu --runs 100 1000 --methods numpyro "
@@ -74,8 +78,8 @@ CHILD = (
 import json, os, platform, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 import numpy as np
-n_runs, method, draws, tune, seed, out = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), \
-    int(sys.argv[5]), sys.argv[6]
+n_runs, method, draws, tune, seed, thin, out = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), \
+    int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 from bayesgrpo.model.reward_model import RewardModel
 def stage(name, _start=time.perf_counter()):
     # where the time went, kept as it goes: a fit cut by the timeout still says how far it came
@@ -91,7 +95,7 @@ model.build(sim.table)
 prepare = time.perf_counter() - start
 stage("preconditioned")
 model = RewardModel().fit(sim.table, sampler=method, draws=draws, tune=tune, chains=2, random_seed=seed,
-    progressbar=False)
+    progressbar=False, thin=thin)
 wall = time.perf_counter() - start
 stage("sampled")
 import jax
@@ -103,7 +107,7 @@ merged = params[params["parameter"].isin(["r0", "r1", "tau", "k", "sigma"])].cop
 true = [truth.loc[r, p] for r, p in zip(merged["run_id"], merged["parameter"])]
 merged["hit"] = (merged["q05"] <= true) & (np.asarray(true) <= merged["q95"])
 coverage = merged.groupby("parameter")["hit"].mean().to_dict()
-result = dict(d, runs=n_runs, method=method, draws=draws, tune=tune, wall=wall, prepare=prepare,
+result = dict(d, runs=n_runs, method=method, draws=draws, tune=tune, thin=thin, wall=wall, prepare=prepare,
     points=int(model.data.mask.sum()), peak_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     device=f"{jax.devices()[0].platform}: {jax.devices()[0].device_kind}", coverage=coverage,
     host=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -115,15 +119,23 @@ json.dump(result, open(out + ".json", "w"), default=float)
 )
 
 
-def cell_stem(runs: int, method: str, draws: int, device: str = "cpu") -> Path:
-    """Where one (runs, method, draws) fit is cached, without suffix; GPU fits apart."""
-    return CACHE / f"{runs}_{method}_{draws}{'_gpu' if device == 'gpu' else ''}"
+def cell_stem(
+    runs: int, method: str, draws: int, device: str = "cpu", thin: int = DEFAULT_THIN, tune: int = NUTS_TUNE
+) -> Path:
+    """Where one (runs, method, draws) fit is cached, without suffix; GPU fits apart.
+
+    NUTS fits carry their thinning and warm-up (``x<thin>+<tune>``): those without them were made
+    before ``bayesgrpo.model.nuts`` (PyMC's numpyro path, float64, every draw kept).
+    """
+    kept = f"x{thin}+{tune}" if method == "numpyro" else ""
+    return CACHE / f"{runs}_{method}_{draws}{kept}{'_gpu' if device == 'gpu' else ''}"
 
 
 def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
     """One fit in its own process, cached on disk; a fit past the timeout is recorded as such."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    stem = cell_stem(runs, method, args.draws, args.device)
+    tune = args.nuts_tune if method == "numpyro" else args.tune
+    stem = cell_stem(runs, method, args.draws, args.device, args.thin, tune)
     if stem.with_suffix(".json").exists():
         return json.loads(stem.with_suffix(".json").read_text())
     command = [
@@ -133,8 +145,9 @@ def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
         str(runs),
         method,
         str(args.draws),
-        str(args.tune),
+        str(tune),
         str(args.seed),
+        str(args.thin),
     ]
     environment = dict(os.environ, JAX_PLATFORMS="cuda" if args.device == "gpu" else "cpu")
     try:
@@ -164,11 +177,12 @@ def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
     return json.loads(stem.with_suffix(".json").read_text())
 
 
-def against_nuts(runs: int, method: str, draws: int) -> tuple[float, float]:
+def against_nuts(runs: int, method: str, draws: int, thin: int, tune: int) -> tuple[float, float]:
     """Median |mean - NUTS mean| / NUTS sd and median 90% width ratio over recovered parameters."""
-    own, nuts = (cell_stem(runs, m, draws).with_suffix(".csv") for m in (method, "numpyro"))
+    own = cell_stem(runs, method, draws).with_suffix(".csv")
+    nuts = cell_stem(runs, "numpyro", draws, thin=thin, tune=tune).with_suffix(".csv")
     if not nuts.exists():  # NUTS on the GPU, on the same simulated runs (same seed)
-        nuts = cell_stem(runs, "numpyro", draws, "gpu").with_suffix(".csv")
+        nuts = cell_stem(runs, "numpyro", draws, "gpu", thin, tune).with_suffix(".csv")
     if not (own.exists() and nuts.exists()):
         return float("nan"), float("nan")
     a = pd.read_csv(own).set_index(["run_id", "parameter"])
@@ -187,8 +201,9 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
         "# The population model at scale",
         "",
         "Command: `python benchmarks/scale_jax.py --runs 100 1000 --methods numpyro advi pathfinder` then "
-        f"`--runs 10000 --methods advi pathfinder` (draws and tune {args.draws} + {args.tune} for NUTS; "
-        "each row is cached, the table holds them all)  ",
+        f"`--runs 10000 --methods advi pathfinder` (NUTS: {args.draws} kept draws, every {args.thin}th of "
+        f"{args.draws * args.thin} iterations, after {args.nuts_tune} tuning, per chain, as "
+        "`RewardModel.fit` samples by default; each row is cached, the table holds them all)  ",
         f"Host: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; 2 chains. "
         "Simulated runs of the default curve: five families, 200 planned steps, 20-100% observed. "
         "Wall: simulate excluded, preconditioning (per-run Laplace fits) + compile + sampling included. "
@@ -207,14 +222,14 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
                 "| | | | | | | | | |"
             )
             continue
-        shift, width = (
-            against_nuts(r["runs"], r["method"], r["draws"]) if r["method"] != "numpyro" else ("", "")
-        )
+        shift, width = ("", "")
+        if r["method"] != "numpyro":
+            shift, width = against_nuts(r["runs"], r["method"], r["draws"], args.thin, args.nuts_tune)
         if isinstance(shift, float) and np.isfinite(shift):
             # kept in the row's cache: the draws' tables behind it are not committed
             r["shift_vs_nuts"], r["width_vs_nuts"] = shift, width
             device = "gpu" if str(r.get("device", "")).startswith("gpu") else "cpu"
-            stem = cell_stem(r["runs"], r["method"], r["draws"], device)
+            stem = cell_stem(r["runs"], r["method"], r["draws"], device, args.thin, r.get("tune", args.tune))
             stem.with_suffix(".json").write_text(json.dumps(r, default=float))
         shift, width = r.get("shift_vs_nuts", shift), r.get("width_vs_nuts", width)
         shift_text = f"{shift:.2f}" if isinstance(shift, float) and np.isfinite(shift) else "-"
@@ -270,7 +285,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--methods", nargs="+", default=["numpyro", "advi", "pathfinder"])
     parser.add_argument("--draws", type=int, default=500, help="draws (and tune) per chain for NUTS")
-    parser.add_argument("--tune", type=int, default=500)
+    parser.add_argument("--tune", type=int, default=500, help="optimisation steps / 10 for ADVI, Pathfinder")
+    parser.add_argument("--nuts-tune", type=int, default=NUTS_TUNE, help="NUTS warm-up per chain")
+    parser.add_argument(
+        "--thin", type=int, default=DEFAULT_THIN, help="NUTS iterations per kept draw (the fit's default)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=3600, help="seconds a fit may take")
     parser.add_argument(
@@ -285,7 +304,8 @@ def main() -> None:
             result = fit_cell(runs, method, args)
             print(json.dumps(result, default=float)[:300], flush=True)
     # the table holds every cell measured so far with these draws, earlier invocations included
-    paths = [*CACHE.glob(f"*_{args.draws}.json"), *CACHE.glob(f"*_{args.draws}_gpu.json")]
+    kept = (f"_{args.draws}", f"_{args.draws}x{args.thin}+{args.nuts_tune}")
+    paths = [p for p in CACHE.glob("*.json") if p.stem.removesuffix("_gpu").endswith(kept)]
     rows = [json.loads(path.read_text()) for path in paths]
     order = {method: i for i, method in enumerate(("numpyro", "advi", "pathfinder"))}
     rows.sort(

@@ -95,6 +95,21 @@ def _with_dims(prior: Prior, dims: str) -> Prior:
     return Prior(prior.distribution, **prior.parameters, dims=dims)
 
 
+#: The free variable of the whitened runs' coordinates (``_whitened_block``).
+WHITENED_VARIABLE = "run_whitened"
+#: Name endings of the free variables that hold centred or non-centred run values (``_run_level``).
+RUN_SUBSET_SUFFIXES = ("_run_centered", "_run_z")
+
+
+def holds_run_values(name: str) -> bool:
+    """Whether the model's random variable ``name`` holds runs' own values.
+
+    Those with a value for every run carry the ``run`` dim; these cover a subset of the runs each
+    (the whitened runs, the centred ones, the non-centred ones) and have no dim to say so.
+    """
+    return name == WHITENED_VARIABLE or name.endswith(RUN_SUBSET_SUFFIXES)
+
+
 def _run_level(
     name: str,
     loc: pt.TensorVariable,
@@ -195,7 +210,7 @@ def _whitened_block(
         mean = mean[:, keep]
         chol = np.linalg.cholesky(cov[:, keep][:, :, keep])
     names = tuple(all_names[j] for j in range(len(all_names)) if all_names[j] not in skipped)
-    z = pm.Normal("run_whitened", 0.0, WHITENED_SD, shape=(index.size, len(names)))
+    z = pm.Normal(WHITENED_VARIABLE, 0.0, WHITENED_SD, shape=(index.size, len(names)))
     theta = pt.as_tensor_variable(mean) + (pt.as_tensor_variable(chol) * z[:, None, :]).sum(axis=-1)
     return {name: (index, theta[:, j]) for j, name in enumerate(names)}
 

@@ -19,6 +19,8 @@ population fit mix within a minute on two cores (``benchmarks/results/sampler_sp
   nearly all of the information at a fraction of the memory and of every later per-draw cost.
 - **A shallower warm-up.** Trees of at most 127 leapfrog steps while the step size and mass matrix
   adapt (:data:`WARMUP_AND_DRAW_TREE_DEPTH`).
+- **Two flat sites.** numpyro sees one vector per mass-matrix block instead of some fifty named
+  variables: its per-site bookkeeping cost as much as the gradient (:func:`flat_layout`).
 
 It also skips what ``pm.sample`` does that this path does not need (assigning PyMC's step
 methods, evaluating the initial points op by op, before the first draw).
@@ -43,6 +45,7 @@ from pymc.sampling.jax import get_jaxified_graph
 from pymc.util import get_default_varnames
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.build import holds_run_values
 
 #: numpyro's sample statistics under the names PyMC gives them.
 _STAT_NAMES = {
@@ -59,6 +62,12 @@ _STAT_NAMES = {
 #: With the warm-up capped at depth 7 a default fit of the bundled runs spends its time on the
 #: draws (``benchmarks/experiments/README.md``); the draws keep numpyro's default limit.
 WARMUP_AND_DRAW_TREE_DEPTH = (7, 10)
+#: The shortest warm-up that adapts the dense population block by default. The block's covariance
+#: is estimated from the warm-up's last windows; on 100 simulated runs (56 population coordinates)
+#: a warm-up of 500 iterations left it noisy (r_hat 1.09, bulk ESS 19, where the diagonal matrix
+#: gave 1.019 and 240), one of 1,000 did not (1.016 and 297 in 46 s; diagonal 1.013 and 399 in
+#: 69 s). ``benchmarks/experiments/README.md``, "The dense block needs its warm-up".
+DENSE_MIN_TUNE = 1000
 #: Tries at a jittered starting point with a finite log density, per chain.
 JITTER_TRIES = 10
 
@@ -73,7 +82,13 @@ class NutsTimings:
 
 
 def population_sites(model: pm.Model, point: Mapping[str, Any] | None = None) -> tuple[str, ...]:
-    """The free variables (value-variable names) without a run dimension.
+    """The free variables (value-variable names) that hold no run's own values.
+
+    A variable holds runs' own values when it has the ``run`` dim, when its first axis is as long
+    as the runs, or when the reward model built it for a subset of the runs (the whitened runs'
+    coordinates, the centred and non-centred run values: ``build.holds_run_values``). A 100-run
+    population put those subsets in the dense block once (556 coordinates, a covariance its
+    warm-up could not estimate: trees at numpyro's limit and r_hat 1.56-1.77).
 
     Parameters
     ----------
@@ -87,13 +102,85 @@ def population_sites(model: pm.Model, point: Mapping[str, Any] | None = None) ->
     -------
     tuple of str
     """
+    if "run" not in model.coords:
+        return tuple(value.name for value in model.value_vars)
     point = model.initial_point() if point is None else point
-    n_runs = len(model.coords["run"]) if "run" in model.coords else None
-    return tuple(
-        value.name
-        for value in model.value_vars
-        if n_runs is None or np.shape(point[value.name])[:1] != (n_runs,)
-    )
+    n_runs = len(model.coords["run"])
+    sites = []
+    for value in model.value_vars:
+        variable = model.values_to_rvs[value].name
+        per_run = (
+            holds_run_values(variable)
+            or "run" in (model.named_vars_to_dims.get(variable) or ())
+            or np.shape(point[value.name])[:1] == (n_runs,)
+        )
+        if not per_run:
+            sites.append(value.name)
+    return tuple(sites)
+
+
+#: The sampler's two coordinates: the population-level variables, one vector with a dense block of
+#: the mass matrix, and every other variable, one vector with a diagonal one.
+DENSE_BLOCK = "population"
+DIAGONAL_BLOCK = "runs"
+
+#: Where each variable sits in the sampler's flat vectors: block -> (name, start, stop, shape).
+FlatLayout = dict[str, tuple[tuple[str, int, int, tuple[int, ...]], ...]]
+
+
+def flat_layout(shapes: Mapping[str, tuple[int, ...]], dense: tuple[str, ...]) -> FlatLayout:
+    """Pack the model's value variables into one vector per mass-matrix block.
+
+    numpyro does its bookkeeping (momenta, mass matrix products, U-turn checks) site by site; on
+    a model of some fifty value variables that bookkeeping cost as much as the gradient itself (70
+    us a leapfrog step on the bundled runs, 35 us of it the gradient). Two flat sites, one per
+    block, cost a few array operations each.
+
+    Parameters
+    ----------
+    shapes : mapping of str to tuple of int
+        Each value variable's shape, in the model's order.
+    dense : tuple of str
+        The variables of the dense block; with fewer than two coordinates there is none.
+
+    Returns
+    -------
+    FlatLayout
+    """
+    size = {name: int(np.prod(shape, dtype=int)) for name, shape in shapes.items()}
+    in_dense = set(dense) if sum(size[name] for name in dense) > 1 else set()
+    layout: FlatLayout = {}
+    for block, members in (
+        (DENSE_BLOCK, [name for name in shapes if name in in_dense]),
+        (DIAGONAL_BLOCK, [name for name in shapes if name not in in_dense]),
+    ):
+        entries, start = [], 0
+        for name in members:
+            entries.append((name, start, start + size[name], tuple(shapes[name])))
+            start += size[name]
+        if entries:
+            layout[block] = tuple(entries)
+    return layout
+
+
+def flatten(values: Mapping[str, Any], layout: FlatLayout, batch_ndim: int = 0) -> dict[str, np.ndarray]:
+    """Each block's variables concatenated into one vector (after ``batch_ndim`` leading axes)."""
+    flat = {}
+    for block, entries in layout.items():
+        parts = [np.asarray(values[name]) for name, *_ in entries]
+        flat[block] = np.concatenate([p.reshape(p.shape[:batch_ndim] + (-1,)) for p in parts], axis=-1)
+    return flat
+
+
+def unflatten(flat: Mapping[str, Any], layout: FlatLayout) -> dict[str, Any]:
+    """The value variables from their blocks' vectors (NumPy or JAX; leading axes are kept)."""
+    values = {}
+    for block, entries in layout.items():
+        vector = flat[block]
+        batch = tuple(vector.shape[:-1])
+        for name, start, stop, shape in entries:
+            values[name] = vector[..., start:stop].reshape(batch + shape)
+    return values
 
 
 def _initial_points(model: pm.Model, logp: Any, chains: int, seed: int, dtype: type) -> dict[str, np.ndarray]:
@@ -127,7 +214,7 @@ def sample_numpyro(
     random_seed: int | None = None,
     chain_method: str = "parallel",
     float32: bool = True,
-    dense_population: bool = True,
+    dense_population: bool | None = None,
     max_tree_depth: int | tuple[int, int] = WARMUP_AND_DRAW_TREE_DEPTH,
     progressbar: bool = False,
 ) -> tuple[az.InferenceData, NutsTimings]:
@@ -149,8 +236,9 @@ def sample_numpyro(
         numpyro's way of running several chains (``sampling.numpyro_chain_method``).
     float32 : bool
         Sample in single precision (the returned draws are float64).
-    dense_population : bool
-        A dense mass-matrix block over :func:`population_sites`, diagonal elsewhere.
+    dense_population : bool, optional
+        A dense mass-matrix block over :func:`population_sites`, diagonal elsewhere. By default
+        only with a warm-up of at least :data:`DENSE_MIN_TUNE` iterations.
     max_tree_depth : int or (int, int)
         numpyro's limit on a trajectory's doublings (``2**depth - 1`` leapfrog steps), or one
         limit for the warm-up and one for the draws.
@@ -184,12 +272,15 @@ def sample_numpyro(
             jitted = jax.jit(potential)
             init = _initial_points(model, lambda p: -jitted(p), chains, seed, dtype)
             first = {name: values[0] for name, values in init.items()}
+            if dense_population is None:
+                dense_population = tune >= DENSE_MIN_TUNE
             dense = population_sites(model, first) if dense_population else ()
+            layout = flat_layout({name: np.shape(value) for name, value in first.items()}, dense)
             compiled = time.perf_counter()
             kernel = NUTS(
-                potential_fn=potential,
+                potential_fn=lambda flat: potential(unflatten(flat, layout)),
                 target_accept_prob=target_accept,
-                dense_mass=[dense] if len(dense) > 1 else False,
+                dense_mass=[(DENSE_BLOCK,)] if DENSE_BLOCK in layout else False,
                 max_tree_depth=max_tree_depth,
             )
             mcmc = MCMC(
@@ -203,12 +294,16 @@ def sample_numpyro(
             )
             key = jax.random.PRNGKey(seed)
             keys = jax.random.split(key, chains) if chains > 1 else key
+            init_flat = flatten(init, layout, batch_ndim=1)
             mcmc.run(
                 keys,
-                init_params=init if chains > 1 else first,
+                init_params=init_flat if chains > 1 else {k: v[0] for k, v in init_flat.items()},
                 extra_fields=tuple(_STAT_NAMES),
             )
-            raw = {k: np.asarray(v, np.float64) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+            flat_draws = {
+                k: np.asarray(v, np.float64) for k, v in mcmc.get_samples(group_by_chain=True).items()
+            }
+            raw = unflatten(flat_draws, layout)
             extra = mcmc.get_extra_fields(group_by_chain=True)
     finally:
         jax.config.update("jax_enable_x64", was_x64)
@@ -233,7 +328,13 @@ def sample_numpyro(
     )
     for group in (idata.posterior, idata.sample_stats):
         group.attrs.update(
-            {"inference_library": "numpyro", "tuning_steps": tune, "thinning": thin, "float32": int(float32)}
+            {
+                "inference_library": "numpyro",
+                "tuning_steps": tune,
+                "thinning": thin,
+                "float32": int(float32),
+                "dense_block_size": int(layout[DENSE_BLOCK][-1][2]) if DENSE_BLOCK in layout else 0,
+            }
         )
     done = time.perf_counter()
     return idata, NutsTimings(compiled - start, sampled - compiled, done - sampled)

@@ -354,7 +354,7 @@ def sample_model(
     low_rank_mass_matrix: bool = False,
     thin: int = 1,
     float32: bool = True,
-    dense_population: bool = True,
+    dense_population: bool | None = None,
 ) -> tuple[az.InferenceData, FitDiagnostics]:
     """Sample ``model`` with the named sampler.
 
@@ -369,9 +369,11 @@ def sample_model(
     thin : int
         MCMC iterations per kept draw (the NUTS samplers run ``draws * thin`` after the warm-up
         and keep every ``thin``-th); ignored by the approximations, whose draws are independent.
-    float32, dense_population : bool
-        numpyro only: sample in single precision, with a dense mass-matrix block over the
-        population-level parameters (``bayesgrpo.model.nuts``).
+    float32 : bool
+        numpyro only: sample in single precision (``bayesgrpo.model.nuts``).
+    dense_population : bool, optional
+        numpyro only: a dense mass-matrix block over the population-level parameters; by default
+        when ``tune`` is at least ``nuts.DENSE_MIN_TUNE`` (a shorter warm-up estimates it badly).
     target_accept : float
     random_seed : int, optional
     progressbar : bool

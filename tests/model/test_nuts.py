@@ -9,7 +9,17 @@ import pymc as pm
 import pytest
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.model.nuts import population_sites, sample_numpyro
+from bayesgrpo.model import nuts
+from bayesgrpo.model.build import holds_run_values
+from bayesgrpo.model.nuts import (
+    DENSE_BLOCK,
+    DIAGONAL_BLOCK,
+    flat_layout,
+    flatten,
+    population_sites,
+    sample_numpyro,
+    unflatten,
+)
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.simulate import simulate_runs
 
@@ -33,6 +43,53 @@ def test_population_sites_are_the_free_variables_without_a_run_dimension() -> No
     assert set(population_sites(eight_schools())) == {"mu", "tau_log__"}
 
 
+def test_runs_sampled_apart_stay_out_of_the_population_block() -> None:
+    # runs of mixed noise and length: some whitened, some centred, some non-centred, each kind a
+    # free variable over a subset of the runs, with no run dim and not as long as the runs
+    sim = simulate_runs(
+        12,
+        families=("qwen", "llama", "gemma"),
+        n_steps=60,
+        observed_fraction=[1.0, 0.2, 0.15] * 4,
+        noise=[0.01, 0.08, 0.2] * 4,
+        random_seed=4,
+    )
+    model = RewardModel().build(sim.table)
+    point = model.initial_point()
+    subsets = [
+        value.name
+        for value in model.value_vars
+        if holds_run_values(model.values_to_rvs[value].name) and np.shape(point[value.name])[:1] != (12,)
+    ]
+    assert subsets, "the simulated runs should be sampled in more than one way"
+    sites = population_sites(model, point)
+    assert not set(subsets) & set(sites)
+    assert {"r0_mu", "k_sd_log__"} <= set(sites)
+
+
+def test_the_flat_blocks_hold_every_variable_once_and_give_it_back() -> None:
+    shapes = {"mu": (), "run_z": (8, 3), "slopes": (2,), "sigma_run": (8,)}
+    layout = flat_layout(shapes, dense=("mu", "slopes"))
+    assert [name for name, *_ in layout[DENSE_BLOCK]] == ["mu", "slopes"]
+    assert [name for name, *_ in layout[DIAGONAL_BLOCK]] == ["run_z", "sigma_run"]
+    rng = np.random.default_rng(0)
+    values = {name: rng.normal(size=(2, 5, *shape)) for name, shape in shapes.items()}  # chains x draws
+    flat = flatten(values, layout, batch_ndim=2)
+    assert flat[DENSE_BLOCK].shape == (2, 5, 3) and flat[DIAGONAL_BLOCK].shape == (2, 5, 32)
+    back = unflatten(flat, layout)
+    for name, value in values.items():
+        np.testing.assert_array_equal(back[name], value)
+    # inside JAX too (the potential unpacks one unbatched vector per block)
+    one = unflatten({k: jax.numpy.asarray(v[0, 0]) for k, v in flat.items()}, layout)
+    np.testing.assert_allclose(np.asarray(one["run_z"]), values["run_z"][0, 0], rtol=1e-6)
+
+
+def test_one_population_coordinate_is_no_dense_block() -> None:
+    layout = flat_layout({"mu": (), "z": (8,)}, dense=("mu",))
+    assert DENSE_BLOCK not in layout
+    assert [name for name, *_ in layout[DIAGONAL_BLOCK]] == ["mu", "z"]
+
+
 @pytest.mark.parametrize("float32", [True, False])
 def test_the_posterior_matches_the_known_answer_in_either_precision(float32: bool) -> None:
     idata, timings = sample_numpyro(
@@ -54,6 +111,18 @@ def test_the_posterior_matches_the_known_answer_in_either_precision(float32: boo
     assert abs(float(posterior["mu"].mean()) - 4.4) < 0.6
     assert abs(float(posterior["theta"].sel(run="s0").mean()) - 6.2) < 1.0
     assert abs(float(posterior["mu"].std()) - 3.3) < 0.5
+
+
+def test_the_dense_block_waits_for_a_warm_up_long_enough_to_estimate_it(monkeypatch) -> None:
+    monkeypatch.setattr(nuts, "DENSE_MIN_TUNE", 30)
+    short, _ = sample_numpyro(eight_schools(), draws=10, tune=20, chains=1, random_seed=0)
+    long, _ = sample_numpyro(eight_schools(), draws=10, tune=30, chains=1, random_seed=0)
+    forced, _ = sample_numpyro(
+        eight_schools(), draws=10, tune=20, chains=1, random_seed=0, dense_population=True
+    )
+    assert short.posterior.attrs["dense_block_size"] == 0
+    assert long.posterior.attrs["dense_block_size"] == 2  # mu and tau
+    assert forced.posterior.attrs["dense_block_size"] == 2
 
 
 def test_a_jax_left_in_double_precision_stays_so() -> None:
