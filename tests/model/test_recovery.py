@@ -153,7 +153,10 @@ def test_runs_without_a_stated_range_do_not_distort_the_others():
         for r in stated
         for name in ("r0", "r1")
     ]
-    assert np.mean(hits) >= 0.85, f"90% intervals hold {np.mean(hits):.0%} of the stated runs' true levels"
+    # 16 intervals at nominal 90%: 11 or fewer hits has probability 0.017 for a calibrated fit (14 of 16,
+    # the old bar, failed 13 of 16 on the diagonal matrix a 700-step warm-up now gets); a distortion by the
+    # runs without a range shows as far fewer
+    assert np.mean(hits) >= 0.75, f"90% intervals hold {np.mean(hits):.0%} of the stated runs' true levels"
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
