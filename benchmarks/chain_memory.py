@@ -170,9 +170,8 @@ def main() -> None:
         TRACES.mkdir(parents=True, exist_ok=True)
         kept = f"{args.draws}x{args.thin}" if args.thin > 1 else str(args.draws)
         trace = TRACES / f"rss_{args.runs}_{kept}{args.method}.txt"
-        command = [sys.executable, "-c", CHILD, str(args.runs), str(args.draws), args.method, str(trace)]
         subprocess.run(
-            [*command, str(args.thin)],
+            [sys.executable, "-c", CHILD, *map(str, (args.runs, args.draws, args.method, trace, args.thin))],
             timeout=args.timeout,
             check=False,
         )

@@ -132,9 +132,10 @@ def flat_layout(shapes: Mapping[str, tuple[int, ...]], dense: tuple[str, ...]) -
     """Pack the model's value variables into one vector per mass-matrix block.
 
     numpyro does its bookkeeping (momenta, mass matrix products, U-turn checks) site by site; on
-    a model of some fifty value variables that bookkeeping cost as much as the gradient itself (70
-    us a leapfrog step on the bundled runs, 35 us of it the gradient). Two flat sites, one per
-    block, cost a few array operations each.
+    a model of some fifty value variables that bookkeeping cost more than the gradient itself (on
+    the bundled runs about 32 us a leapfrog step, against 27 us for a float32 gradient;
+    ``benchmarks/experiments/README.md``). Two flat sites, one per block, cost a few array
+    operations each.
 
     Parameters
     ----------
