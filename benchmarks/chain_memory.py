@@ -51,7 +51,7 @@ def watch():
         time.sleep(1)
 threading.Thread(target=watch, daemon=True).start()
 import bayesgrpo.model.sampling as sampling
-sampling.numpyro_chain_method = lambda n_runs=None: method
+sampling.numpyro_chain_method = lambda: method
 from bayesgrpo.model.reward_model import RewardModel
 seed = 1
 """
@@ -142,14 +142,22 @@ def write_table() -> None:
         )
     lines += [
         "",
-        "With the chains in parallel (one JAX CPU device each) memory stays flat at 100 and 300 runs "
-        "but grows while sampling from 600 runs on; at 1,000 runs and 500 + 500 draws "
-        "(`scale_jax.py`) the kernel killed the fit at 24 GiB. One chain after the other "
-        "(`sequential`) or both in one batch (`vectorized`) stays near 2 GiB at 1,000 runs; "
-        "`vectorized` costs more time on CPUs. With the package's own driver (`bayesgrpo.model.nuts`: "
-        "float32, two flat sites, thinning; the `x 4` row) the parallel chains still grow, from 0.5 to "
-        "12.8 GiB in 179 s of sampling. Why the parallel chains grow was not found. "
-        "`sampling.PARALLEL_CHAINS_MAX_RUNS` (300) is where the package switches to `sequential`.",
+        '`wholerun`: numpyro\'s own parallel chains (`MCMC(chain_method="parallel")`, one JAX CPU '
+        "device per chain, the whole warm-up and every draw in one `pmap` call), the package's "
+        "parallel chains until 2026-11-27 (rows without `x` by PyMC's numpyro path, the `x 4` row by "
+        "`bayesgrpo.model.nuts`). `parallel`: the package's parallel chains now, the same `pmap` "
+        "in calls of `nuts.ITERATIONS_PER_CALL` (32) iterations. `sequential`, `vectorized`: "
+        "numpyro's other chain methods.",
+        "",
+        "In one `pmap` call memory stays flat at 100 and 300 runs but grows while sampling from 600 "
+        "runs on, by about 70 MB a second at 1,000 runs (12.8 GiB after 179 s); at 1,000 runs and "
+        "500 + 500 draws (`scale_jax.py`) the kernel killed the fit at 24 GiB. The cause is XLA's "
+        "CPU runtime, not numpyro: two compiled loops running at once hold memory for each "
+        "iteration until their call returns, where one loop alone holds none "
+        "(`benchmarks/experiments/results/xla_loop_memory.md`). In calls of 32 iterations the same "
+        "1,000-run fit levels off at 3.4 GiB and samples as fast as in one call (168 s against 179 "
+        "s), so the package's chains run in parallel at any number of runs; before, they ran one "
+        "after the other above 300 runs, at twice the wall time.",
         "",
     ]
     TABLE.write_text("\n".join(lines))

@@ -202,8 +202,9 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
         "",
         "Command: `python benchmarks/scale_jax.py --runs 100 1000 --methods numpyro advi pathfinder` then "
         f"`--runs 10000 --methods advi pathfinder` (NUTS: {args.draws} kept draws, every {args.thin}th of "
-        f"{args.draws * args.thin} iterations, after {args.nuts_tune} tuning, per chain, as "
-        "`RewardModel.fit` samples by default; each row is cached, the table holds them all)  ",
+        f"{args.draws * args.thin} iterations, after {args.nuts_tune} tuning, per chain: "
+        "`RewardModel.fit`'s thinning and warm-up, half its 1,000 kept draws; each row is cached, the "
+        "table holds them all)  ",
         f"Host: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; 2 chains. "
         "Simulated runs of the default curve: five families, 200 planned steps, 20-100% observed. "
         "Wall: simulate excluded, preconditioning (per-run Laplace fits) + compile + sampling included. "

@@ -21,6 +21,10 @@ population fit mix within a minute on two cores (``benchmarks/results/sampler_sp
   adapt (:data:`WARMUP_AND_DRAW_TREE_DEPTH`).
 - **Two flat sites.** numpyro sees one vector per mass-matrix block instead of some fifty named
   variables: its per-site bookkeeping cost as much as the gradient (:func:`flat_layout`).
+- **Parallel chains in short calls.** One chain per CPU device as numpyro's ``"parallel"``, but
+  ``pmap`` called for :data:`ITERATIONS_PER_CALL` iterations at a time, not once for the whole
+  run: XLA's CPU runtime holds memory per iteration while two calls run at once, and numpyro's
+  one call grew by gigabytes on 1,000 runs (:func:`_sample_chains_in_calls`).
 
 It also skips what ``pm.sample`` does that this path does not need (assigning PyMC's step
 methods, evaluating the initial points op by op, before the first draw).
@@ -43,6 +47,7 @@ from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constant
 from pymc.initial_point import make_initial_point_fn
 from pymc.sampling.jax import get_jaxified_graph
 from pymc.util import get_default_varnames
+from tqdm.auto import tqdm
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.build import holds_run_values
@@ -70,6 +75,92 @@ WARMUP_AND_DRAW_TREE_DEPTH = (7, 10)
 DENSE_MIN_TUNE = 1000
 #: Tries at a jittered starting point with a finite log density, per chain.
 JITTER_TRIES = 10
+#: Most NUTS iterations of each chain in one compiled call of the parallel chains. XLA's CPU
+#: runtime holds memory for every iteration of a loop until the call returns when two calls run at
+#: once in the process, as the chains of one ``pmap`` do: numpyro's parallel chains, the whole run
+#: in one call, grew from 0.5 to 12.8 GiB in three minutes on 1,000 simulated runs; the same
+#: sampler in calls of 32 iterations stayed at 3.4 GiB (``benchmarks/results/chain_memory.md``).
+#: A plain JAX loop shows it too (``benchmarks/experiments/xla_loop_memory.py``). The calls cost
+#: about 3 s on a 40 s fit of the bundled runs, most of it compiling the chains' start apart.
+ITERATIONS_PER_CALL = 32
+
+
+def _sample_chains_in_calls(
+    kernel: NUTS,
+    keys: Any,
+    init_flat: dict[str, np.ndarray],
+    *,
+    tune: int,
+    draws: int,
+    thin: int,
+    progressbar: bool = False,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Every chain on its own JAX CPU device (``jax.pmap``), in short compiled calls.
+
+    numpyro's ``"parallel"`` chains run the whole warm-up and every draw in one ``pmap`` call;
+    here each call runs at most :data:`ITERATIONS_PER_CALL` iterations of every chain, so the
+    memory XLA holds per iteration is given back after each. The warm-up adapts inside
+    ``kernel.sample`` as in numpyro's ``MCMC`` (the state counts its iterations against the
+    ``tune`` given to ``kernel.init``); every ``thin``-th iteration after it is kept, with its
+    sample statistics, as ``MCMC(thinning=thin)`` keeps them. With the same keys and starting
+    points the draws are numpyro's own (``tests/model/test_nuts.py``).
+
+    Returns
+    -------
+    draws : dict
+        Flat sites, each ``(chains, draws, size)``.
+    stats : dict
+        numpyro's sample statistics (:data:`_STAT_NAMES` keys), each ``(chains, draws)``.
+    """
+    chains = int(np.shape(keys)[0])
+    state = jax.pmap(lambda key, params: kernel.init(key, tune, params, (), {}))(keys, init_flat)
+
+    def keep(state: Any) -> tuple[Any, ...]:
+        return (
+            state.z,
+            state.potential_energy,
+            state.adapt_state.step_size,
+            state.num_steps,
+            state.accept_prob,
+            state.diverging,
+            state.energy,
+        )
+
+    def iterate_and_keep(state: Any, iterations: Any) -> tuple[Any, tuple[Any, ...]]:
+        # a traced trip count: one compiled loop for the warm-up's and the draws' lengths
+        state = jax.lax.fori_loop(0, iterations, lambda _, s: kernel.sample(s, (), {}), state)
+        return state, keep(state)
+
+    # one compiled call: a scan over up to ``per_call`` kept states, each after its own count of
+    # iterations (the warm-up keeps none of them)
+    per_call = max(1, ITERATIONS_PER_CALL // thin)
+    advance = jax.pmap(lambda state, counts: jax.lax.scan(iterate_and_keep, state, counts))
+
+    def counts(iterations: list[int]) -> np.ndarray:
+        padded = iterations + [0] * (per_call - len(iterations))
+        return np.tile(np.asarray(padded, np.int32), (chains, 1))
+
+    bar = tqdm(total=tune + draws * thin, desc="NUTS", unit="it", disable=not progressbar)
+    for first in range(0, tune, per_call * thin):
+        in_call = min(per_call * thin, tune - first)
+        state, _ = advance(
+            state, counts([thin] * (in_call // thin) + ([in_call % thin] if in_call % thin else []))
+        )
+        bar.update(in_call)
+    kept: list[tuple[Any, ...]] = []
+    for first in range(0, draws, per_call):
+        in_call = min(per_call, draws - first)
+        state, values = advance(state, counts([thin] * in_call))
+        kept.append(values)
+        bar.update(in_call * thin)
+    bar.close()
+    kept = jax.device_get(kept)  # each (chains, draws_per_call, ...)
+    z = {name: np.concatenate([k[0][name] for k in kept], axis=1)[:, :draws] for name in init_flat}
+    stats = {
+        field: np.concatenate([k[1 + i] for k in kept], axis=1)[:, :draws]
+        for i, field in enumerate(_STAT_NAMES)
+    }
+    return z, stats
 
 
 @dataclass(frozen=True)
@@ -234,7 +325,10 @@ def sample_numpyro(
     target_accept : float
     random_seed : int, optional
     chain_method : {"parallel", "sequential", "vectorized"}
-        numpyro's way of running several chains (``sampling.numpyro_chain_method``).
+        How several chains run (``sampling.numpyro_chain_method``): ``"parallel"``, one chain
+        per JAX CPU device in short calls (:func:`_sample_chains_in_calls`; numpyro's own
+        ``"sequential"`` where there are fewer devices than chains); the others by numpyro's
+        ``MCMC``.
     float32 : bool
         Sample in single precision (the returned draws are float64).
     dense_population : bool, optional
@@ -284,28 +378,40 @@ def sample_numpyro(
                 dense_mass=[(DENSE_BLOCK,)] if DENSE_BLOCK in layout else False,
                 max_tree_depth=max_tree_depth,
             )
-            mcmc = MCMC(
-                kernel,
-                num_warmup=tune,
-                num_samples=draws * thin,
-                num_chains=chains,
-                thinning=thin,
-                chain_method=chain_method,
-                progress_bar=progressbar,
-            )
             key = jax.random.PRNGKey(seed)
-            keys = jax.random.split(key, chains) if chains > 1 else key
+            keys = jax.random.split(key, chains)
             init_flat = flatten(init, layout, batch_ndim=1)
-            mcmc.run(
-                keys,
-                init_params=init_flat if chains > 1 else {k: v[0] for k, v in init_flat.items()},
-                extra_fields=tuple(_STAT_NAMES),
-            )
-            flat_draws = {
-                k: np.asarray(v, np.float64) for k, v in mcmc.get_samples(group_by_chain=True).items()
-            }
+            if chain_method == "parallel" and chains > jax.local_device_count():
+                chain_method = "sequential"  # as numpyro's MCMC would, without its warning
+            if chain_method == "parallel" and chains > 1:
+                flat_draws, extra = _sample_chains_in_calls(
+                    kernel,
+                    keys,
+                    init_flat,
+                    tune=tune,
+                    draws=draws,
+                    thin=thin,
+                    progressbar=progressbar,
+                )
+            else:
+                mcmc = MCMC(
+                    kernel,
+                    num_warmup=tune,
+                    num_samples=draws * thin,
+                    num_chains=chains,
+                    thinning=thin,
+                    chain_method=chain_method,
+                    progress_bar=progressbar,
+                )
+                mcmc.run(
+                    keys if chains > 1 else keys[0],
+                    init_params=init_flat if chains > 1 else {k: v[0] for k, v in init_flat.items()},
+                    extra_fields=tuple(_STAT_NAMES),
+                )
+                flat_draws = dict(mcmc.get_samples(group_by_chain=True))
+                extra = mcmc.get_extra_fields(group_by_chain=True)
+            flat_draws = {k: np.asarray(v, np.float64) for k, v in flat_draws.items()}
             raw = unflatten(flat_draws, layout)
-            extra = mcmc.get_extra_fields(group_by_chain=True)
     finally:
         jax.config.update("jax_enable_x64", was_x64)
     sampled = time.perf_counter()

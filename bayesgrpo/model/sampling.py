@@ -130,27 +130,14 @@ def use_cores_for_chains(chains: int) -> int:
     return int(jax.local_device_count())
 
 
-#: Most runs a CPU fit samples with numpyro's ``"parallel"`` chains. Above it the chains run one
-#: after the other: with 2 CPU devices, the parallel chains' process memory grew while they
-#: sampled, from 600 simulated runs of 200 steps on (7.0 GiB at 60 + 60 draws; the 1,000-run
-#: fit of ``benchmarks/scale_jax.py`` was killed at 24 GiB), where 300 runs stayed at 1.6 GiB and
-#: 1,000 runs one chain after the other at 2.1 GiB (``benchmarks/results/chain_memory.md``).
-#: Twice the wall time, a bounded memory.
-PARALLEL_CHAINS_MAX_RUNS = 300
-
-
-def numpyro_chain_method(n_runs: int | None = None) -> str:
+def numpyro_chain_method() -> str:
     """How numpyro should run several chains on the JAX backend in use.
 
-    On CPUs, ``"parallel"``: one chain per CPU device (:func:`use_cores_for_chains`), up to
-    :data:`PARALLEL_CHAINS_MAX_RUNS` runs, ``"sequential"`` above (bounded memory). On a GPU there
-    is one device, where ``"parallel"`` falls back to one chain after the other; there the chains
-    are vectorised instead, every leapfrog step of all chains one batched gradient.
-
-    Parameters
-    ----------
-    n_runs : int, optional
-        Runs in the model; unknown counts as few.
+    On CPUs, ``"parallel"``: one chain per CPU device (:func:`use_cores_for_chains`), sampled in
+    short compiled calls so that memory stays bounded at any number of runs
+    (:func:`bayesgrpo.model.nuts.sample_numpyro`). On a GPU there is one device, where
+    ``"parallel"`` falls back to one chain after the other; there the chains are vectorised
+    instead, every leapfrog step of all chains one batched gradient.
 
     Returns
     -------
@@ -161,8 +148,6 @@ def numpyro_chain_method(n_runs: int | None = None) -> str:
 
     if jax.default_backend() != "cpu":
         return "vectorized"
-    if n_runs is not None and n_runs > PARALLEL_CHAINS_MAX_RUNS:
-        return "sequential"
     return "parallel"
 
 
@@ -399,15 +384,7 @@ def sample_model(
         from bayesgrpo.model.nuts import sample_numpyro
 
         use_cores_for_chains(chains)  # numpyro's "parallel" chains: one per JAX device
-        n_runs = len(model.coords["run"]) if "run" in model.coords else None
-        chain_method = numpyro_chain_method(n_runs)
-        if chain_method == "sequential":
-            logger.info(
-                "%d runs: numpyro's chains run one after the other (memory stays bounded; "
-                "parallel chains of more than %d runs took many GiB)",
-                n_runs,
-                PARALLEL_CHAINS_MAX_RUNS,
-            )
+        chain_method = numpyro_chain_method()
         idata, timings = sample_numpyro(
             model,
             draws=draws,

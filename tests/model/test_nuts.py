@@ -125,6 +125,25 @@ def test_the_dense_block_waits_for_a_warm_up_long_enough_to_estimate_it(monkeypa
     assert forced.posterior.attrs["dense_block_size"] == 2
 
 
+def test_the_parallel_chains_in_short_calls_are_numpyros_own_draws(monkeypatch) -> None:
+    """Calls of 3 iterations (a warm-up of 20 and 7 draws of 2 cut across calls) against numpyro's
+    MCMC, the whole run at once, from the same keys and starting points (double precision: in
+    single precision the two compiled programs round apart by about 1e-4).
+    """
+    assert jax.local_device_count() >= 2, "PyMC's JAX module gives JAX one CPU device per chain"
+    monkeypatch.setattr(nuts, "ITERATIONS_PER_CALL", 3)
+    model = eight_schools()
+    calls, _ = sample_numpyro(model, draws=7, tune=20, chains=2, thin=2, random_seed=1, float32=False)
+    whole, _ = sample_numpyro(
+        model, draws=7, tune=20, chains=2, thin=2, random_seed=1, float32=False, chain_method="sequential"
+    )
+    assert dict(calls.posterior.sizes) == {"chain": 2, "draw": 7, "run": 8}
+    for name in ("mu", "tau", "z"):
+        np.testing.assert_allclose(calls.posterior[name], whole.posterior[name], rtol=1e-8)
+    for name in ("n_steps", "diverging", "step_size"):
+        np.testing.assert_allclose(calls.sample_stats[name], whole.sample_stats[name], rtol=1e-8)
+
+
 def test_a_jax_left_in_double_precision_stays_so() -> None:
     before = jax.config.read("jax_enable_x64")
     sample_numpyro(eight_schools(), draws=20, tune=20, chains=1, random_seed=0, float32=True)

@@ -105,9 +105,6 @@ def test_numpyro_chains_run_in_parallel_on_cpus_and_vectorised_on_a_gpu(monkeypa
     assert sampling.numpyro_chain_method() == "vectorized"
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
     assert sampling.numpyro_chain_method() == "parallel"
-    assert sampling.numpyro_chain_method(sampling.PARALLEL_CHAINS_MAX_RUNS) == "parallel"
-    # above the limit the parallel chains' memory grew by many GiB: one after the other instead
-    assert sampling.numpyro_chain_method(sampling.PARALLEL_CHAINS_MAX_RUNS + 1) == "sequential"
 
 
 def test_the_numpyro_fit_passes_its_settings_to_the_nuts_driver(monkeypatch) -> None:
@@ -118,7 +115,7 @@ def test_the_numpyro_fit_passes_its_settings_to_the_nuts_driver(monkeypatch) -> 
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(nuts, "sample_numpyro", fake_sample)
-    monkeypatch.setattr(sampling, "numpyro_chain_method", lambda n_runs=None: "vectorized")
+    monkeypatch.setattr(sampling, "numpyro_chain_method", lambda: "vectorized")
     with pm.Model() as model:
         pm.Normal("x")
     with pytest.raises(RuntimeError, match="stop here"):
