@@ -349,6 +349,11 @@ def sample_numpyro(
     """
     if thin < 1:
         raise BayesGRPOError(f"thin={thin}; it must be at least 1")
+    if draws < 1 or tune < 0 or chains < 1:
+        raise BayesGRPOError(
+            f"draws={draws}, tune={tune}, chains={chains}; a fit needs at least one draw and one "
+            "chain, and no negative warm-up"
+        )
     start = time.perf_counter()
     names = [value.name for value in model.value_vars]
     logp_graph = get_jaxified_graph(inputs=model.value_vars, outputs=[model.logp()])

@@ -126,16 +126,16 @@ def test_the_dense_block_waits_for_a_warm_up_long_enough_to_estimate_it(monkeypa
 
 
 def test_the_parallel_chains_in_short_calls_are_numpyros_own_draws(monkeypatch) -> None:
-    """Calls of 3 iterations (a warm-up of 20 and 7 draws of 2 cut across calls) against numpyro's
+    """Calls of 5 iterations (a warm-up of 21 and 7 draws of 2 cut across calls) against numpyro's
     MCMC, the whole run at once, from the same keys and starting points (double precision: in
     single precision the two compiled programs round apart by about 1e-4).
     """
     assert jax.local_device_count() >= 2, "PyMC's JAX module gives JAX one CPU device per chain"
-    monkeypatch.setattr(nuts, "ITERATIONS_PER_CALL", 3)
+    monkeypatch.setattr(nuts, "ITERATIONS_PER_CALL", 5)  # 2 draws a call; warm-up 5 x 4 + 1
     model = eight_schools()
-    calls, _ = sample_numpyro(model, draws=7, tune=20, chains=2, thin=2, random_seed=1, float32=False)
+    calls, _ = sample_numpyro(model, draws=7, tune=21, chains=2, thin=2, random_seed=1, float32=False)
     whole, _ = sample_numpyro(
-        model, draws=7, tune=20, chains=2, thin=2, random_seed=1, float32=False, chain_method="sequential"
+        model, draws=7, tune=21, chains=2, thin=2, random_seed=1, float32=False, chain_method="sequential"
     )
     assert dict(calls.posterior.sizes) == {"chain": 2, "draw": 7, "run": 8}
     for name in ("mu", "tau", "z"):
@@ -153,6 +153,12 @@ def test_a_jax_left_in_double_precision_stays_so() -> None:
 def test_thin_below_one_is_refused() -> None:
     with pytest.raises(BayesGRPOError, match="thin=0"):
         sample_numpyro(eight_schools(), draws=5, tune=5, chains=1, thin=0)
+
+
+@pytest.mark.parametrize(("draws", "tune", "chains"), [(0, 5, 2), (5, -1, 2), (5, 5, 0)])
+def test_no_draw_no_chain_or_a_negative_warm_up_is_refused(draws: int, tune: int, chains: int) -> None:
+    with pytest.raises(BayesGRPOError, match="at least one draw"):
+        sample_numpyro(eight_schools(), draws=draws, tune=tune, chains=chains)
 
 
 @pytest.mark.slow
