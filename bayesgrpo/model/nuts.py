@@ -81,7 +81,8 @@ JITTER_TRIES = 10
 #: in one call, grew from 0.5 to 12.8 GiB in three minutes on 1,000 simulated runs; the same
 #: sampler in calls of 32 iterations stayed at 3.4 GiB (``benchmarks/results/chain_memory.md``).
 #: A plain JAX loop shows it too (``benchmarks/experiments/xla_loop_memory.py``). The calls cost
-#: about 3 s on a 40 s fit of the bundled runs, most of it compiling the chains' start apart.
+#: 3-7 s on a 40-65 s fit of the bundled runs (``benchmarks/results/sampler_speed.md``), 2 s of it
+#: compiling the chains' start in a call of its own.
 ITERATIONS_PER_CALL = 32
 
 
@@ -154,7 +155,7 @@ def _sample_chains_in_calls(
         kept.append(values)
         bar.update(in_call * thin)
     bar.close()
-    kept = jax.device_get(kept)  # each (chains, draws_per_call, ...)
+    kept = jax.device_get(kept)  # each (chains, per_call, ...)
     z = {name: np.concatenate([k[0][name] for k in kept], axis=1)[:, :draws] for name in init_flat}
     stats = {
         field: np.concatenate([k[1 + i] for k in kept], axis=1)[:, :draws]
