@@ -36,6 +36,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import arviz as az
@@ -116,18 +117,10 @@ def _sample_chains_in_calls(
     chains = int(np.shape(keys)[0])
     state = jax.pmap(lambda key, params: kernel.init(key, tune, params, (), {}))(keys, init_flat)
 
-    def keep(state: Any) -> tuple[Any, ...]:
-        return (
-            state.z,
-            state.potential_energy,
-            state.adapt_state.step_size,
-            state.num_steps,
-            state.accept_prob,
-            state.diverging,
-            state.energy,
-        )
+    def keep(state: Any) -> tuple[Any, dict[str, Any]]:
+        return state.z, {field: attrgetter(field)(state) for field in _STAT_NAMES}
 
-    def iterate_and_keep(state: Any, iterations: Any) -> tuple[Any, tuple[Any, ...]]:
+    def iterate_and_keep(state: Any, iterations: Any) -> tuple[Any, tuple[Any, dict[str, Any]]]:
         # a traced trip count: one compiled loop for the warm-up's and the draws' lengths
         state = jax.lax.fori_loop(0, iterations, lambda _, s: kernel.sample(s, (), {}), state)
         return state, keep(state)
@@ -148,7 +141,7 @@ def _sample_chains_in_calls(
             state, counts([thin] * (in_call // thin) + ([in_call % thin] if in_call % thin else []))
         )
         bar.update(in_call)
-    kept: list[tuple[Any, ...]] = []
+    kept: list[tuple[Any, dict[str, Any]]] = []
     for first in range(0, draws, per_call):
         in_call = min(per_call, draws - first)
         state, values = advance(state, counts([thin] * in_call))
@@ -157,10 +150,7 @@ def _sample_chains_in_calls(
     bar.close()
     kept = jax.device_get(kept)  # each (chains, per_call, ...)
     z = {name: np.concatenate([k[0][name] for k in kept], axis=1)[:, :draws] for name in init_flat}
-    stats = {
-        field: np.concatenate([k[1 + i] for k in kept], axis=1)[:, :draws]
-        for i, field in enumerate(_STAT_NAMES)
-    }
+    stats = {field: np.concatenate([k[1][field] for k in kept], axis=1)[:, :draws] for field in _STAT_NAMES}
     return z, stats
 
 
