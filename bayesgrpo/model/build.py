@@ -166,7 +166,8 @@ def _group_effect(
 #: always non-centred, never whitened or centred. ``two_timescale``'s slow term (its share and
 #: time) is seen only in runs that keep climbing after their fast rise; whitened or centred, the
 #: other runs' values had to follow the spread into its neck (measured on the bundled runs: the
-#: spread of ``odds`` at 0.1, divergences at 0.03, 18 of them, bulk ESS 14).
+#: spread of ``odds`` at 0.1, divergences at 0.03, 18 of them, bulk ESS 14). The whitened runs'
+#: other parameters are conditioned on them (``_Whitening``).
 NON_CENTRED_SHAPE: Mapping[str, tuple[str, ...]] = {"two_timescale": ("odds", "ratio")}
 
 
@@ -175,44 +176,99 @@ NON_CENTRED_SHAPE: Mapping[str, tuple[str, ...]] = {"two_timescale": ("odds", "r
 WHITENED_SD = 10.0
 
 
+class _Whitening:
+    """The runs whose data pin their levels down, sampled as ``theta = m + L u`` with ``u`` free.
+
+    ``m`` and ``L L^T`` are each run's Laplace fit on its own data (``model.precondition``): in
+    ``u`` a run's posterior is close to a standard normal, its start, rate and shape no longer
+    correlated (0.9 between start and rate on the bundled verl runs, which a diagonal mass
+    matrix cannot follow: trees 8-9 deep). The population prior of ``theta`` is added as a
+    Potential; the map is linear with fixed matrices, so no Jacobian term is needed.
+
+    The shape parameters of ``NON_CENTRED_SHAPE`` stay non-centred from the population (their
+    spread is small and a run's points rarely pin them). The whitened parameters are conditioned
+    on them: with the Laplace fit in the order ``(r0, *non-centred, *rest)`` and its Cholesky
+    factor ``L``, ``u_s = L_ss^-1 (theta_s - m_s - L_s0 u_0)`` is what the non-centred values
+    imply and ``theta_rest = m_rest + L_r0 u_0 + L_rs u_s + L_rr u_rest`` (the Laplace fit's
+    conditional given them). The start comes first because the non-centred values' location
+    follows it (``*_r0_slope``). Whitened on the marginal instead, a change of ``odds`` moved the
+    level at the horizon and the rate with it (Laplace correlation up to 0.6 on simulated runs),
+    which the diagonal mass matrix had to follow run by run.
+    """
+
+    def __init__(
+        self,
+        index: np.ndarray,
+        names: tuple[str, ...],
+        skipped: tuple[str, ...],
+        mean: np.ndarray,
+        cov: np.ndarray,
+    ) -> None:
+        self.index = index
+        self.skipped = tuple(name for name in names if name in skipped)
+        self.rest = tuple(name for name in names[1:] if name not in skipped)
+        order = (names[0], *self.skipped, *self.rest)
+        perm = [names.index(name) for name in order]
+        chol = np.linalg.cholesky(cov[:, perm][:, :, perm])
+        n_skipped = len(self.skipped)
+        s = slice(1, 1 + n_skipped)
+        r = slice(1 + n_skipped, None)
+        self._mean = mean[:, perm]
+        self._chol = chol
+        self._skipped_inverse = np.linalg.inv(chol[:, s, s]) if n_skipped else np.zeros((index.size, 0, 0))
+        self._s, self._r = s, r
+        self.free_names = (names[0], *self.rest)
+        self.free = pm.Normal(WHITENED_VARIABLE, 0.0, WHITENED_SD, shape=(index.size, len(self.free_names)))
+
+    def first(self) -> pt.TensorVariable:
+        """The whitened runs' start (``r0``) values, which depend on their own coordinate only."""
+        return self._mean[:, 0] + self._chol[:, 0, 0] * self.free[:, 0]
+
+    def complete(self, given: Mapping[str, pt.TensorVariable]) -> dict[str, pt.TensorVariable]:
+        """The other whitened parameters' values, given the non-centred ones' (whitened runs only)."""
+        u_first = self.free[:, 0]
+        u_rest = self.free[:, 1:]
+        mean, chol, s, r = self._mean, self._chol, self._s, self._r
+        values = pt.as_tensor_variable(mean[:, r]) + chol[:, r, 0] * u_first[:, None]
+        values = values + (pt.as_tensor_variable(chol[:, r, r]) * u_rest[:, None, :]).sum(axis=-1)
+        if self.skipped:
+            theta_s = pt.stack([given[name] for name in self.skipped], axis=1)
+            residual = theta_s - mean[:, s] - chol[:, s, 0] * u_first[:, None]
+            u_skipped = (pt.as_tensor_variable(self._skipped_inverse) * residual[:, None, :]).sum(axis=-1)
+            values = values + (pt.as_tensor_variable(chol[:, r, s]) * u_skipped[:, None, :]).sum(axis=-1)
+        return {name: values[:, j] for j, name in enumerate(self.rest)}
+
+
 def _whitened_block(
     data: ModelData,
     curve: str,
     priors: Mapping[str, Prior],
     centered: Mapping[str, np.ndarray],
     noise_floor: float,
-) -> dict[str, tuple[np.ndarray, pt.TensorVariable]]:
-    """The parameters of runs whose data pin their levels down as ``theta = m + L z``, ``z`` free.
-
-    ``m`` and ``L L^T`` are each run's Laplace fit on its own data (``model.precondition``): in
-    ``z`` a run's posterior is close to a standard normal, its start, rate and shape no longer
-    correlated (0.9 between start and rate on the bundled verl runs, which a diagonal mass
-    matrix cannot follow: trees 8-9 deep). The population prior of ``theta`` is added as a
-    Potential; the map is linear with a fixed matrix, so no Jacobian term is needed.
-
-    Returns
-    -------
-    dict
-        Parameter name (``r0``, ..., ``log_sigma``) -> (run index, values).
-    """
+) -> _Whitening | None:
+    """The whitened runs of ``data`` (see ``_Whitening``), or None when there are none."""
     candidates = np.flatnonzero(centered["levels"])
     if candidates.size == 0:
-        return {}
-    all_names = (*curve_params(curve), "log_sigma")
+        return None
+    names = (*curve_params(curve), "log_sigma")
     mean, chol, informed = run_laplace(data, curve, priors, candidates, noise_floor=noise_floor)
     index, mean, chol = candidates[informed], mean[informed], chol[informed]
     if index.size == 0:
-        return {}
-    skipped = NON_CENTRED_SHAPE.get(curve, ())
-    if skipped:  # the Laplace fit's marginal over the whitened parameters
-        keep = [j for j, name in enumerate(all_names) if name not in skipped]
-        cov = chol @ np.swapaxes(chol, -1, -2)
-        mean = mean[:, keep]
-        chol = np.linalg.cholesky(cov[:, keep][:, :, keep])
-    names = tuple(all_names[j] for j in range(len(all_names)) if all_names[j] not in skipped)
-    z = pm.Normal(WHITENED_VARIABLE, 0.0, WHITENED_SD, shape=(index.size, len(names)))
-    theta = pt.as_tensor_variable(mean) + (pt.as_tensor_variable(chol) * z[:, None, :]).sum(axis=-1)
-    return {name: (index, theta[:, j]) for j, name in enumerate(names)}
+        return None
+    cov = chol @ np.swapaxes(chol, -1, -2)
+    return _Whitening(index, names, NON_CENTRED_SHAPE.get(curve, ()), mean, cov)
+
+
+def _complete_whitened(
+    whitening: _Whitening | None,
+    whitened: dict[str, tuple[np.ndarray, pt.TensorVariable]],
+    run_values: Mapping[str, pt.TensorVariable],
+) -> None:
+    """Add the whitened runs' values that depend on the non-centred shapes, once those exist."""
+    if whitening is None or all(name in whitened for name in whitening.rest):
+        return
+    given = {name: run_values[name][whitening.index] for name in whitening.skipped}
+    whitened.update({name: (whitening.index, value) for name, value in whitening.complete(given).items()})
 
 
 def parametrisation(
@@ -302,12 +358,25 @@ def create_reward_model(
     with pm.Model(coords=coords) as model:
         run_values: dict[str, pt.TensorVariable] = {}
         if pooling == "partial":
-            whitened = _whitened_block(data, curve, priors, centered, noise_floor) if whiten else {}
+            whitening = _whitened_block(data, curve, priors, centered, noise_floor) if whiten else None
+            whitened: dict[str, tuple[np.ndarray, pt.TensorVariable]] = {}
+            if whitening is not None:
+                whitened["r0"] = (whitening.index, whitening.first())
+            skipped = NON_CENTRED_SHAPE.get(curve, ())
             size = _covariate(data.log_size)
             samples = _covariate(data.log_samples)
             data_bounded = bounds_from_data(data)
             r0_mu = None
-            for p in params:
+            # the start first (the others' location follows it), then the non-centred shapes (the
+            # whitened runs' other values are conditioned on them: ``_Whitening``)
+            order = (
+                "r0",
+                *(p for p in params if p in skipped),
+                *(p for p in params if p not in skipped and p != "r0"),
+            )
+            for p in order:
+                if p != "r0" and p not in skipped:
+                    _complete_whitened(whitening, whitened, run_values)
                 mu = priors[f"{p}_mu"].create_variable(f"{p}_mu")
                 effects = pt.zeros(n_runs)
                 for dim in ("family", "task"):
@@ -329,7 +398,7 @@ def create_reward_model(
                     offset = priors[f"{p}_data_offset"].create_variable(f"{p}_data_offset")
                 loc = run_location(p, mu, effects, start_pull, data_bounded, offset)
                 sd = priors[f"{p}_sd"].create_variable(f"{p}_sd")
-                if p in NON_CENTRED_SHAPE.get(curve, ()):
+                if p in skipped:
                     centred_runs = np.zeros(n_runs, dtype=bool)
                 else:
                     centred_runs = centered["levels" if p in LEVEL_PARAMS else "shape"]
@@ -340,6 +409,7 @@ def create_reward_model(
             if data_bounded.any():
                 loc = loc + priors["sigma_data_offset"].create_variable("sigma_data_offset") * data_bounded
             sigma_sd = priors["sigma_sd"].create_variable("sigma_sd")
+            _complete_whitened(whitening, whitened, run_values)
             log_sigma = _run_level(
                 "log_sigma_run", loc, sigma_sd, centered["levels"], n_runs, whitened.get("log_sigma")
             )

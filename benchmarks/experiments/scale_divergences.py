@@ -12,6 +12,7 @@ family), and the shift is summarised by observed share and noise.
 Usage::
 
     python benchmarks/experiments/scale_divergences.py      # writes results/scale_divergences.md
+    python benchmarks/experiments/scale_divergences.py OUT  # writes OUT instead
 """
 
 from __future__ import annotations
@@ -91,6 +92,24 @@ def main() -> None:
             shift = (values[diverging].mean() - values.mean()) / values.std()
             population.append((str(name), float(shift)))
     population.sort(key=lambda item: -abs(item[1]))
+    # the slowest-mixing quantities (every element of every variable but the sampler's own
+    # coordinates): what keeps r_hat up and the ESS down
+    import arviz as az
+
+    names = [n for n in idata.posterior.data_vars if not n.endswith(("_z", "_centered", "_whitened"))]
+    ess = az.ess(idata.posterior[names], method="bulk")
+    rhat = az.rhat(idata.posterior[names])
+    slow = []
+    for name in names:
+        e = np.atleast_1d(ess[name].to_numpy()).ravel()
+        r = np.atleast_1d(rhat[name].to_numpy()).ravel()
+        labels = (
+            [name]
+            if ess[name].ndim == 0
+            else [f"{name}[{v}]" for v in ess[name].stack(i=ess[name].dims)["i"].to_numpy()]
+        )
+        slow += [(label, float(a), float(b)) for label, a, b in zip(labels, e, r, strict=True)]
+    slow.sort(key=lambda item: item[1])
     step = idata.sample_stats["step_size"].mean("draw").to_numpy().tolist()
     steps = idata.sample_stats["n_steps"].mean("draw").to_numpy().tolist()
     lines = [
@@ -107,6 +126,12 @@ def main() -> None:
         "",
         f"Adapted step size per chain: {', '.join(f'{v:.4f}' for v in step)}; leapfrog steps per "
         f"draw: {', '.join(f'{v:.0f}' for v in steps)}.",
+        "",
+        "## The slowest-mixing quantities",
+        "",
+        "| quantity | bulk ESS | r_hat |",
+        "|---|---|---|",
+        *[f"| {label} | {e:.0f} | {r:.3f} |" for label, e, r in slow[:12]],
         "",
         "## Population-level variables the divergent draws pull on most",
         "",
@@ -133,7 +158,8 @@ def main() -> None:
         for group, r in frame.iterrows():
             lines.append(f"| {group} | {int(r['count'])} | {r['mean']:.2f} | {r['max']:.2f} |")
     lines.append("")
-    TABLE.write_text("\n".join(lines))
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else TABLE
+    out.write_text("\n".join(lines))
     print("\n".join(lines))
 
 

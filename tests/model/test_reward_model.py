@@ -14,13 +14,16 @@ import sys
 import arviz as az
 import numpy as np
 import pandas as pd
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
 import pytest
 import xarray as xr
 from pymc_extras.prior import Prior
 from scipy.special import expit
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.model.build import MIN_POINTS_CENTERED
+from bayesgrpo.model.build import MIN_POINTS_CENTERED, _Whitening
 from bayesgrpo.model.curves import CURVES
 from bayesgrpo.model.data import prepare, signal_to_noise
 from bayesgrpo.model.datasets import POPULATION_FILE
@@ -148,6 +151,43 @@ def test_runs_with_enough_points_are_sampled_whitened(simulated):
     )
 
     np.testing.assert_allclose(expit(mean[:, 0]), truth_r0, atol=0.1)
+
+
+def test_whitened_values_conditioned_on_the_non_centred_shapes_keep_the_laplace_fit():
+    # with the non-centred shapes drawn as the Laplace fit has them given the start, the whitened
+    # values must come out jointly as the Laplace fit: conditioning moved them, not changed them
+    rng = np.random.default_rng(3)
+    names = ("r0", "r1", "tau", "k", "odds", "ratio", "log_sigma")
+    n_runs, n_draws = 4, 20_000
+    factor = np.tril(rng.normal(size=(n_runs, 7, 7)), -1) * 0.5 + np.eye(7) * rng.uniform(
+        0.3, 1.0, (n_runs, 1, 7)
+    )
+    cov = factor @ np.swapaxes(factor, -1, -2)
+    mean = rng.normal(size=(n_runs, 7))
+    # every draw of every run as a run of its own: one call of the graph
+    copies = np.tile(np.arange(n_runs), n_draws)
+    with pm.Model():
+        whitening = _Whitening(np.arange(copies.size), names, ("odds", "ratio"), mean[copies], cov[copies])
+        given = {name: pt.vector(name) for name in ("odds", "ratio")}
+        rest = whitening.complete(given)
+        compute = pytensor.function(
+            [whitening.free, *given.values()],
+            pt.stack([whitening.first(), *(rest[name] for name in ("r1", "tau", "k", "log_sigma"))], axis=1),
+        )
+    assert whitening.free_names == ("r0", "r1", "tau", "k", "log_sigma")
+    order = [0, 4, 5, 1, 2, 3, 6]  # (r0, odds, ratio, ...): the shapes' rows of the factor are 1-2
+    chol = np.linalg.cholesky(cov[:, order][:, :, order])[copies]
+    free = rng.normal(size=(copies.size, 5))
+    shapes = mean[copies][:, [4, 5]] + chol[:, 1:3, 0] * free[:, :1]
+    shapes += np.einsum("rij,rj->ri", chol[:, 1:3, 1:3], rng.normal(size=(copies.size, 2)))
+    draws = np.empty((copies.size, 7))
+    draws[:, [4, 5]] = shapes
+    draws[:, [0, 1, 2, 3, 6]] = compute(free, shapes[:, 0], shapes[:, 1])
+    for run in range(n_runs):
+        own = draws[copies == run]
+        scale = cov[run].diagonal().max()
+        np.testing.assert_allclose(own.mean(axis=0), mean[run], atol=0.05 * np.sqrt(scale))
+        np.testing.assert_allclose(np.cov(own.T), cov[run], atol=0.05 * scale)
 
 
 def test_runs_their_data_barely_pin_down_are_left_to_the_population():
