@@ -40,6 +40,9 @@ import pandas as pd
 from bayesgrpo.model.sampling import DEFAULT_THIN
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from sampler_speed import model_code_hash  # noqa: E402  (the same key of the model code)
+
 RESULTS = HERE / "results"
 CACHE = RESULTS / "scale"
 RECOVERED = ("r0", "r1", "tau", "k", "sigma")
@@ -111,7 +114,7 @@ result = dict(d, runs=n_runs, method=method, draws=draws, tune=tune, thin=thin, 
     points=int(model.data.mask.sum()), peak_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     device=f"{jax.devices()[0].platform}: {jax.devices()[0].device_kind}", coverage=coverage,
     host=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-    coverage_all=float(merged["hit"].mean()),
+    coverage_all=float(merged["hit"].mean()), model_code=os.environ.get("BAYESGRPO_MODEL_CODE"),
     gpu_peak_gib=((jax.devices()[0].memory_stats() or {}).get("peak_bytes_in_use", 0) / 2**30
         if jax.devices()[0].platform == "gpu" else None))
 json.dump(result, open(out + ".json", "w"), default=float)
@@ -149,7 +152,11 @@ def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
         str(args.seed),
         str(args.thin),
     ]
-    environment = dict(os.environ, JAX_PLATFORMS="cuda" if args.device == "gpu" else "cpu")
+    environment = dict(
+        os.environ,
+        JAX_PLATFORMS="cuda" if args.device == "gpu" else "cpu",
+        BAYESGRPO_MODEL_CODE=model_code_hash(),
+    )
     try:
         done = subprocess.run(
             [*command, str(stem)],
@@ -236,9 +243,10 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
         shift_text = f"{shift:.2f}" if isinstance(shift, float) and np.isfinite(shift) else "-"
         width_text = f"{width:.2f}" if isinstance(width, float) and np.isfinite(width) else "-"
         approx = r["method"] in ("advi", "pathfinder")
+        earlier = "" if r.get("model_code") else " (earlier model)"
         gpu_memory = f" (GPU {r['gpu_peak_gib']:.2f})" if r.get("gpu_peak_gib") else ""
         lines.append(
-            f"| {r['runs']} | {r['points']} | {r.get('label', r['method'])} | {r['device']} "
+            f"| {r['runs']} | {r['points']} | {r.get('label', r['method'])}{earlier} | {r['device']} "
             f"| {r['wall']:.0f} | "
             f"{r['prepare']:.0f} | {r['peak_gib']:.2f}{gpu_memory} | {'-' if approx else r['divergences']} | "
             f"{'-' if approx else format(r['max_r_hat'], '.3f')} | "
@@ -251,6 +259,14 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
             "",
             "Rows `numpyro, D x T + W`: NUTS with other draws, by `--runs R --methods numpyro --draws D`; "
             "1,000 x 4 + 1,000 is what `RewardModel().fit` samples by default.",
+        ]
+    if any(not r.get("model_code") and "error" not in r for r in rows):
+        lines += [
+            "",
+            "Rows marked `(earlier model)` were fitted before the whitened runs were conditioned on the "
+            "slow term's shapes (commit e14fe28, a reparametrisation: the same posterior, another "
+            "geometry) and not rerun since; the other rows carry the hash of the model code they ran "
+            "(`bayesgrpo/model`, as `sampler_speed.py` keys its cache).",
         ]
     if any(str(r.get("device", "")).startswith("gpu") for r in rows):
         lines += ["", GPU_NOTE]
