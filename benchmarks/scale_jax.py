@@ -247,7 +247,7 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
         gpu_memory = f" (GPU {r['gpu_peak_gib']:.2f})" if r.get("gpu_peak_gib") else ""
         lines.append(
             f"| {r['runs']} | {r['points']} | {r.get('label', r['method'])}{earlier} | {r['device']} "
-            f"| {r['wall']:.0f} | "
+            f"| {r['wall']:.0f}{' (shared CPU)' if r.get('shared_cpu') else ''} | "
             f"{r['prepare']:.0f} | {r['peak_gib']:.2f}{gpu_memory} | {'-' if approx else r['divergences']} | "
             f"{'-' if approx else format(r['max_r_hat'], '.3f')} | "
             f"{'-' if approx else format(r['min_ess_bulk'], '.0f')} | "
@@ -259,6 +259,13 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
             "",
             "Rows `numpyro, D x T + W`: NUTS with other draws, by `--runs R --methods numpyro --draws D`; "
             "1,000 x 4 + 1,000 is what `RewardModel().fit` samples by default.",
+        ]
+    if any(r.get("shared_cpu") for r in rows):
+        lines += [
+            "",
+            "Wall `(shared CPU)`: the fit "
+            + "; ".join(sorted({r["shared_cpu"] for r in rows if r.get("shared_cpu")}))
+            + ". Its sampling statistics stand; its time and ESS/s do not.",
         ]
     if any(not r.get("model_code") and "error" not in r for r in rows):
         lines += [
