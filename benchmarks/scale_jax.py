@@ -55,13 +55,18 @@ GPU_NOTE = (
     "numpyro 0.21.0; PyMC 5.28.5 and PyTensor 2.38.3 carried as wheels), float64, the two chains "
     "vectorised on the one device (`sampling.numpyro_chain_method`). The session had 15 minutes of "
     "device time: the 100-run fit was given 200 s and the 1,000-run fit the 318 s left, and neither "
-    "finished, where the 2-core CPU fits the same 100 runs in about 105 s. Where their time went "
+    "finished, where the 2-core CPU then fitted the same 100 runs in about 105 s. Where their time went "
     "(preconditioning, compiling, warm-up) was not recorded; the script now writes each stage's "
     "time beside its cache (`<cell>.stages`), so that a cut fit says how far it came. My reading, "
     "not measured: each leapfrog step of this model is a chain of small element-wise kernels on "
     "3,600-36,000 points, so kernel launches rather than arithmetic set the step's cost, and "
     "vectorised chains wait for the longer tree of the two. On this evidence the GPU is not the "
-    "faster path for the population fit; ADVI on the CPU is."
+    "faster path for the population fit; ADVI on the CPU is. These GPU rows are of the sampler "
+    "before `bayesgrpo.model.nuts` (flat sites, parallel chains in short calls) and before the "
+    "conditioned whitening; no GPU has been lent to this task since, so the GPU table of the current "
+    "sampler is unmeasured. The command that would measure it, on a machine with one: "
+    "`python benchmarks/scale_jax.py --device gpu --runs 100 1000 --methods numpyro --timeout 280`, "
+    "then the CPU command above to write the table."
 )
 
 #: The simulated population of ``n_runs`` runs from ``seed`` (Python source, run in a child
@@ -204,11 +209,13 @@ def against_nuts(runs: int, method: str, draws: int, thin: int, tune: int) -> tu
 
 def write_table(rows: list[dict], args: argparse.Namespace) -> None:
     """The markdown table and the time-against-runs figure."""
+    current_code = model_code_hash()
     lines = [
         "# The population model at scale",
         "",
         "Command: `python benchmarks/scale_jax.py --runs 100 1000 --methods numpyro advi pathfinder` then "
-        f"`--runs 10000 --methods advi pathfinder` (NUTS: {args.draws} kept draws, every {args.thin}th of "
+        "`--runs 10000 --methods advi` and `--runs 1000 --methods numpyro --draws 1000` "
+        f"(NUTS: {args.draws} kept draws, every {args.thin}th of "
         f"{args.draws * args.thin} iterations, after {args.nuts_tune} tuning, per chain: "
         "`RewardModel.fit`'s thinning and warm-up, half its 1,000 kept draws; each row is cached, the "
         "table holds them all)  ",
@@ -243,7 +250,7 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
         shift_text = f"{shift:.2f}" if isinstance(shift, float) and np.isfinite(shift) else "-"
         width_text = f"{width:.2f}" if isinstance(width, float) and np.isfinite(width) else "-"
         approx = r["method"] in ("advi", "pathfinder")
-        earlier = "" if r.get("model_code") else " (earlier model)"
+        earlier = "" if r.get("model_code") == current_code else " (earlier model)"
         gpu_memory = f" (GPU {r['gpu_peak_gib']:.2f})" if r.get("gpu_peak_gib") else ""
         lines.append(
             f"| {r['runs']} | {r['points']} | {r.get('label', r['method'])}{earlier} | {r['device']} "
@@ -267,13 +274,53 @@ def write_table(rows: list[dict], args: argparse.Namespace) -> None:
             + "; ".join(sorted({r["shared_cpu"] for r in rows if r.get("shared_cpu")}))
             + ". Its sampling statistics stand; its time and ESS/s do not.",
         ]
-    if any(not r.get("model_code") and "error" not in r for r in rows):
+    if any(r.get("model_code") != current_code and "error" not in r for r in rows):
         lines += [
             "",
-            "Rows marked `(earlier model)` were fitted before the whitened runs were conditioned on the "
-            "slow term's shapes (commit e14fe28, a reparametrisation: the same posterior, another "
-            "geometry) and not rerun since; the other rows carry the hash of the model code they ran "
-            "(`bayesgrpo/model`, as `sampler_speed.py` keys its cache).",
+            "Rows marked `(earlier model)` were fitted on model code other than the current "
+            f"(`bayesgrpo/model` hashed as `sampler_speed.py` keys its cache: {current_code}) and not "
+            "rerun since; the others ran on the current code.",
+        ]
+    else:
+        lines += [
+            "",
+            f"Every CPU row ran on the current model code (`bayesgrpo/model` hashed as `sampler_speed.py` "
+            f"keys its cache: {current_code}).",
+        ]
+    nuts_walls = sorted(
+        (r["runs"], r["wall"])
+        for r in rows
+        if r.get("label") is None
+        and r["method"] == "numpyro"
+        and "error" not in r
+        and r.get("device") == "cpu: cpu"
+    )
+    if len(nuts_walls) >= 2 and max(r["runs"] for r in rows) > nuts_walls[-1][0]:
+        (r_lo, w_lo), (r_hi, w_hi) = nuts_walls[-2], nuts_walls[-1]
+        biggest = max(r["runs"] for r in rows)
+        projected = w_hi * biggest / r_hi
+        default_draws = [
+            r
+            for r in rows
+            if r.get("label")
+            and r["method"] == "numpyro"
+            and r["runs"] == r_hi
+            and "error" not in r
+            and not r.get("shared_cpu")
+        ]
+        at_default = (
+            f" and about {default_draws[0]['wall'] * biggest / r_hi / 3600:.1f} h at the default fit's"
+            if default_draws
+            else ""
+        )
+        lines += [
+            "",
+            f"Where NUTS stops: it was not run on {biggest:,} runs. Its measured cost grew "
+            f"{w_hi / w_lo:.1f}x from {r_lo:,} to {r_hi:,} runs; linear from {r_hi:,} runs (a projection, "
+            f"not a measurement) {biggest:,} runs would take about {projected / 60:.0f} min at these "
+            f"draws{at_default}, on these two cores. ADVI "
+            '(`RewardModel().fit(table, sampler="advi")`) is the documented path there; its '
+            "accuracy against NUTS is in the columns above.",
         ]
     if any(str(r.get("device", "")).startswith("gpu") for r in rows):
         lines += ["", GPU_NOTE]
