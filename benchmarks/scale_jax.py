@@ -76,9 +76,10 @@ import numpy as np
 from bayesgrpo.model.curves import DEFAULT_CURVE
 from bayesgrpo.model.simulate import simulate_runs
 rng = np.random.default_rng(seed)
+observed = rng.uniform(0.2, 1.0, n_runs).round(2)  # the share of its 200 steps each run logged
+noise = rng.choice([0.01, 0.03, 0.08], n_runs)
 sim = simulate_runs(n_runs, curve=DEFAULT_CURVE, families=("qwen", "llama", "gemma", "mistral", "phi"),
-    n_steps=200, observed_fraction=rng.uniform(0.2, 1.0, n_runs).round(2).tolist(),
-    noise=rng.choice([0.01, 0.03, 0.08], n_runs).tolist(), random_seed=seed)
+    n_steps=200, observed_fraction=observed.tolist(), noise=noise.tolist(), random_seed=seed)
 """
 
 CHILD = (

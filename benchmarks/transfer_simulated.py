@@ -100,6 +100,17 @@ def simulated_table(seed: int, args: argparse.Namespace):
     return RunsTable(points=points, runs=runs, report=sim.table.report)
 
 
+def family_spreads(model) -> dict[str, float]:
+    """Each between-family spread a population learnt: its posterior mean and 95% quantile."""
+    posterior = model.idata.posterior
+    out = {}
+    for name in sorted(v for v in posterior.data_vars if str(v).endswith("_family_sd")):
+        values = posterior[name].to_numpy().ravel()
+        out[f"{name} mean"] = float(values.mean())
+        out[f"{name} q95"] = float(np.quantile(values, 0.95))
+    return out
+
+
 def family_bootstrap(own: pd.DataFrame, rng: np.random.Generator) -> tuple[float, float]:
     """5% and 95% quantiles of the share of final rewards covered, resampling held-out families."""
     per_family = own.groupby("family")["final_cover90"].agg(["sum", "count"])
@@ -133,13 +144,11 @@ def main(argv: list[str] | None = None) -> None:
             "family_spread": args.family_spread,
             **fit_kwargs,
         }
-        start = time.perf_counter()
         populations = cached_populations(
             args.cache / f"f{args.families}x{args.runs_per_family}_seed{seed}",
             key,
             lambda table=table, seed=seed: family_out_populations(table, fit_kwargs, seed),
         )
-        seconds["fits"] += time.perf_counter() - start
         for model in {id(m): m for m in populations.values()}.values():
             d = model.diagnostics
             fit_rows.append(
@@ -150,8 +159,10 @@ def main(argv: list[str] | None = None) -> None:
                     "divergences": d.divergences if d else -1,
                     "max_r_hat": d.max_r_hat if d else np.nan,
                     "min_ess_bulk": d.min_ess_bulk if d else np.nan,
+                    **family_spreads(model),
                 }
             )
+            seconds["fits"] += d.seconds if d else 0.0
         start = time.perf_counter()
         scores = transfer_scores(
             table, populations, split=SPLIT, n_draws=args.forecast_draws, random_seed=seed
@@ -207,7 +218,8 @@ def write_report(
         "",
         f"Command: `{command_line('transfer_simulated.py', argv)}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}. Population fits {seconds['fits']:.0f} s (0 when cached), "
+        f"{time.strftime('%Y-%m-%d')}. Population fits {seconds['fits']:.0f} s (their own times, "
+        "cached or not), "
         f"predictions and scores {seconds['scores']:.0f} s.  ",
         f"Settings: {len(args.seeds)} replicates (seeds {', '.join(map(str, args.seeds))}), each "
         f"{n_runs} simulated runs of the default curve ({args.families} families x "
@@ -244,6 +256,18 @@ def write_report(
                 min_ess_bulk=("min_ess_bulk", "min"),
             )
             .reset_index()
+        ),
+        "",
+        "## The between-family spreads the populations learnt",
+        "",
+        f"Each `*_family_sd` (the spread of family effects on one parameter's unconstrained scale; "
+        f"the simulation draws every raw parameter's family effect with sd {args.family_spread}, and "
+        "the model's `r1`, the level at the horizon, is a function of several of them): its posterior "
+        "mean and 95% quantile, the median over each replicate's populations. A new family's effect "
+        "is drawn from this spread, its uncertainty included.",
+        "",
+        markdown_table(
+            fits.filter(regex="^replicate$|_family_sd").groupby("replicate").median().reset_index()
         ),
         "",
     ]

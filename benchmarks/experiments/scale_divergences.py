@@ -32,27 +32,22 @@ RUNS, SEED, DRAWS, TUNE = 1000, 1, 1000, 1000
 PARAMETERS = ("r0", "r1", "tau", "k", "sigma")
 
 
+def _coordinate(value: object) -> str:
+    """One element's coordinates as a label: ``sim636``, or ``a, b`` for several dimensions."""
+    return ", ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
 def main() -> None:
     """Fit, locate the divergent draws, and write the table."""
     warnings.simplefilter("ignore")
-    from bayesgrpo.model.curves import DEFAULT_CURVE
+    from scale_jax import SIMULATE  # the population of scale_jax.py, run as it runs it
+
     from bayesgrpo.model.predict import run_draws
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.model.simulate import simulate_runs
 
-    # the population of scale_jax.py (its SIMULATE block), seed 1
-    rng = np.random.default_rng(SEED)
-    observed = rng.uniform(0.2, 1.0, RUNS).round(2)
-    noise = rng.choice([0.01, 0.03, 0.08], RUNS)
-    sim = simulate_runs(
-        RUNS,
-        curve=DEFAULT_CURVE,
-        families=("qwen", "llama", "gemma", "mistral", "phi"),
-        n_steps=200,
-        observed_fraction=observed.tolist(),
-        noise=noise.tolist(),
-        random_seed=SEED,
-    )
+    namespace: dict = {"n_runs": RUNS, "seed": SEED}
+    exec(SIMULATE, namespace)  # noqa: S102 (the benchmark's own source, shared with scale_jax.py)
+    sim, observed, noise = namespace["sim"], namespace["observed"], namespace["noise"]
     start = time.perf_counter()
     model = RewardModel().fit(
         sim.table, draws=DRAWS, tune=TUNE, thin=1, chains=2, random_seed=SEED, progressbar=False
@@ -64,7 +59,7 @@ def main() -> None:
     draws = run_draws(idata.posterior, model.curve)
     run_ids = list(idata.posterior["run"].to_numpy())
     truth = sim.truth.set_index("run_id")
-    setting = pd.DataFrame({"observed": observed, "noise": noise}, index=[f"sim{i:03d}" for i in range(RUNS)])
+    setting = pd.DataFrame({"observed": observed, "noise": noise}, index=sim.truth["run_id"].astype(str))
     rows = []
     for name in PARAMETERS:
         values = draws[name]
@@ -106,7 +101,7 @@ def main() -> None:
         labels = (
             [name]
             if ess[name].ndim == 0
-            else [f"{name}[{v}]" for v in ess[name].stack(i=ess[name].dims)["i"].to_numpy()]
+            else [f"{name}[{_coordinate(v)}]" for v in ess[name].stack(i=ess[name].dims)["i"].to_numpy()]
         )
         slow += [(label, float(a), float(b)) for label, a, b in zip(labels, e, r, strict=True)]
     slow.sort(key=lambda item: item[1])
