@@ -30,6 +30,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -41,6 +42,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import command_line, markdown_table
 from transfer_eval import cached_populations, final_coverage  # the real-run evaluation's own pieces
+
+if TYPE_CHECKING:
+    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.model.reward_model import RewardModel
 
 RESULTS = HERE / "results"
 CACHE = HERE / "_scratch" / "transfer_simulated"
@@ -78,7 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def simulated_table(seed: int, args: argparse.Namespace):
+def simulated_table(seed: int, args: argparse.Namespace) -> RunsTable:
     """One simulated population: ``families x runs_per_family`` runs, sizes and noise in turn."""
     from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.simulate import simulate_runs
@@ -100,7 +105,7 @@ def simulated_table(seed: int, args: argparse.Namespace):
     return RunsTable(points=points, runs=runs, report=sim.table.report)
 
 
-def family_spreads(model) -> dict[str, float]:
+def family_spreads(model: RewardModel) -> dict[str, float]:
     """Each between-family spread a population learnt: its posterior mean and 95% quantile."""
     posterior = model.idata.posterior
     out = {}
