@@ -41,7 +41,7 @@ from bayesgrpo.model.sampling import DEFAULT_THIN
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import command_line, markdown_table
-from transfer_eval import cached_populations, final_coverage  # the real-run evaluation's own pieces
+from transfer_eval import cached_populations, fit_table  # the real-run evaluation's own pieces
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     from bayesgrpo.evaluate.transfer_eval import family_out_populations, transfer_scores
 
     fit_kwargs = {"draws": args.draws, "tune": args.draws, "chains": args.chains, "thin": DEFAULT_THIN}
-    frames, fit_rows, seconds = [], [], {"fits": 0.0, "scores": 0.0}
+    frames, fit_frames, seconds = [], [], {"fits": 0.0, "scores": 0.0}
     for seed in args.seeds:
         table = simulated_table(seed, args)
         key = {
@@ -154,34 +154,24 @@ def main(argv: list[str] | None = None) -> None:
             key,
             lambda table=table, seed=seed: family_out_populations(table, fit_kwargs, seed),
         )
-        for model in {id(m): m for m in populations.values()}.values():
-            d = model.diagnostics
-            fit_rows.append(
-                {
-                    "replicate": seed,
-                    "runs_fitted": len(model.data.run_ids),
-                    "seconds": d.seconds if d else np.nan,
-                    "divergences": d.divergences if d else -1,
-                    "max_r_hat": d.max_r_hat if d else np.nan,
-                    "min_ess_bulk": d.min_ess_bulk if d else np.nan,
-                    **family_spreads(model),
-                }
-            )
-            seconds["fits"] += d.seconds if d else 0.0
+        # one row per distinct population, in fit_table's order, with the spreads it learnt
+        models = {id(m): m for m in populations.values()}.values()
+        fits = fit_table(SPLIT, populations, table).assign(replicate=seed)
+        fit_frames.append(pd.concat([fits, pd.DataFrame([family_spreads(m) for m in models])], axis=1))
+        seconds["fits"] += float(fits["seconds"].sum())
         start = time.perf_counter()
         scores = transfer_scores(
             table, populations, split=SPLIT, n_draws=args.forecast_draws, random_seed=seed
         )
         seconds["scores"] += time.perf_counter() - start
-        coverage, _ = final_coverage(scores, table)
         family = table.runs.set_index("run_id")["family"].astype(str)
         frames.append(scores.assign(replicate=seed, family=scores["run_id"].map(family)))
-        logger.info("replicate %d: %s", seed, coverage.head(7).to_dict("records"))
+        logger.info("replicate %d scored", seed)
 
     frame = pd.concat(frames, ignore_index=True)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     frame.to_csv(args.output_dir / f"{args.name}_runs.csv", index=False)
-    write_report(frame, pd.DataFrame(fit_rows), seconds, args, argv)
+    write_report(frame, pd.concat(fit_frames, ignore_index=True), seconds, args, argv)
 
 
 def write_report(

@@ -15,12 +15,14 @@ Usage::
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 TABLE = HERE / "results" / "whitening_coupling.md"
 RUNS, SEED = 1000, 1
 
@@ -28,23 +30,16 @@ RUNS, SEED = 1000, 1
 def main() -> None:
     """Fit each run's Laplace approximation and write the table."""
     warnings.simplefilter("ignore")
+    from scale_jax import SIMULATE  # the population of scale_jax.py, run as it runs it
+
     from bayesgrpo.model.build import centering
-    from bayesgrpo.model.curves import DEFAULT_CURVE
     from bayesgrpo.model.precondition import run_laplace
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.model.simulate import simulate_runs
     from bayesgrpo.model.structure import curve_params
 
-    rng = np.random.default_rng(SEED)  # scale_jax.py's SIMULATE block
-    sim = simulate_runs(
-        RUNS,
-        curve=DEFAULT_CURVE,
-        families=("qwen", "llama", "gemma", "mistral", "phi"),
-        n_steps=200,
-        observed_fraction=rng.uniform(0.2, 1.0, RUNS).round(2).tolist(),
-        noise=rng.choice([0.01, 0.03, 0.08], RUNS).tolist(),
-        random_seed=SEED,
-    )
+    namespace: dict = {"n_runs": RUNS, "seed": SEED}
+    exec(SIMULATE, namespace)  # noqa: S102 (the benchmark's own source, shared with scale_jax.py)
+    sim = namespace["sim"]
     model = RewardModel()
     model.build(sim.table)
     candidates = np.flatnonzero(centering(model.data, model.centered_min_snr)["levels"])
