@@ -125,6 +125,12 @@ def _group_effect_draws(
 ) -> np.ndarray:
     """Draws of one group effect for a new run: the fitted effect of a known level, a fresh
     draw from the between-group spread for a level the fit has not seen, 0 when unknown.
+
+    The fitted effects are sum-to-zero (``ZeroSumNormal(sd)``, :func:`model.build._group_effect`):
+    ``K`` exchangeable effects ``N(0, sd^2)`` taken about their own mean, which the population
+    mean absorbs. A new level's effect about that same mean is ``e_new - mean(e)``, of variance
+    ``sd^2 (1 + 1/K)`` (:func:`new_level_scale`); drawn with ``sd`` alone, a new family would be
+    placed as if the K fitted ones had pinned the true mean down.
     """
     n = posterior_stacked.sizes["sample"]
     effect_name = f"{name}_{dim}"
@@ -134,7 +140,26 @@ def _group_effect_draws(
     levels = [str(v) for v in effect[dim].values]
     if level in levels:
         return effect.sel({dim: level}).to_numpy()
-    return posterior_stacked[f"{effect_name}_sd"].to_numpy() * rng.standard_normal(n)
+    scale = new_level_scale(len(levels))
+    return scale * posterior_stacked[f"{effect_name}_sd"].to_numpy() * rng.standard_normal(n)
+
+
+def new_level_scale(n_levels: int) -> float:
+    """How much wider than the between-group sd a new group's effect is, about the mean of
+    ``n_levels`` fitted sum-to-zero effects: ``sqrt(1 + 1/K)``.
+
+    Parameters
+    ----------
+    n_levels : int
+        ``K``, the groups the fit has (at least 1).
+
+    Returns
+    -------
+    float
+    """
+    if n_levels < 1:
+        raise ValueError(f"n_levels must be at least 1; got {n_levels}")
+    return float(np.sqrt(1.0 + 1.0 / n_levels))
 
 
 def fitted_size_ranges(data: ModelData, curve: str) -> dict[str, tuple[float, float]]:
