@@ -192,8 +192,10 @@ class _Whitening:
     imply and ``theta_rest = m_rest + L_r0 u_0 + L_rs u_s + L_rr u_rest`` (the Laplace fit's
     conditional given them). The start comes first because the non-centred values' location
     follows it (``*_r0_slope``). Whitened on the marginal instead, a change of ``odds`` moved the
-    level at the horizon and the rate with it (Laplace correlation up to 0.6 on simulated runs),
-    which the diagonal mass matrix had to follow run by run.
+    level at the horizon and the rate with it (the Laplace correlation of ``odds`` with ``r1``
+    above 0.67 for one run in ten and 0.96 at most on simulated runs,
+    ``benchmarks/experiments/whitening_coupling.py``), which the diagonal mass matrix had to follow
+    run by run.
     """
 
     def __init__(
