@@ -71,7 +71,8 @@ PRIOR_ONLY = "prior"
 
 @dataclass(frozen=True)
 class GaussianRunPrior:
-    """A new run's parameters before its data: a Gaussian on the model's unconstrained scales.
+    """A new run's parameters before its data: a Gaussian on the model's unconstrained scales
+    (or, with a finite ``df``, a multivariate t with ``cov`` as its shape matrix).
 
     Attributes
     ----------
@@ -84,6 +85,11 @@ class GaussianRunPrior:
         Student-t degrees of freedom of the noise (posterior median of the population).
     noise_floor : float
         As in the model: the noise scale is sqrt(exp(2 log_sigma) + floor^2).
+    df : float
+        Degrees of freedom of the prior itself: ``inf`` (default) is the Gaussian; a finite
+        value gives the prior heavier tails, so that a run whose points disagree with what the
+        population expects of it is followed by its points more than pulled back to the
+        population (``LiveForecaster(prior_df=...)``).
     """
 
     curve: str
@@ -92,6 +98,7 @@ class GaussianRunPrior:
     cov: np.ndarray
     nu: float
     noise_floor: float = 0.01
+    df: float = np.inf
 
     @classmethod
     def from_draws(
@@ -115,14 +122,29 @@ class GaussianRunPrior:
         return np.linalg.cholesky(self.cov)
 
     def log_density(self, theta: np.ndarray) -> np.ndarray:
-        """Gaussian log density of a batch of parameter vectors, shape (B,)."""
+        """Log density (Gaussian, or multivariate t when ``df`` is finite) of a batch of
+        parameter vectors, shape (B,).
+        """
         chol = self._chol
         centred = np.linalg.solve(chol, (np.atleast_2d(theta) - self.mean).T)
+        squared = (centred * centred).sum(axis=0)
+        log_det_half = np.log(np.diag(chol)).sum()
+        if np.isinf(self.df):
+            return -0.5 * squared - log_det_half - 0.5 * self.dim * np.log(2 * np.pi)
+        df, dim = float(self.df), self.dim
         return (
-            -0.5 * (centred * centred).sum(axis=0)
-            - np.log(np.diag(chol)).sum()
-            - 0.5 * self.dim * np.log(2 * np.pi)
+            special.gammaln(0.5 * (df + dim))
+            - special.gammaln(0.5 * df)
+            - 0.5 * dim * np.log(df * np.pi)
+            - log_det_half
+            - 0.5 * (df + dim) * np.log1p(squared / df)
         )
+
+    def draws(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` draws of the prior, shape (n, P)."""
+        if np.isinf(self.df):
+            return rng.multivariate_normal(self.mean, self.cov, size=n)
+        return MultivariateT(self.mean, self.cov, self.df).draws(n, rng)
 
 
 def log_likelihood(
@@ -269,7 +291,7 @@ def _importance_draws(
     """Draws from the defensive mixture proposal and their log importance weights."""
     n_prior = round(PRIOR_SHARE * n_draws)
     around_mode = MultivariateT(location, cov, PROPOSAL_DF)
-    from_prior = MultivariateT(prior.mean, prior.cov, np.inf)
+    from_prior = MultivariateT(prior.mean, prior.cov, prior.df)
     theta = np.vstack([around_mode.draws(n_draws - n_prior, rng), from_prior.draws(n_prior, rng)])
     log_q = np.logaddexp(
         np.log1p(-PRIOR_SHARE) + around_mode.log_density(theta),
@@ -408,7 +430,7 @@ def _condition_run(
         )
     rng = np.random.default_rng(random_seed)
     if len(t) == 0:
-        theta = rng.multivariate_normal(prior.mean, prior.cov, size=n_draws)
+        theta = prior.draws(n_draws, rng)
         return RunPosterior(
             prior, theta, prior.mean.copy(), 0.0, float(n_draws), 0, time.perf_counter() - start, PRIOR_ONLY
         )
@@ -522,9 +544,10 @@ def condition_start(
 
     Exact, not Laplace: the logit start ``r0`` given the measurement (a Gaussian prior times
     ``Normal(start | expit(r0), start_sd)``) is one-dimensional, so it is drawn from its density
-    on a fine grid; the other parameters are then drawn from the prior's Gaussian conditional on
-    ``r0``, so they move by their population correlation with the start (``<p>_r0_slope``): a
-    run that starts high is expected to end high.
+    on a fine grid; the other parameters are then drawn from the prior's conditional on ``r0``
+    (Gaussian, or a multivariate t's when ``prior.df`` is finite), so they move by their
+    population correlation with the start (``<p>_r0_slope``): a run that starts high is expected
+    to end high.
 
     Parameters
     ----------
@@ -556,7 +579,12 @@ def condition_start(
     low = min(mean0 - 8.0 * sd0, seen - 4.0)
     high = max(mean0 + 8.0 * sd0, seen + 4.0)
     grid = np.linspace(low, high, 8001)
-    log_density = -0.5 * ((grid - mean0) / sd0) ** 2 - 0.5 * ((start - special.expit(grid)) / start_sd) ** 2
+    squared0 = ((grid - mean0) / sd0) ** 2
+    if np.isinf(prior.df):
+        log_prior0 = -0.5 * squared0
+    else:  # the start's marginal of a multivariate t: a t of the same degrees of freedom
+        log_prior0 = -0.5 * (prior.df + 1.0) * np.log1p(squared0 / prior.df)
+    log_density = log_prior0 - 0.5 * ((start - special.expit(grid)) / start_sd) ** 2
     weights = np.exp(log_density - log_density.max())
     cdf = np.cumsum(weights)
     cdf /= cdf[-1]
@@ -566,11 +594,15 @@ def condition_start(
     slope = prior.cov[1:, 0] / prior.cov[0, 0]
     rest_cov = prior.cov[1:, 1:] - np.outer(slope, prior.cov[0, 1:])
     rest_cov = 0.5 * (rest_cov + rest_cov.T) + 1e-12 * np.eye(prior.dim - 1)
-    rest = (
-        prior.mean[1:]
-        + (r0 - mean0)[:, None] * slope
-        + rng.standard_normal((n_draws, prior.dim - 1)) @ np.linalg.cholesky(rest_cov).T
-    )
+    spread = rng.standard_normal((n_draws, prior.dim - 1)) @ np.linalg.cholesky(rest_cov).T
+    if not np.isinf(prior.df):
+        # the conditional of a multivariate t: a t of df + 1 degrees of freedom whose shape
+        # grows with how far the start lies from the prior's (Ding 2016, "On the conditional
+        # distribution of the multivariate t distribution")
+        df = float(prior.df)
+        widen = (df + ((r0 - mean0) / sd0) ** 2) / (df + 1.0)
+        spread *= np.sqrt(widen / (rng.chisquare(df + 1.0, n_draws) / (df + 1.0)))[:, None]
+    rest = prior.mean[1:] + (r0 - mean0)[:, None] * slope + spread
     theta = np.column_stack([r0, rest])
     mode = prior.mean.copy()
     mode[0] = grid[np.argmax(log_density)]

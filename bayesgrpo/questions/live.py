@@ -126,6 +126,11 @@ class LiveForecaster:
         Widens the population's prior of the run's curve (its standard deviations times this;
         the noise's prior is kept): a run expected to differ from the population more than its
         kin do. 1 (default) is the population as fitted.
+    prior_df : float
+        Degrees of freedom of that prior: ``inf`` (default) keeps the Gaussian the population's
+        draws are summarised by; a finite value makes it a multivariate t with the same centre
+        and shape, whose heavier tails let a run whose points disagree with its kin follow its
+        points rather than be pulled back to the population.
     range_headroom : float
         For a run without a stated range: room added above the estimated whole range, as a share
         of it (0, default: the range as the population's runs had it). The curve is bounded by
@@ -154,6 +159,7 @@ class LiveForecaster:
     place_own_range: bool = True
     pareto_k_limit: float = PARETO_K_LIMIT
     prior_scale: float = 1.0
+    prior_df: float = np.inf
     bin_noise_exponent: float = 1.0
     range_headroom: float = 0.0
     unknown_covariates: str = "integrate"
@@ -164,6 +170,8 @@ class LiveForecaster:
             raise NotFittedError(
                 "LiveForecaster needs a fitted population model (RewardModel.fit or RewardModel.load)"
             )
+        if not self.prior_df > 0:
+            raise BayesGRPOError(f"prior_df must be positive (inf: a Gaussian prior); got {self.prior_df}")
         if self.unknown_covariates not in UNKNOWN_COVARIATES:
             raise BayesGRPOError(
                 f"unknown_covariates={self.unknown_covariates!r}; choose one of {UNKNOWN_COVARIATES}"
@@ -238,6 +246,8 @@ class LiveForecaster:
                 scale = np.full(prior.dim, float(self.prior_scale))
                 scale[-1] = 1.0  # the noise's prior is the population's
                 prior = dataclasses.replace(prior, cov=prior.cov * np.outer(scale, scale))
+            if not np.isinf(self.prior_df):
+                prior = dataclasses.replace(prior, df=float(self.prior_df))
             self._priors[key] = prior
         return self._priors[key]
 

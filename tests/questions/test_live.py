@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
-from scipy import special
+from scipy import special, stats
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.table import RunsTable
@@ -247,3 +249,59 @@ def test_laplace_fit_survives_a_line_search_that_overshoots():
     candidates = np.flatnonzero(centering(data, 4.0)["levels"])
     mean, chol, _ = run_laplace(data, "two_timescale", merge_priors("two_timescale", None), candidates)
     assert np.isfinite(mean).all() and np.isfinite(chol).all()
+
+
+def _t_prior(df: float, curve: str = "exp", spread: float = 1.0) -> GaussianRunPrior:
+    return dataclasses.replace(_prior(curve, spread), df=df)
+
+
+@pytest.mark.parametrize("df", [4.0, np.inf])
+def test_a_t_prior_has_scipys_density_and_draws(df):
+    prior = _t_prior(df)
+    rng = np.random.default_rng(0)
+    theta = prior.mean + rng.standard_normal((6, prior.dim))
+    reference = (
+        stats.multivariate_normal(prior.mean, prior.cov)
+        if np.isinf(df)
+        else stats.multivariate_t(prior.mean, prior.cov, df=df)
+    )
+    np.testing.assert_allclose(prior.log_density(theta), reference.logpdf(theta), rtol=1e-10)
+    post = condition_run(prior, [], [], n_draws=200_000, random_seed=1)  # no point: the prior's draws
+    kurtosis = ((post.theta - prior.mean) ** 4).mean(axis=0) / post.theta.var(axis=0) ** 2
+    assert np.all(kurtosis > 4.5) if not np.isinf(df) else np.allclose(kurtosis, 3.0, atol=0.1)
+
+
+def test_a_t_prior_lets_points_far_from_their_kin_take_over():
+    # a run whose level sits 3 prior sds from what the population expects: the Gaussian prior
+    # holds its posterior back, the t prior (same centre and shape) much less
+    t = np.linspace(0.0, 1.0, 60)
+    truth = _prior("exp", spread=0.4).mean + np.array([0.0, 3 * 0.2, 0.0, 0.0])
+    y = _simulate(_prior("exp"), truth, t, seed=3)
+    gaussian = condition_run(_prior("exp", spread=0.4), t, y, n_draws=4000, random_seed=0)
+    heavy = condition_run(_t_prior(2.0, "exp", spread=0.4), t, y, n_draws=4000, random_seed=0)
+    assert heavy.pareto_k <= 0.7
+    gap_gaussian = abs(gaussian.theta[:, 1].mean() - truth[1])
+    gap_heavy = abs(heavy.theta[:, 1].mean() - truth[1])
+    assert gap_heavy < 0.7 * gap_gaussian
+
+
+def test_a_measured_start_conditions_a_t_prior_exactly():
+    # reference: joint draws of the t prior weighted by the start's likelihood
+    prior = _t_prior(4.0, "exp")
+    correlated = prior.cov + 0.15 * (np.ones((4, 4)) - np.diag([0.0, 1.0, 1.0, 1.0]))
+    prior = dataclasses.replace(prior, cov=correlated)
+    start, start_sd = 0.4, 0.05
+    post = condition_start(prior, start, start_sd, n_draws=200_000, random_seed=2)
+    reference = prior.draws(2_000_000, np.random.default_rng(3))
+    w = np.exp(-0.5 * ((start - special.expit(reference[:, 0])) / start_sd) ** 2)
+    w /= w.sum()
+    mean = w @ reference
+    sd = np.sqrt(w @ (reference - mean) ** 2)
+    np.testing.assert_allclose(post.theta.mean(axis=0), mean, atol=0.02)
+    np.testing.assert_allclose(post.theta.std(axis=0), sd, rtol=0.03)
+
+
+def test_live_forecaster_refuses_a_non_positive_prior_df(population):
+    model, _ = population
+    with pytest.raises(BayesGRPOError, match="prior_df"):
+        LiveForecaster(model, prior_df=0.0)
