@@ -158,7 +158,7 @@ def new_level_scale(n_levels: int) -> float:
     float
     """
     if n_levels < 1:
-        raise ValueError(f"n_levels must be at least 1; got {n_levels}")
+        raise BayesGRPOError(f"n_levels must be at least 1; got {n_levels}")
     return float(np.sqrt(1.0 + 1.0 / n_levels))
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.predict import _group_effect_draws, new_level_scale
 
 
@@ -16,7 +17,7 @@ def test_new_level_scale_is_the_spread_of_a_new_iid_effect_about_the_fitted_mean
         effects = rng.normal(0.0, 1.0, size=(200_000, k + 1))
         about_mean = effects[:, -1] - effects[:, :-1].mean(axis=1)
         assert about_mean.std() == pytest.approx(new_level_scale(k), rel=0.01)
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(BayesGRPOError, match="at least 1"):
         new_level_scale(0)
 
 
