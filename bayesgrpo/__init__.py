@@ -63,6 +63,7 @@ _LAZY = {
     "PlateauRule": "bayesgrpo.questions.stopping",
     "BudgetRule": "bayesgrpo.questions.stopping",
     "GainRateRule": "bayesgrpo.questions.stopping",
+    "GuardedBudgetRule": "bayesgrpo.questions.stopping",
     "TargetRule": "bayesgrpo.questions.stopping",
     "Confirmed": "bayesgrpo.questions.stopping",
 }
@@ -100,6 +101,7 @@ if TYPE_CHECKING:
         Confirmed,
         CurveDraws,
         GainRateRule,
+        GuardedBudgetRule,
         PlateauRule,
         TargetRule,
     )
@@ -130,6 +132,7 @@ __all__ = [
     "BayesGRPOWarning",
     "BudgetRule",
     "GainRateRule",
+    "GuardedBudgetRule",
     "CurveDraws",
     "EmptyLogError",
     "FitTooLargeError",

@@ -397,12 +397,16 @@ def calibration_section(table, populations, args: argparse.Namespace) -> list[st
 def stopping_rules() -> dict:
     """The stopping rules the backtest compares, by label."""
     from bayesgrpo.evaluate.backtest import FixedFraction, MedianPruning, Patience
-    from bayesgrpo.questions.stopping import PlateauRule
+    from bayesgrpo.questions.stopping import GuardedBudgetRule, PlateauRule
 
     rules: dict = {}
     for eps in (0.005, 0.01, 0.02, 0.03):
         for prob in (0.8, 0.9, 0.95):
             rules[f"plateau eps={eps:g} p={prob:g}"] = PlateauRule(eps, prob, relative=True)
+    # a budget the posterior may move (its defaults: past the budget on while P(gain < 2%) < 0.5,
+    # before it only where P(gain < 1%) >= 0.95; benchmarks/experiments/stop_guarded_budget.py)
+    for fraction in (0.5, 0.6):
+        rules[f"guarded budget {fraction:g}"] = GuardedBudgetRule(fraction)
     for fraction in (0.5, 0.6, 0.7, 0.8, 0.9):
         rules[f"fixed {fraction:g}"] = FixedFraction(fraction)
     rules["full run"] = FixedFraction(1.0)

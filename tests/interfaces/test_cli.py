@@ -220,6 +220,23 @@ def test_stop_with_the_gain_rate_rule(tmp_path, capsys, monkeypatch, population)
     assert all(row["decision"] == "stop" for row in json.loads(capsys.readouterr().out))
 
 
+def test_stop_with_the_guarded_budget_rule(tmp_path, capsys, monkeypatch, population):
+    model, _ = population
+    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
+    folder = _write_simulated_runs(tmp_path)
+    argv = ["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "200"]
+    # the runs are at step 60 of 200: 30% of the horizon, before a budget of 0.5 and past one of 0.25
+    assert main([*argv, "--rule", "guarded-budget", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 3 and all(row["rule"].startswith("GuardedBudgetRule(stop at 0.5") for row in rows)
+    assert all("before the budget of 50%" in row["reason"] for row in rows)
+    assert main([*argv, "--rule", "guarded-budget", "--budget", "0.25", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all("past the budget of 25%" in row["reason"] for row in rows)
+    with pytest.raises(SystemExit, match="--budget"):
+        main([*argv, "--rule", "guarded-budget", "--budget", "1.5"])
+
+
 def test_stop_needs_a_horizon(tmp_path, capsys):
     folder = _write_simulated_runs(tmp_path)
     try:

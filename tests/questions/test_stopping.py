@@ -29,6 +29,7 @@ from bayesgrpo.questions.stopping import (
     BudgetRule,
     CurveDraws,
     GainRateRule,
+    GuardedBudgetRule,
     PlateauRule,
     TargetRule,
 )
@@ -387,6 +388,34 @@ def test_gain_rate_rule_asks_less_gain_of_less_run_left():
     assert done.decision == "stop" and done.probability == 1.0
     with pytest.raises(BayesGRPOError):
         GainRateRule(-0.1)
+
+
+@pytest.mark.parametrize(
+    ("step", "decision"),
+    [(200.0, "continue"), (500.0, "continue"), (800.0, "continue"), (900.0, "stop")],
+)
+def test_guarded_budget_goes_past_its_budget_while_the_curve_still_rises(step, decision):
+    # exp on progress step / 1000, reward range 1: the gain left at 800 is 0.7 (e^-2.67 - e^-3.33)
+    # = 0.023 > 2%, at 900 it is 0.010 < 2%
+    cd = fixed("exp", r0=0.1, asymptote=0.8, shape={"tau": 0.3}, step_scale=1000.0)
+    [d] = GuardedBudgetRule(fraction=0.5, eps=0.02, prob=0.5).decide(cd, step, 1000.0)
+    assert d.decision == decision
+    assert d.details["progress"] == pytest.approx(step / 1000.0)
+    if step >= 500.0:
+        assert ("past the budget" in d.reason) and (("still rising" in d.reason) == (decision == "continue"))
+
+
+def test_guarded_budget_stops_a_flat_run_at_its_budget_or_before_it_on_a_sure_plateau():
+    flat = fixed("exp", r0=0.5, asymptote=0.5 + 1e-6, shape={"tau": 0.3}, step_scale=1000.0)
+    [early] = GuardedBudgetRule(fraction=0.5).decide(flat, 200.0, 1000.0)
+    assert early.decision == "stop" and "stop early" in early.reason and early.probability == 1.0
+    no_early = GuardedBudgetRule(fraction=0.5, early_prob=None)
+    assert no_early.decide(flat, 200.0, 1000.0)[0].decision == "continue"
+    assert no_early.decide(flat, 500.0, 1000.0)[0].decision == "stop"
+    assert no_early.decide(flat, 1000.0, 1000.0)[0].decision == "stop"
+    for bad in ({"fraction": 0.0}, {"fraction": 1.5}, {"eps": -0.1}, {"prob": 1.0}, {"early_prob": 0.0}):
+        with pytest.raises(BayesGRPOError):
+            GuardedBudgetRule(**bad)
 
 
 def test_budget_rule_stops_when_nothing_is_left():

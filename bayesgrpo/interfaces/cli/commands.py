@@ -552,7 +552,15 @@ CONFIRM_SPACING = 0.05
 
 def _stop_rule(args: argparse.Namespace) -> Any:
     """The rule the options name; with ``--confirm K`` (K > 1) wrapped in ``Confirmed``."""
-    from bayesgrpo.questions.stopping import BudgetRule, Confirmed, GainRateRule, PlateauRule, TargetRule
+    from bayesgrpo.errors import BayesGRPOError
+    from bayesgrpo.questions.stopping import (
+        BudgetRule,
+        Confirmed,
+        GainRateRule,
+        GuardedBudgetRule,
+        PlateauRule,
+        TargetRule,
+    )
 
     confirm = getattr(args, "confirm", 1)
     if confirm < 1:
@@ -567,6 +575,15 @@ def _stop_rule(args: argparse.Namespace) -> Any:
         rule: Any = PlateauRule(eps=args.eps, prob=args.prob, relative=not args.absolute)
     elif args.rule == "gain-rate":
         rule = GainRateRule(rate=args.rate, relative=not args.absolute)
+    elif args.rule == "guarded-budget":
+        if args.absolute:
+            raise SystemExit(
+                "--rule guarded-budget takes its gains as shares of the reward range; drop --absolute"
+            )
+        try:
+            rule = GuardedBudgetRule(fraction=args.budget)
+        except BayesGRPOError as exc:
+            raise SystemExit(f"--budget: {exc}") from None
     elif args.rule == "budget":
         if args.cost_per_step is None or args.value_per_reward is None:
             raise SystemExit("--rule budget needs --cost-per-step and --value-per-reward")

@@ -66,7 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-figure", action="store_true", help="skip the figure")
 
     def rule_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--rule", choices=["plateau", "budget", "target", "gain-rate"], default="plateau")
+        p.add_argument(
+            "--rule",
+            choices=["plateau", "budget", "target", "gain-rate", "guarded-budget"],
+            default="plateau",
+        )
         p.add_argument(
             "--eps",
             type=float,
@@ -90,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
             default=0.03,
             help="gain-rate: stop when the expected remaining gain is below this share of the reward range "
             "per whole run, times the share of the run left (default 0.03; --absolute: reward units)",
+        )
+        p.add_argument(
+            "--budget",
+            type=float,
+            default=0.5,
+            help="guarded-budget: stop at this share of the horizon unless P(gain < 2%% of the reward range) "
+            "< 0.5 (the curve still rises: go on); before it only where P(gain < 1%%) >= 0.95 (default 0.5)",
         )
         p.add_argument(
             "--confirm",

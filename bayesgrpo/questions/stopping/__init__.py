@@ -10,7 +10,8 @@ curve parameters:
   it makes in the limit, ``A - R0``) is first reached, with intervals, and how likely that step
   lies beyond the horizon;
 * :func:`phase`: slow start, rapid improvement or plateau, with posterior probabilities;
-* rules (:class:`PlateauRule`, :class:`BudgetRule`, :class:`GainRateRule`, :class:`TargetRule`) that
+* rules (:class:`PlateauRule`, :class:`BudgetRule`, :class:`GainRateRule`, :class:`GuardedBudgetRule`,
+  :class:`TargetRule`) that
   turn these into a :class:`Decision` per run: stop or continue, the probability behind it and a
   one-line reason.
 
@@ -63,6 +64,7 @@ from bayesgrpo.questions.stopping.rules import (
     Confirmed,
     Decision,
     GainRateRule,
+    GuardedBudgetRule,
     PlateauRule,
     StoppingRule,
     TargetRule,
@@ -77,6 +79,7 @@ __all__ = [
     "PLATEAU_MIN_GAIN",
     "BudgetRule",
     "GainRateRule",
+    "GuardedBudgetRule",
     "CurveDraws",
     "Decision",
     "Confirmed",
