@@ -121,30 +121,32 @@ class GaussianRunPrior:
     def _chol(self) -> np.ndarray:
         return np.linalg.cholesky(self.cov)
 
+    @cached_property
+    def multivariate_t(self) -> MultivariateT:
+        """The prior as a :class:`MultivariateT` (``df`` inf: the Gaussian), factored once for
+        every draw and density asked of it.
+        """
+        return MultivariateT(self.mean, self.cov, self.df)
+
     def log_density(self, theta: np.ndarray) -> np.ndarray:
         """Log density (Gaussian, or multivariate t when ``df`` is finite) of a batch of
         parameter vectors, shape (B,).
         """
+        if not np.isinf(self.df):
+            return self.multivariate_t.log_density(np.atleast_2d(theta))
         chol = self._chol
         centred = np.linalg.solve(chol, (np.atleast_2d(theta) - self.mean).T)
-        squared = (centred * centred).sum(axis=0)
-        log_det_half = np.log(np.diag(chol)).sum()
-        if np.isinf(self.df):
-            return -0.5 * squared - log_det_half - 0.5 * self.dim * np.log(2 * np.pi)
-        df, dim = float(self.df), self.dim
         return (
-            special.gammaln(0.5 * (df + dim))
-            - special.gammaln(0.5 * df)
-            - 0.5 * dim * np.log(df * np.pi)
-            - log_det_half
-            - 0.5 * (df + dim) * np.log1p(squared / df)
+            -0.5 * (centred * centred).sum(axis=0)
+            - np.log(np.diag(chol)).sum()
+            - 0.5 * self.dim * np.log(2 * np.pi)
         )
 
     def draws(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` draws of the prior, shape (n, P)."""
         if np.isinf(self.df):
             return rng.multivariate_normal(self.mean, self.cov, size=n)
-        return MultivariateT(self.mean, self.cov, self.df).draws(n, rng)
+        return self.multivariate_t.draws(n, rng)
 
 
 def log_likelihood(
@@ -291,7 +293,7 @@ def _importance_draws(
     """Draws from the defensive mixture proposal and their log importance weights."""
     n_prior = round(PRIOR_SHARE * n_draws)
     around_mode = MultivariateT(location, cov, PROPOSAL_DF)
-    from_prior = MultivariateT(prior.mean, prior.cov, prior.df)
+    from_prior = prior.multivariate_t
     theta = np.vstack([around_mode.draws(n_draws - n_prior, rng), from_prior.draws(n_prior, rng)])
     log_q = np.logaddexp(
         np.log1p(-PRIOR_SHARE) + around_mode.log_density(theta),

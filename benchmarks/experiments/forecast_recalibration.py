@@ -143,13 +143,6 @@ def forecasts() -> tuple[list[dict[str, Any]], float]:
     return records, seconds
 
 
-def pit(sorted_draws: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """PIT of each point under its sorted draws (ties count half), as the backtest scores it."""
-    below = (sorted_draws < y[None, :]).mean(axis=0)
-    equal = (sorted_draws == y[None, :]).mean(axis=0)
-    return below + 0.5 * equal
-
-
 def pit_cdf(records: list[dict[str, Any]]) -> np.ndarray:
     """``R`` on :data:`GRID`: the share of PIT values at or below each grid value, each run
     weighted equally.
@@ -180,42 +173,36 @@ def quantiles_at(sorted_draws: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """
     n = sorted_draws.shape[0]
     positions = (np.arange(n) + 0.5) / n
-    out = np.empty((len(levels), sorted_draws.shape[1]))
-    for j in range(sorted_draws.shape[1]):
-        out[:, j] = np.interp(levels, positions, sorted_draws[:, j])
+
+    def inside(at: np.ndarray) -> np.ndarray:  # the same levels for every point: one index
+        index = np.interp(at, positions, np.arange(n, dtype=float))
+        low = np.floor(index).astype(int)
+        high = np.minimum(low + 1, n - 1)
+        share = (index - low)[:, None]
+        return (1.0 - share) * sorted_draws[low] + share * sorted_draws[high]
+
+    out = inside(levels)
     lo_edge, hi_edge = positions[0], positions[-1]
-    q_lo, q_hi = sorted_draws[0], sorted_draws[-1]
-    q_lo_tail = np.array(
-        [np.interp(TAIL, positions, sorted_draws[:, j]) for j in range(sorted_draws.shape[1])]
-    )
-    q_hi_tail = np.array(
-        [np.interp(1.0 - TAIL, positions, sorted_draws[:, j]) for j in range(sorted_draws.shape[1])]
-    )
-    low = levels < lo_edge
-    high = levels > hi_edge
+    q_lo_tail, q_hi_tail = inside(np.array([TAIL, 1.0 - TAIL]))
+    low, high = levels < lo_edge, levels > hi_edge
     if low.any():
-        slope = (q_lo_tail - q_lo) / (TAIL - lo_edge)
-        out[low] = q_lo[None, :] - slope[None, :] * (lo_edge - levels[low])[:, None]
+        slope = (q_lo_tail - sorted_draws[0]) / (TAIL - lo_edge)
+        out[low] = sorted_draws[0][None, :] - slope[None, :] * (lo_edge - levels[low])[:, None]
     if high.any():
-        slope = (q_hi - q_hi_tail) / (hi_edge - (1.0 - TAIL))
-        out[high] = q_hi[None, :] + slope[None, :] * (levels[high] - hi_edge)[:, None]
+        slope = (sorted_draws[-1] - q_hi_tail) / (hi_edge - (1.0 - TAIL))
+        out[high] = sorted_draws[-1][None, :] + slope[None, :] * (levels[high] - hi_edge)[:, None]
     return out
 
 
 def score(record: dict[str, Any], draws: np.ndarray) -> dict[str, float]:
-    """The backtest's scores of one forecast given as draws (S, N)."""
-    from bayesgrpo.evaluate import scores
+    """The forecast backtest's scores of one forecast given as draws (S, N), and the share of its
+    points above every draw.
+    """
+    from bayesgrpo.evaluate.backtest.forecast import score_forecast
 
-    y, spread, n_final = record["y"], record["spread"], record["n_final"]
-    return {
-        "crps": float(scores.crps_from_draws(draws, y, spread).mean()),
-        "cover50": float(scores.interval_coverage(draws, y, 0.5).mean()),
-        "cover90": float(scores.interval_coverage(draws, y, 0.9).mean()),
-        "width90": float(scores.interval_width(draws, 0.9, spread).mean()),
-        "final_abs_error": scores.final_reward_error(draws[:, -n_final:], y[-n_final:], spread),
-        "above_all": float((y > draws.max(axis=0)).mean()),
-        **{f"pit{i}": float(s) for i, s in enumerate(scores.pit_histogram(draws, y))},
-    }
+    y = record["y"]
+    scored = score_forecast(draws, y, record["spread"], record["n_final"])
+    return scored | {"above_all": float((y > draws.max(axis=0)).mean())}
 
 
 Recalibrate = Callable[[dict[str, Any], list[dict[str, Any]]], np.ndarray]
@@ -278,11 +265,13 @@ VARIANTS: dict[str, Recalibrate] = {
 
 def main() -> None:
     """Forecast (or load), recalibrate each source's runs on the others, score, write the table."""
+    from bayesgrpo.evaluate import scores
+
     warnings.simplefilter("ignore")
     start = time.perf_counter()
     records, forecast_seconds = forecasts()
     for record in records:
-        record["pit"] = pit(record["sorted_draws"], record["y"])
+        record["pit"] = scores.pit_values(record["sorted_draws"], record["y"])
     rows = []
     for record in records:
         others = [r for r in records if r["cut"] == record["cut"] and r["source"] != record["source"]]

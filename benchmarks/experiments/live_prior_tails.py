@@ -60,7 +60,7 @@ logger = logging.getLogger("live_prior_tails")
 def variant_rows(table, populations, split: str, label: str, prior_df: float) -> pd.DataFrame:
     """The live path's forecast rows of one split under one prior (cached)."""
     from bayesgrpo.evaluate.backtest import forecast_backtest
-    from bayesgrpo.evaluate.backtest.cuts import run_seed
+    from bayesgrpo.evaluate.backtest.engine import population_specs
     from bayesgrpo.questions.live import LiveForecaster
 
     key = json.dumps({"split": split, "df": str(prior_df), "code": code_hash(), "cuts": CUTS}, sort_keys=True)
@@ -68,21 +68,16 @@ def variant_rows(table, populations, split: str, label: str, prior_df: float) ->
     if path.exists():
         return pd.read_csv(path)
     # seeded as each backtest seeds them (``population_specs``): the live backtest asks one run
-    # at a time (each run's forecaster is its first), the forecast backtest the whole table
-    forecasters: dict[int, LiveForecaster] = {}
+    # at a time, the forecast backtest the whole table
+    batches = [[r] for r in table.run_ids] if split == "no stated range" else [list(table.run_ids)]
     live = {}
-    for run_id in table.run_ids:
-        population = populations[run_id]
-        per_run = split == "no stated range"
-        if per_run or id(population) not in forecasters:
-            forecaster = LiveForecaster(
-                population,
-                n_draws=1000,
-                random_seed=run_seed(0, "live", 0 if per_run else len(forecasters)),
-                prior_df=prior_df,
-            )
-            forecasters[id(forecaster) if per_run else id(population)] = forecaster
-        live[run_id] = forecaster if per_run else forecasters[id(population)]
+    for run_ids in batches:
+        specs, index = population_specs({r: populations[r] for r in run_ids}, run_ids, 1000, 0)
+        forecasters = [
+            LiveForecaster(spec.model, n_draws=spec.n_draws, random_seed=spec.random_seed, prior_df=prior_df)
+            for spec in specs
+        ]
+        live.update({r: forecasters[index[r]] for r in run_ids})
     start = time.perf_counter()
     frame = forecast_backtest(table, live, cuts=CUTS, methods=["bayesgrpo"], n_draws=1000, random_seed=0)
     logger.info("%s, %s: %.0f s", split, label, time.perf_counter() - start)

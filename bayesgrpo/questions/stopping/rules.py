@@ -102,6 +102,13 @@ def _gain_numbers(
     return gain, *interval_bounds(gain, interval)
 
 
+def _p_gain_below(gain: np.ndarray, eps: np.ndarray, done: np.ndarray) -> np.ndarray:
+    """Per run, ``P(gain < eps)`` over the draws; 1 where no step is left (no gain to make, even
+    with ``eps = 0``).
+    """
+    return np.where(done, 1.0, (gain < eps[None, :]).mean(axis=0))
+
+
 def _reasons(s: np.ndarray, T: np.ndarray, explain: Callable[[int, float], str]) -> list[str]:
     """Each run's reason: that no step is left at the horizon, else ``explain(i, steps_left)``."""
     return [
@@ -187,9 +194,7 @@ class PlateauRule:
         s, T = checked_steps(cd, step_now, horizon_step)
         gain, *stats = _gain_numbers(cd, s, T, self.interval)
         eps = eps_per_run(cd, self.eps, self.relative)
-        p = (gain < eps[None, :]).mean(axis=0)
-        done = T == s  # no gain is left to make, even when eps = 0
-        p = np.where(done, 1.0, p)
+        p = _p_gain_below(gain, eps, T == s)
         stop = p >= self.prob
         undecided = ~stop & ((1.0 - p) < self.prob)  # nor is a gain of at least eps that probable
 
@@ -435,10 +440,10 @@ class GuardedBudgetRule:
         progress = np.where(T > 0, s / np.where(T > 0, T, 1.0), 1.0)  # the share of the steps
         past = progress >= self.fraction - 1e-9
         eps = eps_per_run(cd, self.eps, self.relative)
-        p = np.where(done, 1.0, (gain < eps[None, :]).mean(axis=0))
+        p = _p_gain_below(gain, eps, done)
         if self.early_prob is not None:
             early_eps = eps_per_run(cd, self.early_eps, self.relative)
-            p_early = np.where(done, 1.0, (gain < early_eps[None, :]).mean(axis=0))
+            p_early = _p_gain_below(gain, early_eps, done)
             early = p_early >= self.early_prob
         else:
             early_eps, p_early, early = eps, p, np.zeros_like(past)
