@@ -11,12 +11,16 @@ differ by about that much, so here they are measured over seeds.
 The stopping backtest's own split (``python benchmarks/backtest.py --split loso``: leave one source
 out, the metadata's stated range given to the runs that have one), its rules and scoring, run with
 ``random_seed`` 0 (the backtest's own rows) to ``N_SEEDS - 1``; only the live update's draws
-change (the populations are the same fits). Each seed's rows are cached in
-``benchmarks/_scratch/stop_seed_spread``.
+change (the populations are the same fits). The same again with 4,000 draws a live update instead
+of the backtest's 1,000 (``DRAWS``): the importance sample's share of a stop probability's Monte
+Carlo error halves (the new run's prior, built from the population's draws, keeps its own), so
+what moves is the part of a rule's result that is that noise, and any bias it causes (a threshold
+rule asked at 20 checks stops at the first check whose noisy probability crosses it).
+Each seed's rows are cached in ``benchmarks/_scratch/stop_seed_spread``.
 
 Usage::
 
-    python benchmarks/experiments/stop_seed_spread.py   # -> results/stop_seed_spread.md (~2 min a seed)
+    python benchmarks/experiments/stop_seed_spread.py   # -> results/stop_seed_spread.md (30-45 s a seed)
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
@@ -43,6 +48,8 @@ RESULTS = HERE / "results"
 SCRATCH = BENCHMARKS / "_scratch" / "stop_seed_spread"
 BACKTEST_ROWS = BENCHMARKS / "results" / "loso" / "backtest_stopping_runs.csv"
 N_SEEDS = 5
+#: Draws of each live update: the backtest's, and four times as many.
+DRAWS = (1000, 4000)
 RULE_NAMES = (
     "guarded budget 0.5",
     "guarded budget 0.6",
@@ -53,27 +60,86 @@ RULE_NAMES = (
     "fixed 0.6",
 )
 BUDGETS = ("fixed 0.5", "fixed 0.6")
+#: Seeds of the probe of one probability's Monte Carlo spread.
+PROBE_SEEDS = 8
 
 logger = logging.getLogger("stop_seed_spread")
 
 
-def seed_rows(table, populations, seed: int) -> pd.DataFrame:
+def seed_rows(table, populations, seed: int, n_draws: int) -> pd.DataFrame:
     """The stopping backtest's rows of the chosen rules under one seed of the live update (cached)."""
     from backtest import stopping_rules
 
     from bayesgrpo.evaluate.backtest import stopping_backtest
 
-    key = json.dumps({"seed": seed, "code": code_hash(), "rules": RULE_NAMES}, sort_keys=True)
+    settings = {"seed": seed, "code": code_hash(), "rules": RULE_NAMES}
+    if n_draws != DRAWS[0]:  # (the first runs' cache keys had no draws)
+        settings["draws"] = n_draws
+    key = json.dumps(settings, sort_keys=True)
     path = SCRATCH / f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.csv"
     if path.exists():
         return pd.read_csv(path)
     rules = {name: rule for name, rule in stopping_rules().items() if name in RULE_NAMES}
     start = time.perf_counter()
-    frame = stopping_backtest(table, populations, rules, random_seed=seed)
-    logger.info("seed %d: %.0f s", seed, time.perf_counter() - start)
+    frame = stopping_backtest(table, populations, rules, n_draws=n_draws, random_seed=seed)
+    logger.info("%d draws, seed %d: %.0f s", n_draws, seed, time.perf_counter() - start)
     SCRATCH.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)
     return frame
+
+
+def probability_noise(table, populations, kinds: dict[str, str]) -> pd.DataFrame:
+    """The Monte Carlo spread of one stop probability, and where it comes from.
+
+    Nine runs without a stated range (every fourth), each at its middle check: P(curve gain < 2%
+    of the range) of ``plateau eps=0.02 p=0.9``, over ``PROBE_SEEDS`` seeds of the live update
+    with 1,000 draws, the prior and the importance sample both reseeded (``both``), only the
+    importance sample (the prior of seed 0: ``importance sample``), or only the prior (the
+    importance sample of seed 0: ``prior``).
+    """
+    from bayesgrpo.evaluate.backtest.cuts import planned_horizon, run_points
+    from bayesgrpo.evaluate.backtest.stopping import check_indices, update_at_check
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.questions.stopping import PlateauRule
+
+    rule = PlateauRule(0.02, 0.9, relative=True)
+    runs = [run_id for run_id in table.run_ids if kinds[run_id] == "unstated"][::4][:9]
+    rows = []
+    for run_id in runs:
+        run = table.select([run_id])
+        points = run_points(table, run_id)
+        steps = points["step"].to_numpy(dtype=float)
+        checks = list(check_indices(points, 0.05))
+        middle = checks[len(checks) // 2]
+        metadata = run.runs.iloc[0].to_dict()
+
+        def forecaster(
+            prior_seed: int, sample_seed: int, run_id: str = run_id, metadata: dict = metadata
+        ) -> LiveForecaster:
+            priors = LiveForecaster(populations[run_id], n_draws=DRAWS[0], random_seed=prior_seed)
+            priors.prior_for(metadata)
+            live = LiveForecaster(populations[run_id], n_draws=DRAWS[0], random_seed=sample_seed)
+            live._priors = priors._priors  # the prior of prior_seed, the importance sample of sample_seed
+            return live
+
+        row: dict = {"run_id": run_id, "progress": steps[middle] / steps[-1]}
+        for label, seeds in (
+            ("both", [(s, s) for s in range(PROBE_SEEDS)]),
+            ("importance sample", [(0, s) for s in range(PROBE_SEEDS)]),
+            ("prior", [(s, 0) for s in range(PROBE_SEEDS)]),
+        ):
+            probabilities = []
+            for prior_seed, sample_seed in seeds:
+                update = update_at_check(
+                    forecaster(prior_seed, sample_seed), run, points, middle, planned_horizon(run)
+                )
+                decision = rule.decide(update.curve_draws, steps[middle], horizon_step=float(steps[-1]))[0]
+                probabilities.append(decision.probability)
+            row[f"sd, {label}"] = float(np.std(probabilities))
+            if label == "both":
+                row["mean P"] = float(np.mean(probabilities))
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def with_dips(frame: pd.DataFrame, table) -> pd.DataFrame:
@@ -100,23 +166,31 @@ def main() -> None:
     populations = loso_populations(table)
     kinds = range_kinds(table)
     frames = []
-    for seed in range(N_SEEDS):
-        frame = seed_rows(table, populations, seed)
-        frames.append(with_dips(frame, table).assign(seed=seed, range=frame["run_id"].map(kinds)))
-    rows = pd.concat(frames, ignore_index=True)
+    for n_draws in DRAWS:
+        for seed in range(N_SEEDS):
+            frame = seed_rows(table, populations, seed, n_draws)
+            frames.append(
+                with_dips(frame, table).assign(draws=n_draws, seed=seed, range=frame["run_id"].map(kinds))
+            )
+    every = pd.concat(frames, ignore_index=True)
     reference = pd.read_csv(BACKTEST_ROWS).set_index(["run_id", "rule"])["reward_vs_end"]
-    mine = rows[rows["seed"] == 0].set_index(["run_id", "rule"])["reward_vs_end"]
+    base = every[every["draws"] == DRAWS[0]]
+    mine = base[base["seed"] == 0].set_index(["run_id", "rule"])["reward_vs_end"]
     check = float((mine - reference.reindex(mine.index)).abs().max())
     means = []
-    for kind in ("unstated", "stated", "all"):
-        part = rows if kind == "all" else rows[rows["range"] == kind]
+    for (n_draws, kind), part in [
+        ((n, k), every[(every["draws"] == n) & ((every["range"] == k) if k != "all" else True)])
+        for n in DRAWS
+        for k in ("unstated", "stated", "all")
+    ]:
         per_seed = (
             part.groupby(["rule", "seed"])
             .agg(saved=("steps_saved", "mean"), vs_end=("reward_vs_end", "mean"), dip=("dip", "mean"))
             .reset_index()
         )
+        budgets = per_seed[per_seed["rule"].isin(BUDGETS)].groupby("rule")[["saved", "vs_end"]].first()
+        moved = part.groupby(["rule", "run_id"])["stop_step"].nunique().gt(1).groupby("rule").mean()
         for rule, at in per_seed.groupby("rule", sort=False):
-            budgets = per_seed[per_seed["rule"].isin(BUDGETS)].groupby("rule")[["saved", "vs_end"]].first()
             dominated = {
                 budget: int(
                     (
@@ -129,6 +203,7 @@ def main() -> None:
             bar = int(((at["saved"] >= 0.45) & (at["vs_end"] <= 0.01) & (at["dip"].abs() <= 0.01)).sum())
             means.append(
                 {
+                    "draws": n_draws,
                     "runs": kind,
                     "rule": rule,
                     "n": part[part["seed"] == 0]["run_id"].nunique(),
@@ -139,12 +214,14 @@ def main() -> None:
                     "vs_end_min": at["vs_end"].min(),
                     "vs_end_max": at["vs_end"].max(),
                     "dip_mean": at["dip"].mean(),
+                    "runs_stop_moved": moved[rule],
                     "seeds_dominating_fixed_0.5": dominated["fixed 0.5"],
                     "seeds_dominating_fixed_0.6": dominated["fixed 0.6"],
                     "seeds_meeting_bar": bar,
                 }
             )
     summary = pd.DataFrame(means)
+    noise = probability_noise(table, populations, kinds)
     lines = [
         "# A stop rule's means over seeds of the live update (bundled runs, leave one source out)",
         "",
@@ -152,15 +229,26 @@ def main() -> None:
         f"({time.perf_counter() - start:.0f} s with the cache, 2 cores; code {code_hash()})",
         "",
         f"The stopping backtest's leave-one-source-out split and scoring, its rules run with {N_SEEDS} seeds "
-        "of the live update (0 is the backtest's own: largest difference of its rows from "
+        f"of the live update at {' and '.join(f'{n:,}' for n in DRAWS)} draws an update (0 is the "
+        "backtest's own: largest difference of its rows from "
         f"`loso/backtest_stopping_runs.csv` {check:.1e}); the fixed budgets do not depend on the seed. "
         "saved / vs_end / dip: the mean over runs of steps saved, of the smoothed reward at the end minus "
         "at the stop (share of the logged range; negative: the stop kept more) and of the dip at the stop, "
         "then their mean, min and max over seeds. seeds_dominating_fixed_*: in how many seeds the rule "
         "saved at least as many steps as that budget at no more given up; seeds_meeting_bar: >= 45% saved, "
-        "<= 1% given up, |dip| <= 1%.",
+        "<= 1% given up, |dip| <= 1%; runs_stop_moved: the share of runs whose stop step is not the same in "
+        "every seed.",
         "",
         markdown_table(summary),
+        "",
+        "## One stop probability's Monte Carlo spread, and its sources",
+        "",
+        f"Nine runs without a stated range, each at its middle check, {PROBE_SEEDS} seeds of a live update "
+        f"of {DRAWS[0]:,} draws: the sd over seeds of P(curve gain < 2% of the range), with the prior and "
+        "the importance sample reseeded together, the importance sample alone (the prior of seed 0), or "
+        "the prior alone (the importance sample of seed 0; `probability_noise`).",
+        "",
+        markdown_table(noise),
         "",
     ]
     RESULTS.mkdir(parents=True, exist_ok=True)
