@@ -317,6 +317,8 @@ class LiveForecaster:
         params["nu"] = np.asarray(prior.nu, dtype=float)
         curve_draws = CurveDraws.from_model_data(params, data, population.curve)
         last_step = float(run.points["step"].max())
+        logged = run.points["reward"].to_numpy(dtype=float)
+        logged = logged[np.isfinite(logged)]
         update = LiveUpdate(
             run_id=data.run_ids[0],
             step=last_step,
@@ -325,6 +327,7 @@ class LiveForecaster:
             curve_draws=curve_draws,
             data=data,
             noise_seed=int(np.random.default_rng(self.random_seed).integers(2**31)),
+            logged_span=(float(logged.min()), float(logged.max())) if logged.size else None,
         )
         departure = recent_departure(update, run.points)
         if departure.departed:
@@ -572,6 +575,8 @@ class LiveUpdate:
         Whether the run's latest logged points still lie inside this update's predictive band
         (:func:`recent_departure`; ``LiveForecaster.update`` fills it and warns with a
         ``ForecastDepartureWarning`` when they do not).
+    logged_span : (float, float), optional
+        The lowest and highest reward the run has logged so far.
 
     Examples
     --------
@@ -589,6 +594,7 @@ class LiveUpdate:
     data: ModelData | None = None
     noise_seed: int = 0
     departure: Departure | None = None
+    logged_span: tuple[float, float] | None = None
 
     @property
     def method(self) -> str:
@@ -622,11 +628,19 @@ class LiveUpdate:
         if how == "stated":
             return f"eps is a share of the reward range {lower:.3g} .. {upper:.3g} stated for the run"
         if how == "estimated":
-            return (
+            note = (
                 f"eps is a share of the reward range {lower:.3g} .. {upper:.3g}, estimated from the run's "
                 "logged points (no reward_min/reward_max given: its logged range so far, scaled to a whole "
                 "run's as the population's runs relate the two)"
             )
+            if self.logged_span is not None and 0.0 <= self.logged_span[0] <= self.logged_span[1] <= 1.0:
+                note += (
+                    "; every reward logged so far lies in 0 .. 1: if it is a score on 0 .. 1 (an accuracy, "
+                    "a pass rate), state that range (--reward-range 0 1, or reward_min/reward_max in the "
+                    "run's metadata): a range estimated from a short prefix is where the live forecast "
+                    "errs most"
+                )
+            return note
         return "the reward range eps is a share of is not known to this update"
 
     def reward_draws(

@@ -13,7 +13,7 @@ import pytest
 
 import bayesgrpo.model.datasets
 from bayesgrpo.errors import FitWarning
-from bayesgrpo.interfaces.cli import build_parser, main
+from bayesgrpo.interfaces.cli import EXIT_USER_ERROR, build_parser, main
 from bayesgrpo.logs.writers.verl import write_verl_console
 from bayesgrpo.model import reward_model
 from bayesgrpo.model.datasets import load_bundled
@@ -340,6 +340,35 @@ def test_stop_says_which_range_eps_is_taken_against(tmp_path, capsys, monkeypatc
     assert main(["stop", str(path), "--horizon", "100", "--metadata", str(meta), "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["eps_range_source"], row["eps_range_lower"], row["eps_range_upper"]) == ("stated", 0.0, 1.0)
+
+
+def test_reward_range_states_the_range_of_every_run(tmp_path, capsys, monkeypatch, population):
+    """``--reward-range LOW HIGH`` is a stated range for every run read; a run's own metadata row
+    wins over it; without it, a run whose rewards all lie in 0..1 is told it may state that range.
+    """
+    model, _ = population
+    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
+    path = tmp_path / "run.csv"
+    path.write_text("step,reward\n" + "".join(f"{s},{0.2 + 0.3 * s / 40}\n" for s in range(1, 41)))
+    assert main(["stop", str(path), "--horizon", "100"]) == 0
+    assert "every reward logged so far lies in 0 .. 1" in capsys.readouterr().out
+    assert main(["stop", str(path), "--horizon", "100", "--reward-range", "0", "1", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["eps_range_source"], row["eps_range_lower"], row["eps_range_upper"]) == ("stated", 0.0, 1.0)
+    assert "lies in 0 .. 1" not in row["eps_range_note"]
+    meta = tmp_path / "meta.csv"
+    meta.write_text("run_id,reward_min,reward_max\nrun,-1,2\n")
+    argv = ["stop", str(path), "--horizon", "100", "--reward-range", "0", "1", "--metadata", str(meta)]
+    argv.append("--json")
+    assert main(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["eps_range_lower"], row["eps_range_upper"]) == (-1.0, 2.0)  # the run's own row wins
+    assert main(["stop", str(path), "--horizon", "100", "--reward-range", "1", "0"]) == EXIT_USER_ERROR
+    assert "--reward-range needs LOW < HIGH" in capsys.readouterr().err
+    wide = tmp_path / "wide.csv"
+    wide.write_text("step,reward\n" + "".join(f"{s},{-1 + 3 * s / 40}\n" for s in range(1, 41)))
+    assert main(["stop", str(wide), "--horizon", "100"]) == 0
+    assert "lies in 0 .. 1" not in capsys.readouterr().out
 
 
 def test_a_fit_that_did_not_mix_is_said_once(tmp_path, capsys, monkeypatch, fast_compile):

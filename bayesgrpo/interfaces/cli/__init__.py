@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
+import math
 import sys
 from collections.abc import Sequence
 
@@ -27,10 +29,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
+        stated_range(args)
         return int(args.handler(args))
     except BayesGRPOError as exc:
         print(f"bayesgrpo: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+
+
+def stated_range(args: argparse.Namespace) -> None:
+    """``--reward-range LOW HIGH``: the range stated for every run, as ``--metadata``'s row
+    ``"*"`` (``bayesgrpo.logs.readers.metadata_for_every_run``; a run's own row there wins).
+    """
+    bounds = getattr(args, "reward_range", None)
+    if bounds is None:
+        return
+    low, high = (float(value) for value in bounds)
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise BayesGRPOError(f"--reward-range needs LOW < HIGH, both finite; got {low:g} {high:g}")
+    from bayesgrpo.logs.readers import metadata_for_every_run
+
+    args.metadata = metadata_for_every_run(args.metadata, reward_min=low, reward_max=high)
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m with the old path bayesgrpo.cli

@@ -120,6 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--address", help="the runs on this Ray cluster (ray://host:10001, auto)")
 
+    def range_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--reward-range",
+            type=float,
+            nargs=2,
+            metavar=("LOW", "HIGH"),
+            help="the reward's whole range for every run read (a score on 0..1: --reward-range 0 1); "
+            "the same as reward_min/reward_max in --metadata, which a run's own row there overrides. "
+            "Without it a run that states none is normalised by a range estimated from its logged points",
+        )
+
     def band_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--band",
@@ -179,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("--bundled", action="store_true", help="use the bundled real runs")
     forecast.add_argument("--reward", help="metric to use as the reward")
     forecast.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
+    range_flag(forecast)
     forecast.add_argument(
         "--horizon",
         type=float,
@@ -220,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     fleet_flags(stop)
     stop.add_argument("--reward", help="metric to use as the reward")
     stop.add_argument("--metadata", help="CSV or YAML of run metadata keyed by run_id")
+    range_flag(stop)
     stop.add_argument("--curve", default=DEFAULT_CURVE, help="with --fit: the curve family")
     stop.add_argument("--draws", type=int, default=500)
     stop.add_argument("--tune", type=int, default=500)
@@ -355,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument(
         "--metadata", help="CSV or YAML of run metadata keyed by run_id (family, size_b: a sharper prior)"
     )
+    range_flag(watch)
     watch.add_argument("--logging-steps", type=int, help="TRL console logs: the trainer's logging_steps")
     watch.add_argument("--seed", type=int, default=1)
     fleet_flags(watch)

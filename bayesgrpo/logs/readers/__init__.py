@@ -23,16 +23,19 @@ from __future__ import annotations
 
 from bayesgrpo.logs.readers.base import ReadOptions, Source
 from bayesgrpo.logs.readers.load import (
+    EVERY_RUN,
     READERS,
     default_run_id,
     detect_format,
     discover,
     load_runs,
     merge_metadata,
+    metadata_for_every_run,
     read_source,
 )
 
 __all__ = [
+    "EVERY_RUN",
     "READERS",
     "ReadOptions",
     "Source",
@@ -41,5 +44,6 @@ __all__ = [
     "discover",
     "load_runs",
     "merge_metadata",
+    "metadata_for_every_run",
     "read_source",
 ]

@@ -344,8 +344,46 @@ def _differs(old: pd.Series, new: pd.Series) -> pd.Series:
     return by_text.where(~numbers, old_number != new_number).astype(bool)
 
 
+#: The ``run_id`` of a metadata row that holds values for every run (a run's own row wins over it).
+EVERY_RUN = "*"
+
+
+def metadata_for_every_run(metadata: Any, **fields: Any) -> pd.DataFrame:
+    """The user's metadata with ``fields`` set for every run: its :data:`EVERY_RUN` row.
+
+    What ``bayesgrpo stop --reward-range 0 1`` does: one statement for all the runs read,
+    whatever their run ids. A run's own row still wins over it; the fields replace those of an
+    :data:`EVERY_RUN` row ``metadata`` already has.
+
+    Parameters
+    ----------
+    metadata : dict, DataFrame, CSV or YAML path, or None
+        The user's metadata keyed by ``run_id`` (as :func:`load_runs` takes it).
+    **fields
+        Values for every run (``reward_min=0.0, reward_max=1.0``).
+
+    Returns
+    -------
+    DataFrame
+        One row per ``run_id``, the :data:`EVERY_RUN` row included.
+    """
+    frame = _metadata_frame(metadata)
+    frame = frame.assign(run_id=frame["run_id"].astype(str))
+    if not (frame["run_id"] == EVERY_RUN).any():
+        frame = pd.concat([frame, pd.DataFrame({"run_id": [EVERY_RUN]})], ignore_index=True)
+    for name, value in fields.items():
+        if name not in frame.columns:
+            frame[name] = pd.Series([None] * len(frame), dtype=object)
+        frame[name] = frame[name].astype(object)
+        frame.loc[frame["run_id"] == EVERY_RUN, name] = value
+    return frame
+
+
 def merge_metadata(stated: pd.DataFrame, given: Any) -> tuple[pd.DataFrame, list[ReadIssue]]:
     """Merge user metadata over what the logs state; the user's values win, conflicts noted.
+
+    A row whose ``run_id`` is :data:`EVERY_RUN` (``"*"``) gives values for every run; a run's own
+    row wins over it.
 
     Parameters
     ----------
@@ -368,6 +406,14 @@ def merge_metadata(stated: pd.DataFrame, given: Any) -> tuple[pd.DataFrame, list
         raise MetadataError(
             f"metadata lists run(s) twice: {sorted(set(user.loc[user['run_id'].duplicated(), 'run_id']))}"
         )
+    every = user["run_id"] == EVERY_RUN
+    if every.any():  # the values for every run, under each run's own
+        ids = pd.Index(stated["run_id"].astype(str), name="run_id")
+        own = user.loc[~every].set_index("run_id")
+        for_all = user.loc[every].drop(columns="run_id").iloc[0]
+        defaults = pd.DataFrame([for_all] * len(ids), index=ids)
+        filled = own.reindex(ids).combine_first(defaults)
+        user = pd.concat([filled, own.loc[~own.index.isin(ids)]]).rename_axis("run_id").reset_index()
     unmatched = sorted(set(user["run_id"]) - set(stated["run_id"].astype(str)))
     if unmatched:
         notes.append(

@@ -9,7 +9,7 @@ import pytest
 
 import bayesgrpo
 from bayesgrpo.errors import LogReadError, MetadataError, ReadWarning, UnknownFormatError
-from bayesgrpo.logs.readers import detect_format, discover
+from bayesgrpo.logs.readers import EVERY_RUN, detect_format, discover, merge_metadata, metadata_for_every_run
 
 
 def write_csv(path: Path, steps, rewards) -> Path:
@@ -82,6 +82,34 @@ def test_user_metadata_wins_and_overrides_are_noted(tmp_path):
     assert row["family"] == "qwen2.5" and row["size_b"] == 7.0 and row["format"] == "mine"
     kinds = {n.kind for n in table.report.notes}
     assert {"metadata_override", "unmatched_metadata"} <= kinds
+
+
+def test_metadata_for_every_run_is_under_each_runs_own(tmp_path):
+    """A ``"*"`` row gives every run its values; a run's own row wins over it; the values win over
+    what the logs state, and say so; a ``"*"`` row is never an unmatched run.
+    """
+    write_csv(tmp_path / "run1.csv", [1, 2], [0.1, 0.2])
+    write_csv(tmp_path / "run2.csv", [1, 2], [0.3, 0.4])
+    metadata = {
+        "*": {"reward_min": 0.0, "reward_max": 1.0, "family": "qwen2.5"},
+        "run2": {"reward_min": -1.0},
+    }
+    runs = bayesgrpo.load_runs(tmp_path, metadata=metadata).runs.set_index("run_id")
+    assert runs.loc["run1", ["reward_min", "reward_max", "family"]].tolist() == [0.0, 1.0, "qwen2.5"]
+    assert runs.loc["run2", ["reward_min", "reward_max", "family"]].tolist() == [-1.0, 1.0, "qwen2.5"]
+    stated = pd.DataFrame({"run_id": ["run1", "run2"], "family": ["llama3", None]})
+    merged, notes = merge_metadata(stated, metadata)
+    assert merged.set_index("run_id")["family"].tolist() == ["qwen2.5", "qwen2.5"]
+    assert [n.kind for n in notes] == ["metadata_override"] and notes[0].locations == ("run1",)
+
+
+def test_metadata_for_every_run_joins_the_users_own(tmp_path):
+    meta = tmp_path / "meta.csv"
+    meta.write_text("run_id,reward_min\nrun2,-1\n*,5\n")
+    frame = metadata_for_every_run(meta, reward_min=0.0, reward_max=1.0).set_index("run_id")
+    assert frame.loc[EVERY_RUN, ["reward_min", "reward_max"]].tolist() == [0.0, 1.0]  # replaced, one row
+    assert frame.loc["run2", "reward_min"] == -1 and len(frame) == 2
+    assert metadata_for_every_run(None, reward_max=1.0)["run_id"].tolist() == [EVERY_RUN]
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".yaml"])
