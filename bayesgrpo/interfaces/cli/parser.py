@@ -126,9 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
             type=float,
             nargs=2,
             metavar=("LOW", "HIGH"),
-            help="the reward's whole range for every run read (a score on 0..1: --reward-range 0 1); "
-            "the same as reward_min/reward_max in --metadata, which a run's own row there overrides. "
-            "Without it a run that states none is normalised by a range estimated from its logged points",
+            help="the range the reward of every run read really spans (an accuracy: --reward-range 0 1), "
+            "not loose bounds: the population's runs on a stated range end high in it, and a run's "
+            "forecast follows them; the same as reward_min/reward_max in --metadata, which a run's own "
+            "row there overrides. Without it a run that states none is normalised by a range estimated "
+            "from its logged points",
         )
 
     def band_flag(p: argparse.ArgumentParser) -> None:
