@@ -673,6 +673,10 @@ def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
                 f"{row.final_median:.3g} [{row.final_lower:.3g}, {row.final_upper:.3g}] (90% {row.band} band)"
             )
             print(f"    {row.reason}")
+            print(
+                f"    (eps is a share of the reward range {row.eps_range_lower:.3g} .. "
+                f"{row.eps_range_upper:.3g}, {row.eps_range_source})"
+            )
     return EXIT_OK
 
 
