@@ -254,7 +254,13 @@ class BayesStopHook:
         self.last_update, self.last_decision = update, decision
         if decision.stop and not self.stop_requested:
             self.stop_requested = True
-            logger.warning("bayesgrpo: stop advised at step %d: %s", step, decision.reason)
+            range_note = update.range_note() if callable(getattr(update, "range_note", None)) else ""
+            logger.warning(
+                "bayesgrpo: stop advised at step %d: %s%s",
+                step,
+                decision.reason,
+                f" ({range_note})" if range_note else "",
+            )
             if self.on_stop is not None:
                 self.on_stop(decision)
         return decision

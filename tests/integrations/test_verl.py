@@ -128,6 +128,17 @@ def test_real_population_answers_the_hook(population):
     assert decision.expected_gain == pytest.approx(direct.expected_gain)
 
 
+def test_a_stop_says_which_range_its_eps_is_a_share_of(population, caplog):
+    model, _ = population
+    hook = BayesStopHook(
+        PlateauRule(eps=0.9, prob=0.5, relative=True), prior=model, horizon=105, min_points=40, every=1000
+    )
+    with caplog.at_level(logging.WARNING, logger="bayesgrpo.integrations.verl"):
+        decisions = [hook(metrics, step) for step, metrics in verl_metrics()[:41]]
+    assert [d.decision for d in decisions if d is not None] == ["stop"]
+    assert "stop advised at step 40" in caplog.text and "eps is a share of the reward range" in caplog.text
+
+
 def test_stop_ends_verl_loop_after_one_more_step_with_its_checkpoint():
     trainer = SimpleNamespace(total_training_steps=105)
     stopped = []
