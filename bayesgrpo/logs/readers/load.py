@@ -517,7 +517,9 @@ def load_runs(
         train reward.
     metadata : dict, DataFrame, or CSV/YAML path, optional
         Run metadata keyed by ``run_id`` (family, size_b, group_size...); wins over what the
-        logs state, and each override is noted in the report.
+        logs state, and each override is noted in the report. A row keyed :data:`EVERY_RUN`
+        (``"*"``) gives values for every run read, under each run's own row
+        (:func:`metadata_for_every_run`).
     columns : mapping, optional
         For plain tables: ``{"step": ..., "reward": ..., "run_id": ...}`` -> your column names.
     logging_steps : int, optional
