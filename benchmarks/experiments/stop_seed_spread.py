@@ -25,6 +25,7 @@ Usage::
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -32,9 +33,11 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
@@ -64,6 +67,8 @@ BUDGETS = ("fixed 0.5", "fixed 0.6")
 WINDOWS = (0.05, 0.1, 0.2)
 #: Seeds of the probe of one probability's Monte Carlo spread.
 PROBE_SEEDS = 8
+#: Draws of a prior's random parts per posterior draw in the probe's ``prior, replicated``.
+PRIOR_REPLICATES = 8
 
 logger = logging.getLogger("stop_seed_spread")
 
@@ -90,6 +95,21 @@ def seed_rows(table, populations, seed: int, n_draws: int) -> pd.DataFrame:
     return frame
 
 
+def with_replicated_posterior(model: Any, replicates: int) -> Any:
+    """A shallow copy of a fitted population whose posterior holds each draw ``replicates`` times
+    (so that a new run's prior, built from it, draws its random parts that many times a draw).
+    """
+    posterior = model.posterior
+    size = posterior.sizes["draw"]
+    stacked = xr.concat(
+        [posterior.assign_coords(draw=posterior["draw"] + k * size) for k in range(replicates)], dim="draw"
+    )
+    copied = copy.copy(model)
+    copied._idata = None
+    copied._groups = {**model._groups, "posterior": stacked}
+    return copied
+
+
 def probability_noise(table, populations, kinds: dict[str, str]) -> pd.DataFrame:
     """The Monte Carlo spread of one stop probability, and where it comes from.
 
@@ -97,7 +117,11 @@ def probability_noise(table, populations, kinds: dict[str, str]) -> pd.DataFrame
     of the range) of ``plateau eps=0.02 p=0.9``, over ``PROBE_SEEDS`` seeds of the live update
     with 1,000 draws, the prior and the importance sample both reseeded (``both``), only the
     importance sample (the prior of seed 0: ``importance sample``), or only the prior (the
-    importance sample of seed 0: ``prior``).
+    importance sample of seed 0: ``prior``); and only the prior again, built from
+    ``PRIOR_REPLICATES`` draws of its random parts (unknown covariates, new group effects) per
+    posterior draw (``prior, replicated``): its own Monte Carlo error shrinks by
+    ``sqrt(PRIOR_REPLICATES)``, so what stays is the importance sample's, re-randomised by any
+    change of the prior it is drawn from.
     """
     from bayesgrpo.evaluate.backtest.cuts import planned_horizon, run_points
     from bayesgrpo.evaluate.backtest.stopping import check_indices, update_at_check
@@ -115,25 +139,31 @@ def probability_noise(table, populations, kinds: dict[str, str]) -> pd.DataFrame
         middle = checks[len(checks) // 2]
         metadata = run.runs.iloc[0].to_dict()
 
+        replicated = with_replicated_posterior(populations[run_id], PRIOR_REPLICATES)
+
         def forecaster(
-            prior_seed: int, sample_seed: int, run_id: str = run_id, metadata: dict = metadata
+            prior_seed: int,
+            sample_seed: int,
+            model: Any = populations[run_id],
+            metadata: dict = metadata,
         ) -> LiveForecaster:
-            priors = LiveForecaster(populations[run_id], n_draws=DRAWS[0], random_seed=prior_seed)
+            priors = LiveForecaster(model, n_draws=DRAWS[0], random_seed=prior_seed)
             priors.prior_for(metadata)
-            live = LiveForecaster(populations[run_id], n_draws=DRAWS[0], random_seed=sample_seed)
+            live = LiveForecaster(model, n_draws=DRAWS[0], random_seed=sample_seed)
             live._priors = priors._priors  # the prior of prior_seed, the importance sample of sample_seed
             return live
 
         row: dict = {"run_id": run_id, "progress": steps[middle] / steps[-1]}
-        for label, seeds in (
-            ("both", [(s, s) for s in range(PROBE_SEEDS)]),
-            ("importance sample", [(0, s) for s in range(PROBE_SEEDS)]),
-            ("prior", [(s, 0) for s in range(PROBE_SEEDS)]),
+        for label, seeds, model in (
+            ("both", [(s, s) for s in range(PROBE_SEEDS)], populations[run_id]),
+            ("importance sample", [(0, s) for s in range(PROBE_SEEDS)], populations[run_id]),
+            ("prior", [(s, 0) for s in range(PROBE_SEEDS)], populations[run_id]),
+            ("prior, replicated", [(s, 0) for s in range(PROBE_SEEDS)], replicated),
         ):
             probabilities = []
             for prior_seed, sample_seed in seeds:
                 update = update_at_check(
-                    forecaster(prior_seed, sample_seed), run, points, middle, planned_horizon(run)
+                    forecaster(prior_seed, sample_seed, model), run, points, middle, planned_horizon(run)
                 )
                 decision = rule.decide(update.curve_draws, steps[middle], horizon_step=float(steps[-1]))[0]
                 probabilities.append(decision.probability)
@@ -305,8 +335,10 @@ def main() -> None:
         "",
         f"Nine runs without a stated range, each at its middle check, {PROBE_SEEDS} seeds of a live update "
         f"of {DRAWS[0]:,} draws: the sd over seeds of P(curve gain < 2% of the range), with the prior and "
-        "the importance sample reseeded together, the importance sample alone (the prior of seed 0), or "
-        "the prior alone (the importance sample of seed 0; `probability_noise`).",
+        "the importance sample reseeded together, the importance sample alone (the prior of seed 0), "
+        "the prior alone (the importance sample of seed 0), and the prior alone built from "
+        f"{PRIOR_REPLICATES} draws of its random parts per posterior draw (`probability_noise`: what "
+        "stays there is the importance sample's error, re-randomised by any change of its prior).",
         "",
         markdown_table(noise),
         "",
