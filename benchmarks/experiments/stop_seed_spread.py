@@ -16,11 +16,15 @@ of the backtest's 1,000 (``DRAWS``): the importance sample's share of a stop pro
 Carlo error halves (the new run's prior, built from the population's draws, keeps its own), so
 what moves is the part of a rule's result that is that noise, and any bias it causes (a threshold
 rule asked at 20 checks stops at the first check whose noisy probability crosses it).
-Each seed's rows are cached in ``benchmarks/_scratch/stop_seed_spread``.
+The same five seeds on the other stopping sets (:func:`other_sets`: the simulated runs of known
+truth with and without a stated range, the live backtest's split), the reference's smoothing
+window (:func:`window_sensitivity`), and where one stop probability's Monte Carlo spread comes
+from (:func:`probability_noise`). Each seed's rows are cached in
+``benchmarks/_scratch/stop_seed_spread``.
 
 Usage::
 
-    python benchmarks/experiments/stop_seed_spread.py   # -> results/stop_seed_spread.md (30-45 s a seed)
+    python benchmarks/experiments/stop_seed_spread.py   # -> results/stop_seed_spread.md (30-90 s a set and seed; ~25 min uncached)
 """
 
 from __future__ import annotations
@@ -73,8 +77,12 @@ PRIOR_REPLICATES = 8
 logger = logging.getLogger("stop_seed_spread")
 
 
-def seed_rows(table, populations, seed: int, n_draws: int) -> pd.DataFrame:
-    """The stopping backtest's rows of the chosen rules under one seed of the live update (cached)."""
+def seed_rows(
+    table, populations, seed: int, n_draws: int, extra: dict[str, Any] | None = None
+) -> pd.DataFrame:
+    """The stopping backtest's rows of the chosen rules under one seed of the live update (cached;
+    ``extra`` names a set other than the bundled runs with their stated ranges).
+    """
     from backtest import stopping_rules
 
     from bayesgrpo.evaluate.backtest import stopping_backtest
@@ -82,6 +90,8 @@ def seed_rows(table, populations, seed: int, n_draws: int) -> pd.DataFrame:
     settings = {"seed": seed, "code": code_hash(), "rules": RULE_NAMES}
     if n_draws != DRAWS[0]:  # (the first runs' cache keys had no draws)
         settings["draws"] = n_draws
+    if extra is not None:
+        settings["set"] = extra
     key = json.dumps(settings, sort_keys=True)
     path = SCRATCH / f"{hashlib.sha256(key.encode()).hexdigest()[:12]}.csv"
     if path.exists():
@@ -89,7 +99,9 @@ def seed_rows(table, populations, seed: int, n_draws: int) -> pd.DataFrame:
     rules = {name: rule for name, rule in stopping_rules().items() if name in RULE_NAMES}
     start = time.perf_counter()
     frame = stopping_backtest(table, populations, rules, n_draws=n_draws, random_seed=seed)
-    logger.info("%d draws, seed %d: %.0f s", n_draws, seed, time.perf_counter() - start)
+    logger.info(
+        "%s, %d draws, seed %d: %.0f s", extra or "bundled", n_draws, seed, time.perf_counter() - start
+    )
     SCRATCH.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)
     return frame
@@ -219,6 +231,106 @@ def window_sensitivity(every: pd.DataFrame, table) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def seed_summary(part: pd.DataFrame, end_column: str) -> list[dict[str, Any]]:
+    """Per rule, over seeds: the mean (min, max) of the runs' mean steps saved, reward given up
+    against the end (``end_column``) and dip, the share of runs whose stop moves between seeds,
+    and in how many seeds the rule dominates each budget and meets the bar.
+    """
+    per_seed = (
+        part.groupby(["rule", "seed"])
+        .agg(saved=("steps_saved", "mean"), vs_end=(end_column, "mean"), dip=("dip", "mean"))
+        .reset_index()
+    )
+    budgets = per_seed[per_seed["rule"].isin(BUDGETS)].groupby("rule")[["saved", "vs_end"]].first()
+    moved = part.groupby(["rule", "run_id"])["stop_step"].nunique().gt(1).groupby("rule").mean()
+    rows = []
+    for rule, at in per_seed.groupby("rule", sort=False):
+        dominated = {
+            budget: int(
+                (
+                    (at["saved"].to_numpy() >= budgets.loc[budget, "saved"] - 1e-9)
+                    & (at["vs_end"].to_numpy() <= budgets.loc[budget, "vs_end"] + 1e-9)
+                ).sum()
+            )
+            for budget in BUDGETS
+        }
+        bar = int(((at["saved"] >= 0.45) & (at["vs_end"] <= 0.01) & (at["dip"].abs() <= 0.01)).sum())
+        rows.append(
+            {
+                "rule": rule,
+                "n": part[part["seed"] == 0]["run_id"].nunique(),
+                "saved_mean": at["saved"].mean(),
+                "saved_min": at["saved"].min(),
+                "saved_max": at["saved"].max(),
+                "vs_end_mean": at["vs_end"].mean(),
+                "vs_end_min": at["vs_end"].min(),
+                "vs_end_max": at["vs_end"].max(),
+                "dip_mean": at["dip"].mean(),
+                "runs_stop_moved": moved[rule],
+                "seeds_dominating_fixed_0.5": dominated["fixed 0.5"],
+                "seeds_dominating_fixed_0.6": dominated["fixed 0.6"],
+                "seeds_meeting_bar": bar,
+            }
+        )
+    return rows
+
+
+SIMULATED_ROWS = BENCHMARKS / "results" / "stopping_simulated_runs.csv"
+LIVE_ROWS = BENCHMARKS / "results" / "live_backtest_stopping_runs.csv"
+
+
+def other_sets(bundled, populations) -> tuple[pd.DataFrame, float]:
+    """The same over seeds on the simulated runs of known truth (the shipped population, no stated
+    range and a stated 0..1 range, scored on the true curve as ``stopping_simulated.py`` scores
+    them; its seed 0 rows are that benchmark's) and on the live backtest's split (every bundled
+    run given no range; seed 0 is ``live_backtest.py``'s rows). Cached per set and seed. Returns
+    the table and the largest difference of a seed-0 row's reward given up from the benchmark's.
+    """
+    from live_backtest import without_stated_range
+    from stopping_simulated import SLOW_LENGTH, runs_table, scored_on_truth, simulate
+
+    from bayesgrpo.model.datasets import bundled_population
+
+    points, truth, runs = simulate(16, 0)
+    population = bundled_population()
+    sets = {
+        "simulated, no stated range": runs_table(points, runs, stated=False),
+        "simulated, stated 0..1 range": runs_table(points, runs, stated=True),
+        "bundled, no range given (live backtest)": without_stated_range(bundled),
+    }
+    references = {
+        "simulated, no stated range": pd.read_csv(SIMULATED_ROWS).query("range == 'no stated range'"),
+        "simulated, stated 0..1 range": pd.read_csv(SIMULATED_ROWS).query("range == 'stated range'"),
+        "bundled, no range given (live backtest)": pd.read_csv(LIVE_ROWS).rename(
+            columns={"reward_vs_end": "vs_end"}
+        ),
+    }
+    rows, check = [], 0.0
+    for label, table in sets.items():
+        frames = []
+        for seed in range(N_SEEDS):
+            simulated = label.startswith("simulated")
+            key = (
+                {"set": label, "seed": seed, "slow": SLOW_LENGTH}
+                if simulated
+                else {"set": label, "seed": seed}
+            )
+            those = dict.fromkeys(table.run_ids, population) if simulated else populations
+            frame = seed_rows(table, those, seed, DRAWS[0], extra=key)
+            if simulated:
+                scored = scored_on_truth(frame, points, truth).rename(columns={"vs_end": "reward_vs_end"})
+                frame = scored.assign(stop_step=scored["stop_fraction"])  # a run's stop, as a share
+            else:
+                frame = with_dips(frame, bundled)
+            frames.append(frame.assign(seed=seed))
+            if seed == 0:
+                mine = frame.set_index(["run_id", "rule"])["reward_vs_end"]
+                theirs = references[label].set_index(["run_id", "rule"])["vs_end"].reindex(mine.index)
+                check = max(check, float((mine - theirs).abs().max()))
+        rows += [{"set": label, **row} for row in seed_summary(pd.concat(frames), "reward_vs_end")]
+    return pd.DataFrame(rows), check
+
+
 def with_dips(frame: pd.DataFrame, table) -> pd.DataFrame:
     """The rows with the dip at each stop (``stopping_simulated.dip_at``)."""
     from bayesgrpo.evaluate.backtest.cuts import run_points
@@ -254,52 +366,20 @@ def main() -> None:
     base = every[every["draws"] == DRAWS[0]]
     mine = base[base["seed"] == 0].set_index(["run_id", "rule"])["reward_vs_end"]
     check = float((mine - reference.reindex(mine.index)).abs().max())
-    means = []
-    for (n_draws, kind), part in [
-        ((n, k), every[(every["draws"] == n) & ((every["range"] == k) if k != "all" else True)])
-        for n in DRAWS
-        for k in ("unstated", "stated", "all")
-    ]:
-        per_seed = (
-            part.groupby(["rule", "seed"])
-            .agg(saved=("steps_saved", "mean"), vs_end=("reward_vs_end", "mean"), dip=("dip", "mean"))
-            .reset_index()
-        )
-        budgets = per_seed[per_seed["rule"].isin(BUDGETS)].groupby("rule")[["saved", "vs_end"]].first()
-        moved = part.groupby(["rule", "run_id"])["stop_step"].nunique().gt(1).groupby("rule").mean()
-        for rule, at in per_seed.groupby("rule", sort=False):
-            dominated = {
-                budget: int(
-                    (
-                        (at["saved"].to_numpy() >= budgets.loc[budget, "saved"] - 1e-9)
-                        & (at["vs_end"].to_numpy() <= budgets.loc[budget, "vs_end"] + 1e-9)
-                    ).sum()
-                )
-                for budget in BUDGETS
-            }
-            bar = int(((at["saved"] >= 0.45) & (at["vs_end"] <= 0.01) & (at["dip"].abs() <= 0.01)).sum())
-            means.append(
-                {
-                    "draws": n_draws,
-                    "runs": kind,
-                    "rule": rule,
-                    "n": part[part["seed"] == 0]["run_id"].nunique(),
-                    "saved_mean": at["saved"].mean(),
-                    "saved_min": at["saved"].min(),
-                    "saved_max": at["saved"].max(),
-                    "vs_end_mean": at["vs_end"].mean(),
-                    "vs_end_min": at["vs_end"].min(),
-                    "vs_end_max": at["vs_end"].max(),
-                    "dip_mean": at["dip"].mean(),
-                    "runs_stop_moved": moved[rule],
-                    "seeds_dominating_fixed_0.5": dominated["fixed 0.5"],
-                    "seeds_dominating_fixed_0.6": dominated["fixed 0.6"],
-                    "seeds_meeting_bar": bar,
-                }
+    summary = pd.DataFrame(
+        [
+            {"draws": n_draws, "runs": kind, **row}
+            for n_draws in DRAWS
+            for kind in ("unstated", "stated", "all")
+            for row in seed_summary(
+                every[(every["draws"] == n_draws) & ((every["range"] == kind) if kind != "all" else True)],
+                "reward_vs_end",
             )
-    summary = pd.DataFrame(means)
+        ]
+    )
     noise = probability_noise(table, populations, kinds)
     windows = window_sensitivity(every, table)
+    others, others_check = other_sets(table, populations)
     budget_rows = base[(base["seed"] == 0) & (base["range"] == "unstated") & (base["rule"] == "fixed 0.6")]
     carriers = budget_rows.nsmallest(4, "reward_vs_end")[["run_id", "reward_vs_end"]]
     lines = [
@@ -320,6 +400,16 @@ def main() -> None:
         "every seed.",
         "",
         markdown_table(summary),
+        "",
+        "## The other stopping sets over the same seeds (1,000 draws)",
+        "",
+        "The simulated runs of known truth of `stopping_simulated.py` (96, seed 0 of the simulation, the "
+        "shipped population; scored on the true curve) without and with a stated 0..1 range, and the live "
+        "backtest's split (every bundled run given no range, leave one source out), each with the live "
+        "update seeded 0 to 4 (0 gives the benchmarks' own rows: largest difference of a reward given up "
+        f"{others_check:.1e}).",
+        "",
+        markdown_table(others),
         "",
         "## The reference's smoothing window (runs without a stated range, 1,000 draws)",
         "",
