@@ -24,7 +24,9 @@ from (:func:`probability_noise`). Each seed's rows are cached in
 
 Usage::
 
-    python benchmarks/experiments/stop_seed_spread.py   # -> results/stop_seed_spread.md (30-90 s a set and seed; ~25 min uncached)
+    python benchmarks/experiments/stop_seed_spread.py   # -> results/stop_seed_spread.md
+
+(30-90 s a set and seed, about 25 minutes with nothing cached.)
 """
 
 from __future__ import annotations
