@@ -55,6 +55,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
 sys.path.insert(0, str(BENCHMARKS))
 from _markdown import markdown_table  # noqa: E402
+from live_backtest import range_kinds  # noqa: E402
 
 RESULTS = HERE / "results"
 LIVE_RUNS = BENCHMARKS / "results" / "live_backtest_forecast_runs.csv"
@@ -226,8 +227,7 @@ def main() -> None:
 
     start = time.perf_counter()
     table = load_bundled(warn=False)
-    stated = table.runs[["reward_min", "reward_max"]].notna().all(axis=1)
-    kinds = dict(zip(table.runs["run_id"].astype(str), np.where(stated, "stated", "unstated"), strict=True))
+    kinds = range_kinds(table)
     oracles = oracle_rows(table)
     live = pd.read_csv(LIVE_RUNS)
     loso = pd.read_csv(LOSO_RUNS)

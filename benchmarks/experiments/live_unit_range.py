@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
 sys.path.insert(0, str(BENCHMARKS))
 from _markdown import markdown_table  # noqa: E402
+from live_backtest import range_kinds  # noqa: E402
 from stopping_simulated import simulate  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -107,8 +108,7 @@ def main() -> None:
 
     table = load_bundled(warn=False)
     inferred = unit_interval_runs(table.points)
-    stated = table.runs[["reward_min", "reward_max"]].notna().all(axis=1)
-    stated_ids = set(table.runs.loc[stated, "run_id"].astype(str))
+    stated_ids = {run_id for run_id, kind in range_kinds(table).items() if kind == "stated"}
     forecasts = forecast_rows(inferred)
     live_stops, stated_stops = pd.read_csv(LIVE_STOPS), pd.read_csv(STATED_STOPS)
     bundled = stop_rows(

@@ -37,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
 sys.path.insert(0, str(BENCHMARKS))
 from _markdown import markdown_table  # noqa: E402
+from live_backtest import range_kinds  # noqa: E402
 from stopping_simulated import dip_at  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -106,8 +107,7 @@ def main() -> None:
     from bayesgrpo.model.datasets import load_bundled
 
     table = load_bundled(warn=False)
-    stated = table.runs[["reward_min", "reward_max"]].notna().all(axis=1)
-    kinds = dict(zip(table.runs["run_id"].astype(str), np.where(stated, "stated", "unstated"), strict=True))
+    kinds = range_kinds(table)
     checks = pd.read_csv(CHECKS)
     wide = checks.pivot_table(index=["run_id", "step"], columns="eps", values="probability").reset_index()
     rows = []

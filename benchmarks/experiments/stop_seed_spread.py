@@ -337,11 +337,11 @@ def with_dips(frame: pd.DataFrame, table) -> pd.DataFrame:
     """The rows with the dip at each stop (``stopping_simulated.dip_at``)."""
     from bayesgrpo.evaluate.backtest.cuts import run_points
 
-    dips = []
-    for row in frame.itertuples(index=False):
-        points = run_points(table, row.run_id)
-        steps = points["step"].to_numpy(dtype=float)
-        dips.append(dip_at(steps, points["reward"].to_numpy(dtype=float), float(row.stop_step)))
+    dips = pd.Series(np.nan, index=frame.index)
+    for run_id, rows in frame.groupby("run_id"):
+        points = run_points(table, str(run_id))
+        steps, rewards = points["step"].to_numpy(dtype=float), points["reward"].to_numpy(dtype=float)
+        dips[rows.index] = [dip_at(steps, rewards, float(stop)) for stop in rows["stop_step"]]
     return frame.assign(dip=dips)
 
 

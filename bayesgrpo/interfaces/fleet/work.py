@@ -240,6 +240,7 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         update = forecaster.update(run, horizon=settings.horizon)
     decision = settings.rule.decide(update.curve_draws, update.step, update.horizon_step)[0]
     lower, median, upper = update.final_interval(0.9, band=settings.band)
+    range_lower, range_upper, range_source = update.reward_range
     phases = phase(update.curve_draws, update.step).iloc[0]
     return {
         "step": float(update.step),
@@ -251,9 +252,9 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         "gain_upper": float(decision.gain_upper),
         "reason": decision.reason,
         # the reward range a relative eps is a share of: stated for the run, or estimated
-        "eps_range_lower": update.reward_range[0],
-        "eps_range_upper": update.reward_range[1],
-        "eps_range_source": update.reward_range[2],
+        "eps_range_lower": range_lower,
+        "eps_range_upper": range_upper,
+        "eps_range_source": range_source,
         "phase": str(phases["phase"]),
         "phase_probability": float(phases["probability"]),
         "final_median": median,

@@ -371,11 +371,10 @@ def metadata_for_every_run(metadata: Any, **fields: Any) -> pd.DataFrame:
     frame = frame.assign(run_id=frame["run_id"].astype(str))
     if not (frame["run_id"] == EVERY_RUN).any():
         frame = pd.concat([frame, pd.DataFrame({"run_id": [EVERY_RUN]})], ignore_index=True)
+    every = frame["run_id"] == EVERY_RUN
     for name, value in fields.items():
-        if name not in frame.columns:
-            frame[name] = pd.Series([None] * len(frame), dtype=object)
-        frame[name] = frame[name].astype(object)
-        frame.loc[frame["run_id"] == EVERY_RUN, name] = value
+        column = frame[name] if name in frame.columns else pd.Series(None, index=frame.index)
+        frame[name] = column.astype(object).where(~every, value)
     return frame
 
 
