@@ -183,9 +183,10 @@ def figure_stop_probability(table: RunsTable, population: RewardModel) -> Figure
     matplotlib Figure
     """
     from bayesgrpo.interfaces import plotting
-    from bayesgrpo.questions.history import default_rule, stop_history
+    from bayesgrpo.questions.history import stop_history
+    from bayesgrpo.questions.stopping import PlateauRule
 
-    rule = default_rule()  # PlateauRule(eps=1% of the reward range, prob=0.9)
+    rule = PlateauRule(eps=0.01, prob=0.9, relative=True)  # the plateau's probability, drawn against its threshold
     history = stop_history(population, table.select([STOP_RUN]), steps=STOP_CUTS, rule=rule, n_draws=N_DRAWS,
                            random_seed=SEED)
     stops = history.loc[history["decision"] == "stop", "step"]

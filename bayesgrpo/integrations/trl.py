@@ -82,7 +82,7 @@ from bayesgrpo.logs.readers.trl.state import history_store
 from bayesgrpo.model.laplace import single_threaded_blas
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster, resolve_population
-from bayesgrpo.questions.stopping import PlateauRule
+from bayesgrpo.questions.stopping import default_rule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,7 +111,8 @@ class BayesStopCallback(TrainerCallback):
     rule : StoppingRule, optional
         Anything with ``decide(curve_draws, step_now, horizon_step) -> list[Decision]``
         (:class:`~bayesgrpo.questions.stopping.PlateauRule`, ``BudgetRule``, ``TargetRule``). Default
-        ``PlateauRule(eps=0.01, prob=0.9)``.
+        :func:`~bayesgrpo.questions.stopping.default_rule`, ``GuardedBudgetRule(0.5)``: stop at half of
+        ``max_steps`` unless the curve is still rising, earlier only on a sure plateau.
     every : int
         Forecast at every ``every``-th training log (evaluation and summary logs do not count).
     prior : str, Path, RewardModel or None
@@ -176,7 +177,7 @@ class BayesStopCallback(TrainerCallback):
         random_seed: int = 0,
         run_id: str | None = None,
     ) -> None:
-        self.rule = PlateauRule(eps=0.01, prob=0.9) if rule is None else rule
+        self.rule = default_rule() if rule is None else rule
         if not callable(getattr(self.rule, "decide", None)):
             raise BayesGRPOError(
                 f"rule must have a decide(curve_draws, step_now, horizon_step) method; got {self.rule!r}"

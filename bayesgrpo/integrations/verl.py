@@ -45,7 +45,7 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.readers.verl.config import metadata_from_config
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 from bayesgrpo.questions.live import live_forecaster
-from bayesgrpo.questions.stopping import PlateauRule
+from bayesgrpo.questions.stopping import default_rule
 
 if TYPE_CHECKING:
     from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
@@ -85,7 +85,8 @@ class BayesStopHook:
     Parameters
     ----------
     rule : StoppingRule, optional
-        Default ``PlateauRule(eps=0.01, prob=0.9, relative=True)``.
+        Default :func:`~bayesgrpo.questions.stopping.default_rule`, ``GuardedBudgetRule(0.5)``: stop at
+        half of ``horizon`` unless the curve is still rising, earlier only on a sure plateau.
     prior : RewardModel, LiveForecaster, path of a saved model, or None
         The population a new run is placed in (its prior); default the population shipped with
         bayesgrpo (``bayesgrpo.model.datasets.bundled_population()``), loaded at the first decision.
@@ -141,7 +142,7 @@ class BayesStopHook:
         random_seed: int | None = 1,
     ) -> None:
         if rule is None:
-            rule = PlateauRule(eps=0.01, prob=0.9, relative=True)
+            rule = default_rule()
         if int(min_points) < 1 or int(every) < 1:
             raise BayesGRPOError(f"min_points and every must be at least 1; got {min_points} and {every}")
         self.rule = rule

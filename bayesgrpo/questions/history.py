@@ -27,7 +27,7 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.laplace import LiveUpdateWarning
 from bayesgrpo.questions.live import LiveForecaster
-from bayesgrpo.questions.stopping import PlateauRule, phase
+from bayesgrpo.questions.stopping import default_rule, phase
 
 if TYPE_CHECKING:
     from bayesgrpo.model.reward_model import RewardModel
@@ -59,11 +59,6 @@ HISTORY_COLUMNS: tuple[str, ...] = (
     "gain_upper",
     "pareto_k",
 )
-
-
-def default_rule() -> StoppingRule:
-    """The rule of the CLI's ``stop`` command: ``P(gain < 1% of the reward range) >= 0.9``."""
-    return PlateauRule(eps=0.01, prob=0.9, relative=True)
 
 
 def run_horizon(run: RunsTable, horizon: float | None = None) -> float:

@@ -19,7 +19,7 @@ from bayesgrpo.model import reward_model
 from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.simulate import simulate_runs
-from bayesgrpo.questions.stopping import rules
+from bayesgrpo.questions.stopping import default_rule, rules
 from tests.conftest import fake_sample
 
 
@@ -237,6 +237,32 @@ def test_stop_with_the_guarded_budget_rule(tmp_path, capsys, monkeypatch, popula
         main([*argv, "--rule", "guarded-budget", "--budget", "1.5"])
 
 
+def test_stop_decides_with_the_default_rule_unless_a_plateau_option_is_given(
+    tmp_path, capsys, monkeypatch, population
+):
+    model, _ = population
+    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
+    folder = _write_simulated_runs(tmp_path)
+    argv = ["stop", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--horizon", "200"]
+    argv.append("--json")
+    assert main(argv) == 0
+    rules_named = {row["rule"] for row in json.loads(capsys.readouterr().out)}
+    assert rules_named == {str(default_rule())} and str(default_rule()).startswith("GuardedBudgetRule")
+    # a plateau option without --rule asks the plateau rule it sets: no option is ignored
+    for options, named in (
+        (["--eps", "0.02"], "PlateauRule(eps=0.02 of the reward range, prob=0.9)"),
+        (["--prob", "0.8"], "PlateauRule(eps=0.01 of the reward range, prob=0.8)"),
+        (["--absolute", "--eps", "0.05"], "PlateauRule(eps=0.05, prob=0.9)"),
+    ):
+        assert main([*argv, *options]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert all(row["rule"] == named for row in rows), (options, rows[0]["rule"])
+    # with --rule the plateau options keep their old meaning, and the budget rule still refuses --absolute
+    assert main([*argv, "--rule", "guarded-budget", "--budget", "0.25"]) == 0
+    with pytest.raises(SystemExit, match="drop --absolute"):
+        main([*argv, "--rule", "guarded-budget", "--absolute"])
+
+
 def test_stop_needs_a_horizon(tmp_path, capsys):
     folder = _write_simulated_runs(tmp_path)
     try:
@@ -413,7 +439,7 @@ def test_stop_confirm_asks_the_earlier_checks_and_stops_only_when_all_say_so(tmp
         return original(self, cd, step_now, horizon_step)
 
     monkeypatch.setattr(rules.PlateauRule, "decide", recording)
-    assert main(["stop", str(tmp_path / "flat.log"), "--confirm", "3", "--json"]) == 0
+    assert main(["stop", str(tmp_path / "flat.log"), "--rule", "plateau", "--confirm", "3", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
     assert asked == [160.0, 170.0, 180.0]  # 10 and 5 steps of 200 earlier, then now
     assert row["decision"] == "stop" and "confirmed at 3 checks" in row["rule"]
@@ -421,7 +447,7 @@ def test_stop_confirm_asks_the_earlier_checks_and_stops_only_when_all_say_so(tmp
     asked.clear()
     short = pd.DataFrame({"step": [179, 180], "critic/score/mean": [0.6, 0.6]})
     write_verl_console(tmp_path / "short.log", short, total_training_steps=200)
-    assert main(["stop", str(tmp_path / "short.log"), "--confirm", "2", "--json"]) == 0
+    assert main(["stop", str(tmp_path / "short.log"), "--rule", "plateau", "--confirm", "2", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
     assert asked == [180.0]  # no earlier check with two points: the run cannot stop yet
     assert row["decision"] != "stop"

@@ -550,8 +550,31 @@ def _fitted_decisions(
 CONFIRM_SPACING = 0.05
 
 
+#: ``--eps`` and ``--prob`` where not given.
+DEFAULT_EPS, DEFAULT_PROB = 0.01, 0.9
+
+
+def _resolve_rule_options(args: argparse.Namespace) -> None:
+    """Fill in ``--rule``, ``--eps`` and ``--prob`` where they were not given.
+
+    Without ``--rule`` the rule is :func:`bayesgrpo.questions.stopping.default_rule`
+    (``guarded-budget``), unless a plateau option (``--eps``, ``--prob``, ``--absolute``) was given:
+    then the plateau rule those set, as before the default changed, so that no option is ignored.
+    """
+    if args.rule is None:
+        plateau_asked = args.eps is not None or args.prob is not None or args.absolute
+        args.rule = "plateau" if plateau_asked else "guarded-budget"
+    if args.eps is None:
+        args.eps = DEFAULT_EPS
+    if args.prob is None:
+        args.prob = DEFAULT_PROB
+
+
 def _stop_rule(args: argparse.Namespace) -> Any:
-    """The rule the options name; with ``--confirm K`` (K > 1) wrapped in ``Confirmed``."""
+    """The rule the options name; with ``--confirm K`` (K > 1) wrapped in ``Confirmed``.
+
+    Fills in the options not given first (:func:`_resolve_rule_options`).
+    """
     from bayesgrpo.errors import BayesGRPOError
     from bayesgrpo.questions.stopping import (
         BudgetRule,
@@ -562,6 +585,7 @@ def _stop_rule(args: argparse.Namespace) -> Any:
         TargetRule,
     )
 
+    _resolve_rule_options(args)
     confirm = getattr(args, "confirm", 1)
     if confirm < 1:
         raise SystemExit(f"--confirm must be 1 or more (checks in a row); got {confirm}")

@@ -69,21 +69,26 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--rule",
             choices=["plateau", "budget", "target", "gain-rate", "guarded-budget"],
-            default="plateau",
+            help="the stop rule (default guarded-budget: stop at --budget of the horizon unless the curve "
+            "is still rising, the rule that beat the others on the stopping benchmarks; plateau where "
+            "--eps, --prob or --absolute is given without --rule)",
         )
         p.add_argument(
             "--eps",
             type=float,
-            default=0.01,
             help="plateau (and P(plateau)): gain that counts as nothing, share of the reward range (default "
-            "0.01)",
+            "0.01); without --rule it asks the plateau rule",
         )
-        p.add_argument("--absolute", action="store_true", help="plateau: --eps in reward units instead")
+        p.add_argument(
+            "--absolute",
+            action="store_true",
+            help="plateau: --eps in reward units instead; without --rule it asks the plateau rule",
+        )
         p.add_argument(
             "--prob",
             type=float,
-            default=0.9,
-            help="plateau/target: probability the decision needs (default 0.9)",
+            help="plateau/target: probability the decision needs (default 0.9); without --rule it asks the "
+            "plateau rule",
         )
         p.add_argument("--cost-per-step", type=float, help="budget: cost of one more step")
         p.add_argument("--value-per-reward", type=float, help="budget: value of one unit of reward")
@@ -299,11 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--eps",
         type=float,
-        default=0.01,
-        help="plateau rule: gain that counts as nothing, share of the reward range (default 0.01)",
+        help="decide with the plateau rule, this its gain that counts as nothing, share of the reward range "
+        "(default: the default rule, guarded-budget 0.5; with --prob alone 0.01)",
     )
     report.add_argument(
-        "--prob", type=float, default=0.9, help="plateau rule: probability the decision needs (default 0.9)"
+        "--prob",
+        type=float,
+        help="decide with the plateau rule, this the probability it needs (with --eps alone 0.9)",
     )
     report.add_argument(
         "--history-points", type=int, default=8, help="cuts of each run's stop-probability history (0: none)"

@@ -23,7 +23,7 @@ from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.diagnostics import diagnose
 from bayesgrpo.questions.diagnostics.by_run import peer_summaries
 from bayesgrpo.questions.live import LiveForecaster
-from bayesgrpo.questions.stopping import PlateauRule, phase
+from bayesgrpo.questions.stopping import default_rule, phase
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class FleetSettings:
     :func:`peer_summaries_work` over the fleet, else each run is judged without peers).
     """
 
-    rule: Any = field(default_factory=lambda: PlateauRule(eps=0.01, prob=0.9, relative=True))
+    rule: Any = field(default_factory=default_rule)
     horizon: float | None = None
     band: str = DEFAULT_BAND
     reward: str | None = None

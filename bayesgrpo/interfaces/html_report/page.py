@@ -35,10 +35,10 @@ from bayesgrpo.interfaces.html_report.sections import (
 from bayesgrpo.interfaces.logs_input import read_logs
 from bayesgrpo.model.laplace import LiveUpdateWarning
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.questions.history import default_rule, stop_history
+from bayesgrpo.questions.history import stop_history
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.shrinkage import laplace_modes
-from bayesgrpo.questions.stopping import PlateauRule, steps_to_fraction
+from bayesgrpo.questions.stopping import PlateauRule, default_rule, steps_to_fraction
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
@@ -88,7 +88,7 @@ def write_report(
         :func:`transfer_specs` builds them from sizes). A missing reward range is taken from the
         runs (same family first), a missing ``total_steps`` from ``horizon`` or the runs' median.
     rule : StoppingRule, optional
-        Default ``PlateauRule(eps=0.01, prob=0.9, relative=True)``.
+        Default :func:`~bayesgrpo.questions.stopping.default_rule` (``GuardedBudgetRule(0.5)``).
     diagnose : bool
         Add the diagnostics section (``bayesgrpo.questions.diagnostics.diagnose``).
     horizon : float or mapping run_id -> step, optional
@@ -334,6 +334,17 @@ def _page(title: str, header: str, sections: Sequence[str]) -> str:
 FLEET_THRESHOLD = 50
 
 
+def _report_rule(args: argparse.Namespace) -> StoppingRule:
+    """``--eps`` or ``--prob`` given: the plateau rule they set; else :func:`default_rule`."""
+    if args.eps is None and args.prob is None:
+        return default_rule()
+    return PlateauRule(
+        eps=0.01 if args.eps is None else args.eps,
+        prob=0.9 if args.prob is None else args.prob,
+        relative=True,
+    )
+
+
 def run_cli(args: argparse.Namespace) -> Path:
     """``bayesgrpo report LOGS... -o report.html``: read the logs, write the report; returns
     the file written. With ``--fleet``, ``--workers`` or ``--address``, or more than
@@ -351,7 +362,7 @@ def run_cli(args: argparse.Namespace) -> Path:
         transfer = transfer_specs(
             args.transfer_size, family=args.transfer_family, task=args.transfer_task, table=table
         )
-    rule = PlateauRule(eps=args.eps, prob=args.prob, relative=True)
+    rule = _report_rule(args)
     fit_kwargs = {
         "draws": args.draws,
         "tune": args.tune,
@@ -381,7 +392,7 @@ def _fleet_cli(args: argparse.Namespace) -> Path:
             "report fewer runs at once"
         )
     settings = FleetSettings(
-        rule=PlateauRule(eps=args.eps, prob=args.prob, relative=True),
+        rule=_report_rule(args),
         horizon=args.horizon,
         reward=args.reward,
         metadata=args.metadata,

@@ -13,7 +13,7 @@ curve parameters:
 * rules (:class:`PlateauRule`, :class:`BudgetRule`, :class:`GainRateRule`, :class:`GuardedBudgetRule`,
   :class:`TargetRule`) that
   turn these into a :class:`Decision` per run: stop or continue, the probability behind it and a
-  one-line reason.
+  one-line reason; :func:`default_rule` is the one the interfaces use unless given another.
 
 Everything is a pure function of a :class:`CurveDraws` (the curve parameters per posterior draw,
 in reward units, plus the map from steps to the curve's progress axis), vectorised over draws and
@@ -69,6 +69,7 @@ from bayesgrpo.questions.stopping.rules import (
     StoppingRule,
     TargetRule,
     decisions_table,
+    default_rule,
 )
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "StoppingRule",
     "TargetRule",
     "decisions_table",
+    "default_rule",
     "expected_gain",
     "fraction_step_draws",
     "phase",

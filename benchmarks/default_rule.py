@@ -1,0 +1,207 @@
+"""The stop rule a user gets by default, against the one it replaced and the fixed budgets.
+
+``bayesgrpo stop``, ``bayesgrpo watch``, the TRL callback, the verl hook and the fleet decide with
+``bayesgrpo.questions.stopping.default_rule()`` unless told otherwise. It was
+``PlateauRule(eps=0.01, prob=0.9)``; it is ``GuardedBudgetRule(0.5)``. This script reads the rows the
+stopping benchmarks committed (no model is fitted or updated here) and puts the two beside
+``fixed 0.5`` and ``fixed 0.6`` on every set, for runs with and without a stated reward range:
+
+* the 60 bundled runs, leave one source out (``backtest.py --split loso``), each run's range given;
+* the same runs, 5-fold by run (``backtest.py``);
+* the live backtest's split (``live_backtest.py``): leave one source out, no range given to any run
+  (the metadata's kind of range still splits the rows);
+* the simulated runs of known truth (``stopping_simulated.py``), with and without a stated range.
+
+Steps saved and reward given up against the run's end are those benchmarks' own (means over runs,
+shares of the range). A difference between two rules is paired over the same runs, with a 90%
+bootstrap interval over runs (10,000 resamples): a rule "dominates" another where it saves at
+least as many steps and gives up no more, as the benchmarks count it, and the interval says
+whether the runs could tell the two apart.
+
+Usage::
+
+    python benchmarks/default_rule.py   # a second; writes results/default_rule.md
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _markdown import command_line, machine_line, markdown_table
+
+RESULTS = HERE / "results"
+
+OLD_DEFAULT = "plateau eps=0.01 p=0.9"
+NEW_DEFAULT = "guarded budget 0.5"
+BUDGETS = ("fixed 0.5", "fixed 0.6")
+RULES = (NEW_DEFAULT, OLD_DEFAULT, *BUDGETS)
+
+#: (set name, the benchmark's rows)
+SETS = (
+    ("bundled, leave one source out", RESULTS / "loso" / "backtest_stopping_runs.csv"),
+    ("bundled, 5-fold by run", RESULTS / "backtest_stopping_runs.csv"),
+    ("bundled, live path, no range given", RESULTS / "live_backtest_stopping_runs.csv"),
+    ("simulated, known truth", RESULTS / "stopping_simulated_runs.csv"),
+)
+
+BOOTSTRAP = 10_000
+INTERVAL = 0.9
+
+
+def bundled_range_kinds() -> dict[str, str]:
+    """``stated range`` or ``no stated range`` per bundled run, from its metadata."""
+    from bayesgrpo.model.datasets import load_bundled
+
+    runs = load_bundled(warn=False).runs
+    stated = runs[["reward_min", "reward_max"]].notna().all(axis=1)
+    return dict(
+        zip(runs["run_id"].astype(str), np.where(stated, "stated range", "no stated range"), strict=True)
+    )
+
+
+def load_rows(path: Path, kinds: dict[str, str]) -> pd.DataFrame:
+    """One row per run and rule: ``run_id``, ``rule``, ``range``, ``saved``, ``vs_end`` (and ``dip``).
+
+    ``run_id`` is the run's name and its kind of range, so that a simulated run scored with and
+    without a stated range counts as two.
+    """
+    rows = pd.read_csv(path)
+    rows = rows[rows["rule"].isin(RULES)].copy()
+    if "range" not in rows:  # a bundled set: the kind of range from the runs' metadata
+        rows["range"] = rows["run_id"].astype(str).map(kinds)
+        rows = rows.rename(columns={"reward_vs_end": "vs_end"})
+    rows = rows.rename(columns={"steps_saved": "saved"})
+    # a simulated run is scored twice, with and without a stated range: one key per scoring
+    rows["run_id"] = rows["run_id"].astype(str) + " | " + rows["range"].astype(str)
+    keep = ["run_id", "rule", "range", "saved", "vs_end"] + (["dip"] if "dip" in rows else [])
+    return rows[keep]
+
+
+def paired_interval(
+    difference: np.ndarray, rng: np.random.Generator, n: int = BOOTSTRAP
+) -> tuple[float, float]:
+    """A percentile bootstrap interval (``INTERVAL``) of the mean of paired differences over runs."""
+    index = rng.integers(0, len(difference), size=(n, len(difference)))
+    means = difference[index].mean(axis=1)
+    tail = (1.0 - INTERVAL) / 2.0
+    lower, upper = np.quantile(means, [tail, 1.0 - tail])
+    return float(lower), float(upper)
+
+
+def summaries(name: str, rows: pd.DataFrame) -> pd.DataFrame:
+    """Each rule's mean saving and reward given up against the end, per kind of range and over all."""
+    out = []
+    for kind, part in [("all", rows), *rows.groupby("range")]:
+        for rule in RULES:
+            r = part[part["rule"] == rule]
+            out.append(
+                {
+                    "set": name,
+                    "runs": kind if kind == "all" else str(kind),
+                    "n": r["run_id"].nunique(),
+                    "rule": rule,
+                    "steps_saved": r["saved"].mean(),
+                    "vs_end": r["vs_end"].mean(),
+                    "dip": r["dip"].mean() if "dip" in r else np.nan,
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def comparisons(name: str, rows: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """The new default against each other rule, paired over runs, per kind of range and over all."""
+    out = []
+    for kind, part in [("all", rows), *rows.groupby("range")]:
+        wide = part.pivot_table(index="run_id", columns="rule", values=["saved", "vs_end"])
+        for other in RULES[1:]:
+            saved = (wide[("saved", NEW_DEFAULT)] - wide[("saved", other)]).to_numpy()
+            vs_end = (wide[("vs_end", NEW_DEFAULT)] - wide[("vs_end", other)]).to_numpy()
+            saved_lo, saved_hi = paired_interval(saved, rng)
+            end_lo, end_hi = paired_interval(vs_end, rng)
+            dominates = saved.mean() >= -1e-12 and vs_end.mean() <= 1e-12
+            out.append(
+                {
+                    "set": name,
+                    "runs": kind if kind == "all" else str(kind),
+                    "against": other,
+                    "more_saved": saved.mean(),
+                    "more_saved_90": f"{saved_lo:+.3f} .. {saved_hi:+.3f}",
+                    "more_given_up": vs_end.mean(),
+                    "more_given_up_90": f"{end_lo:+.3f} .. {end_hi:+.3f}",
+                    "dominates": "yes" if dominates else "no",
+                    "told_apart": _told_apart(saved_lo, saved_hi, end_lo, end_hi),
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def _told_apart(saved_lo: float, saved_hi: float, end_lo: float, end_hi: float) -> str:
+    """What the intervals say: which of the two differences the runs can tell from none."""
+    said = []
+    if saved_lo > 0:
+        said.append("saves more")
+    elif saved_hi < 0:
+        said.append("saves less")
+    if end_hi < 0:
+        said.append("gives up less")
+    elif end_lo > 0:
+        said.append("gives up more")
+    return ", ".join(said) if said else "neither"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read every set's rows, compare the rules, write ``results/default_rule.md``."""
+    start = time.perf_counter()
+    kinds = bundled_range_kinds()
+    rng = np.random.default_rng(0)
+    tables, paired = [], []
+    for name, path in SETS:
+        rows = load_rows(path, kinds)
+        tables.append(summaries(name, rows))
+        paired.append(comparisons(name, rows, rng))
+    table = pd.concat(tables, ignore_index=True)
+    pairs = pd.concat(paired, ignore_index=True)
+    lines = [
+        "# The default stop rule against the one it replaced and the fixed budgets",
+        "",
+        f"Command: `{command_line('default_rule.py', argv)}`  ",
+        f"Machine: {machine_line()}; {time.perf_counter() - start:.1f} s (the benchmarks' committed rows "
+        "read, nothing refitted).",
+        "",
+        f"The default of every interface: `{NEW_DEFAULT}` (`GuardedBudgetRule(0.5)`); before it "
+        f"`{OLD_DEFAULT}` (`PlateauRule(eps=0.01, prob=0.9)`). Rows: "
+        + ", ".join(f"`{p.relative_to(HERE)}`" for _, p in SETS)
+        + ". `steps_saved` and `vs_end` (reward given up against the run's own end, a share of the "
+        "range; negative: the stop kept more) are means over runs as those benchmarks score them; `dip` "
+        "(simulated runs only) the smoothed reward at the stop minus its mean over the 10% of the run "
+        "around it.",
+        "",
+        "## Each rule",
+        "",
+        markdown_table(table),
+        "",
+        "## The new default against each other rule, paired over the same runs",
+        "",
+        "`more_saved` and `more_given_up`: the new default's mean minus the other rule's, with a "
+        f"{INTERVAL:.0%} bootstrap interval over runs ({BOOTSTRAP:,} resamples). `dominates`: as many "
+        "steps saved and no more given up, on the means. `told_apart`: the differences whose interval "
+        "excludes zero.",
+        "",
+        markdown_table(pairs),
+        "",
+    ]
+    out = RESULTS / "default_rule.md"
+    out.write_text("\n".join(lines))
+    print(out.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

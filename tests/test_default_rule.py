@@ -1,0 +1,65 @@
+"""Every interface decides with :func:`bayesgrpo.questions.stopping.default_rule` unless given
+another rule, and that rule is the guarded budget the stopping benchmarks chose
+(``benchmarks/results/default_rule.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from bayesgrpo.integrations.trl import BayesStopCallback
+from bayesgrpo.integrations.verl import BayesStopHook
+from bayesgrpo.interfaces.fleet import FleetSettings
+from bayesgrpo.interfaces.html_report.page import _report_rule
+from bayesgrpo.questions.stopping import CurveDraws, GuardedBudgetRule, PlateauRule, default_rule
+
+
+def test_the_default_rule_is_the_guarded_budget_at_half_the_run():
+    rule = default_rule()
+    assert rule == GuardedBudgetRule(fraction=0.5, eps=0.02, prob=0.5, early_eps=0.01, early_prob=0.95)
+    assert rule.relative
+
+
+def test_every_interface_takes_the_default_rule_unless_given_another():
+    assert BayesStopCallback().rule == default_rule()
+    assert BayesStopHook().rule == default_rule()
+    assert FleetSettings().rule == default_rule()
+    mine = PlateauRule(eps=0.03, prob=0.8, relative=True)
+    assert BayesStopCallback(rule=mine).rule is mine and BayesStopHook(rule=mine).rule is mine
+
+
+def test_the_report_asks_the_plateau_rule_only_when_its_options_are_given():
+    def args(eps: float | None, prob: float | None) -> argparse.Namespace:
+        return argparse.Namespace(eps=eps, prob=prob)
+
+    assert _report_rule(args(None, None)) == default_rule()
+    assert _report_rule(args(0.02, None)) == PlateauRule(eps=0.02, prob=0.9, relative=True)
+    assert _report_rule(args(None, 0.8)) == PlateauRule(eps=0.01, prob=0.8, relative=True)
+
+
+def test_the_default_rule_never_answers_undecided_and_stops_a_flat_run_at_its_budget():
+    """Past the budget it decides at P = 0.5; a flat run is stopped there, a rising one goes on."""
+    n = 400
+    rng = np.random.default_rng(0)
+    flat = CurveDraws(
+        "exp",
+        {"r0": rng.normal(0.5, 0.001, n), "asymptote": rng.normal(0.6, 0.001, n), "tau": np.full(n, 0.01)},
+        step_scale=1000.0,
+        reward_scale=1.0,
+    )
+    rising = CurveDraws(
+        "exp",
+        {"r0": np.full(n, 0.1), "asymptote": rng.normal(0.9, 0.01, n), "tau": np.full(n, 2.0)},
+        step_scale=1000.0,
+        reward_scale=1.0,
+    )
+    for step in (100.0, 400.0, 500.0, 700.0):
+        for cd in (flat, rising):
+            [decision] = default_rule().decide(cd, step, 1000.0)
+            assert decision.decision in ("stop", "continue")
+    [before] = default_rule().decide(rising, 400.0, 1000.0)
+    [at_budget] = default_rule().decide(flat, 500.0, 1000.0)
+    [rising_at_budget] = default_rule().decide(rising, 500.0, 1000.0)
+    assert not before.stop and at_budget.stop and not rising_at_budget.stop
