@@ -479,11 +479,11 @@ def default_rule() -> GuardedBudgetRule:
     and before that only on a sure plateau (``P(gain < 1%) >= 0.95``).
 
     It replaced ``PlateauRule(eps=0.01, prob=0.9)``, which it beats in steps saved on every stopping
-    benchmark (7-13 points more, each 90% interval above zero) at a reward given up against the
-    run's end within about a point of it, and which ``fixed 0.6`` dominated on the bundled runs
-    without a stated range (``benchmarks/results/default_rule.md``). A rule's answer is
-    ``"stop"`` or ``"continue"``: past the budget it decides at a probability of 0.5, so it is never
-    ``"undecided"``; ask :class:`PlateauRule` for a plateau at a chosen probability.
+    benchmark (4-13 points more) at a reward given up against the run's end between 3.0 points of
+    the range less and 2.0 more (more on runs with a stated range), and which ``fixed 0.6``
+    dominated on the bundled runs without a stated range (``benchmarks/results/default_rule.md``).
+    Its answer is ``"stop"`` or ``"continue"``: past the budget it decides at a probability of 0.5,
+    so it is never ``"undecided"``; ask :class:`PlateauRule` for a plateau at a chosen probability.
 
     Returns
     -------
