@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 
@@ -39,3 +41,9 @@ def machine_line() -> str:
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d')}"
     )
+
+
+def write_result(path: Path, lines: list[str]) -> None:
+    """Write a benchmark's markdown result (``lines`` joined) to ``path`` and print it."""
+    path.write_text("\n".join(lines))
+    print(path.read_text())

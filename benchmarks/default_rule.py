@@ -34,7 +34,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import command_line, machine_line, markdown_table
+from _markdown import command_line, machine_line, markdown_table, write_result
 
 RESULTS = HERE / "results"
 
@@ -197,9 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         markdown_table(pairs),
         "",
     ]
-    out = RESULTS / "default_rule.md"
-    out.write_text("\n".join(lines))
-    print(out.read_text())
+    write_result(RESULTS / "default_rule.md", lines)
     return 0
 
 

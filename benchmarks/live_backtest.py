@@ -42,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _loso import CACHE, loso_populations
 from _markdown import markdown_table
+from _pit import pit_section
 
 RESULTS = HERE / "results"
 SCRATCH = HERE / "_scratch" / "live_backtest"
@@ -232,55 +233,6 @@ def departure_summary(frame: pd.DataFrame) -> pd.DataFrame:
         )
         .reset_index()
     )
-
-
-def pit_section(frame: pd.DataFrame, kinds: dict[str, str], path: Path) -> list[str]:
-    """PIT histograms per cut (bayesgrpo and persistence, runs weighted equally), drawn and read."""
-    from bayesgrpo.evaluate.backtest.forecast import PIT_COLUMNS
-    from bayesgrpo.interfaces.plotting import subplots
-
-    frame = frame.assign(range=frame["run_id"].map(kinds))
-    cuts = sorted(frame["cut"].unique())
-    figure, axes = subplots(2, len(cuts), figsize=(3.4 * len(cuts), 4.8), squeeze=False)
-    rows = []
-    centres = (np.arange(len(PIT_COLUMNS)) + 0.5) / len(PIT_COLUMNS)
-    for j, cut in enumerate(cuts):
-        for i, kind in enumerate(("unstated", "stated")):
-            ax = axes[i, j]
-            for method, color in (("bayesgrpo", "C0"), ("persistence", "0.6")):
-                part = frame[(frame["cut"] == cut) & (frame["method"] == method) & (frame["range"] == kind)]
-                shares = part[list(PIT_COLUMNS)].mean(axis=0).to_numpy()
-                ax.step(centres, shares, where="mid", color=color, label=method)
-                rows.append(
-                    {
-                        "cut": cut,
-                        "range": kind,
-                        "method": method,
-                        "lowest_tenth": shares[0],
-                        "highest_tenth": shares[-1],
-                        "middle_fifth": shares[4:6].sum(),
-                        "below_half": shares[:5].sum(),
-                    }
-                )
-            ax.axhline(0.1, color="k", linewidth=0.6, linestyle=":")
-            ax.set_title(f"cut {cut:g}, {kind} range", fontsize=8)
-            ax.set_xlabel("PIT of a later logged point", fontsize=7)
-            ax.tick_params(labelsize=6)
-    axes[0, 0].legend(fontsize=6, frameon=False)
-    figure.tight_layout()
-    figure.savefig(path, dpi=80)
-    table = pd.DataFrame(rows)
-    return [
-        "## PIT histograms",
-        "",
-        f"`{path.name}`: the share of later logged points in each tenth of their predictive distribution "
-        "(uniform, 0.1 each, when calibrated; U-shaped when the band is too narrow; more mass below 0.5 "
-        "when the forecast is too high). Runs weighted equally. A calibrated forecast has 0.1 in the "
-        "lowest and highest tenth, 0.2 in the middle fifth and 0.5 below the half.",
-        "",
-        markdown_table(table),
-        "",
-    ]
 
 
 def stopping(table, populations, args: argparse.Namespace) -> pd.DataFrame:
