@@ -156,6 +156,22 @@ def _told_apart(saved_lo: float, saved_hi: float, end_lo: float, end_hi: float) 
     return ", ".join(said) if said else "neither"
 
 
+def by_shape(path: Path) -> pd.DataFrame:
+    """On the simulated runs: each rule's mean saving, stop, reward given up and dip per shape of run."""
+    rows = pd.read_csv(path)
+    rows = rows[rows["rule"].isin(RULES)]
+    return (
+        rows.groupby(["range", "shape", "rule"], sort=False)
+        .agg(
+            steps_saved=("steps_saved", "mean"),
+            stop_fraction=("stop_fraction", "mean"),
+            vs_end=("vs_end", "mean"),
+            dip=("dip", "mean"),
+        )
+        .reset_index()
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Read every set's rows, compare the rules, write ``results/default_rule.md``."""
     start = time.perf_counter()
@@ -195,6 +211,14 @@ def main(argv: list[str] | None = None) -> int:
         "excludes zero.",
         "",
         markdown_table(pairs),
+        "",
+        "## On the simulated runs, by shape",
+        "",
+        "On a flat or falling run the right answer is to stop early: `stop_fraction` (the share of the run "
+        "at the stop, 1 where the rule never stopped) says how early each rule stops there, and where it "
+        "waits for a rise.",
+        "",
+        markdown_table(by_shape(RESULTS / "stopping_simulated_runs.csv")),
         "",
     ]
     write_result(RESULTS / "default_rule.md", lines)
