@@ -403,6 +403,8 @@ def test_guarded_budget_goes_past_its_budget_while_the_curve_still_rises(step, d
     assert d.details["progress"] == pytest.approx(step / 1000.0)
     if step >= 500.0:
         assert ("past the budget" in d.reason) and (("still rising" in d.reason) == (decision == "continue"))
+    else:  # before the budget the reason gives the early stop's probability against its threshold
+        assert f"P(gain < 0.01) = {d.probability:.2f} < 0.95, not a sure plateau" in d.reason
 
 
 def test_guarded_budget_stops_a_flat_run_at_its_budget_or_before_it_on_a_sure_plateau():

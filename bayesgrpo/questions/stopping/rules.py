@@ -463,7 +463,12 @@ class GuardedBudgetRule:
                     f"{at}, before the budget of {self.fraction:.0%}: P(gain < {early_eps[i]:.3g}) = "
                     f"{p_early[i]:.2f} >= {self.early_prob:.2f}: the run is on its plateau, stop early"
                 )
-            return f"{at}, before the budget of {self.fraction:.0%}: keep training"
+            if self.early_prob is None:
+                return f"{at}, before the budget of {self.fraction:.0%}: keep training"
+            return (
+                f"{at}, before the budget of {self.fraction:.0%}: P(gain < {early_eps[i]:.3g}) = "
+                f"{p_early[i]:.2f} < {self.early_prob:.2f}, not a sure plateau: keep training"
+            )
 
         reasons = _reasons(s, T, explain)
         details = {"progress": progress, "p_gain_below_eps": p, "p_gain_below_early_eps": p_early}
