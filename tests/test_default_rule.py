@@ -12,8 +12,8 @@ import numpy as np
 from bayesgrpo.integrations.trl import BayesStopCallback
 from bayesgrpo.integrations.verl import BayesStopHook
 from bayesgrpo.interfaces.fleet import FleetSettings
-from bayesgrpo.interfaces.html_report.page import _report_rule
-from bayesgrpo.questions.stopping import CurveDraws, GuardedBudgetRule, PlateauRule, default_rule
+from bayesgrpo.interfaces.html_report.page import _report_rule, _single_threshold
+from bayesgrpo.questions.stopping import Confirmed, CurveDraws, GuardedBudgetRule, PlateauRule, default_rule
 
 
 def test_the_default_rule_is_the_guarded_budget_at_half_the_run():
@@ -63,3 +63,10 @@ def test_the_default_rule_never_answers_undecided_and_stops_a_flat_run_at_its_bu
     [at_budget] = default_rule().decide(flat, 500.0, 1000.0)
     [rising_at_budget] = default_rule().decide(rising, 500.0, 1000.0)
     assert not before.stop and at_budget.stop and not rising_at_budget.stop
+
+
+def test_the_report_draws_no_single_threshold_for_the_guarded_budget():
+    assert _single_threshold(default_rule()) is None
+    assert _single_threshold(Confirmed(default_rule(), 2)) is None
+    assert _single_threshold(PlateauRule(eps=0.01, prob=0.8)) == 0.8
+    assert _single_threshold(Confirmed(PlateauRule(eps=0.01, prob=0.8), 2)) == 0.8

@@ -38,7 +38,7 @@ from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.history import stop_history
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.shrinkage import laplace_modes
-from bayesgrpo.questions.stopping import PlateauRule, default_rule, steps_to_fraction
+from bayesgrpo.questions.stopping import GuardedBudgetRule, PlateauRule, default_rule, steps_to_fraction
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
@@ -277,7 +277,7 @@ def _per_run_section(
             history = stop_history(
                 forecasts.live, table.select([r.run_id]), history_points, rule, horizon=horizons[r.run_id]
             )
-            plotting.plot_stop_probability(history, threshold=getattr(rule, "prob", None), ax=axes[0, 1])
+            plotting.plot_stop_probability(history, threshold=_single_threshold(rule), ax=axes[0, 1])
             axes[0, 1].set_title("stop probability and phase", fontsize=8)
         per_run.append(
             f'<h3 id="run-{run_anchor(r.run_id)}">{esc(r.run_id)}</h3>'
@@ -285,6 +285,17 @@ def _per_run_section(
             + img_tag(plotting.figure_png(figure, dpi=dpi), f"forecast of {r.run_id}")
         )
     return "\n".join(per_run)
+
+
+def _single_threshold(rule: StoppingRule) -> float | None:
+    """The one probability a rule stops at (``prob``), or None where it has two or none: a
+    :class:`GuardedBudgetRule` compares another probability with another threshold before its
+    budget than after it, so no one line stands for both.
+    """
+    inner = getattr(rule, "rule", rule)  # a Confirmed rule asks the rule it wraps
+    if isinstance(inner, GuardedBudgetRule):
+        return None
+    return getattr(inner, "prob", None)
 
 
 def _pooling_section(forecasts: _Forecasts, dpi: int) -> str:
