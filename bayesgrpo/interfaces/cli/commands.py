@@ -550,10 +550,6 @@ def _fitted_decisions(
 CONFIRM_SPACING = 0.05
 
 
-#: ``--eps`` and ``--prob`` where not given.
-DEFAULT_EPS, DEFAULT_PROB = 0.01, 0.9
-
-
 def _resolve_rule_options(args: argparse.Namespace) -> None:
     """Fill in ``--rule``, ``--eps`` and ``--prob`` where they were not given.
 
@@ -564,10 +560,12 @@ def _resolve_rule_options(args: argparse.Namespace) -> None:
     if args.rule is None:
         plateau_asked = args.eps is not None or args.prob is not None or args.absolute
         args.rule = "plateau" if plateau_asked else "guarded-budget"
+    from bayesgrpo.questions.stopping import DEFAULT_PLATEAU_EPS, DEFAULT_PLATEAU_PROB
+
     if args.eps is None:
-        args.eps = DEFAULT_EPS
+        args.eps = DEFAULT_PLATEAU_EPS
     if args.prob is None:
-        args.prob = DEFAULT_PROB
+        args.prob = DEFAULT_PLATEAU_PROB
 
 
 def _stop_rule(args: argparse.Namespace) -> Any:

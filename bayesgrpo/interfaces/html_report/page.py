@@ -38,7 +38,14 @@ from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.history import stop_history
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.shrinkage import laplace_modes
-from bayesgrpo.questions.stopping import GuardedBudgetRule, PlateauRule, default_rule, steps_to_fraction
+from bayesgrpo.questions.stopping import (
+    DEFAULT_PLATEAU_EPS,
+    DEFAULT_PLATEAU_PROB,
+    GuardedBudgetRule,
+    PlateauRule,
+    default_rule,
+    steps_to_fraction,
+)
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
@@ -350,8 +357,8 @@ def _report_rule(args: argparse.Namespace) -> StoppingRule:
     if args.eps is None and args.prob is None:
         return default_rule()
     return PlateauRule(
-        eps=0.01 if args.eps is None else args.eps,
-        prob=0.9 if args.prob is None else args.prob,
+        eps=DEFAULT_PLATEAU_EPS if args.eps is None else args.eps,
+        prob=DEFAULT_PLATEAU_PROB if args.prob is None else args.prob,
         relative=True,
     )
 

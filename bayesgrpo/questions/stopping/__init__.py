@@ -60,6 +60,8 @@ from bayesgrpo.questions.stopping.phases import (
     rate_peak_time,
 )
 from bayesgrpo.questions.stopping.rules import (
+    DEFAULT_PLATEAU_EPS,
+    DEFAULT_PLATEAU_PROB,
     BudgetRule,
     Confirmed,
     Decision,
@@ -73,6 +75,8 @@ from bayesgrpo.questions.stopping.rules import (
 )
 
 __all__ = [
+    "DEFAULT_PLATEAU_EPS",
+    "DEFAULT_PLATEAU_PROB",
     "DEFAULT_FRACTIONS",
     "LOW_RATE",
     "PEAK_FROM_GAIN",

@@ -31,6 +31,10 @@ from bayesgrpo.questions.stopping.gain import (
 #: Later steps at which :class:`BudgetRule` weighs continuing (evenly spaced up to the horizon).
 BUDGET_GRID = 100
 
+#: The plateau rule's ``eps`` (a share of the reward range) and ``prob`` where an interface is asked
+#: for it without them (``bayesgrpo stop --eps`` alone, ``bayesgrpo report --prob`` alone).
+DEFAULT_PLATEAU_EPS, DEFAULT_PLATEAU_PROB = 0.01, 0.9
+
 # --------------------------------------------------------------------------------------------
 # Decisions and rules
 # --------------------------------------------------------------------------------------------
