@@ -24,6 +24,8 @@ def test_the_default_rule_is_the_guarded_budget_at_half_the_run():
 
 def test_every_interface_takes_the_default_rule_unless_given_another():
     assert BayesStopCallback().rule == default_rule()
+    # the callback's bayesgrpo/p_plateau asks the default rule's plateau threshold, 1% of the range
+    assert BayesStopCallback().eps == 0.01 and BayesStopCallback().relative
     assert BayesStopHook().rule == default_rule()
     assert FleetSettings().rule == default_rule()
     mine = PlateauRule(eps=0.03, prob=0.8, relative=True)

@@ -11,7 +11,7 @@
 3. asks the stopping rule, and writes the answer into the trainer's logs:
 
    ========================================= ==================================================
-   ``bayesgrpo/p_plateau``                   ``P(R(T) - R(s) < eps)``, eps of the rule
+   ``bayesgrpo/p_plateau``                   ``P(R(T) - R(s) < eps)``, the rule's plateau eps
    ``bayesgrpo/expected_gain``               expected reward still to gain by the horizon
    ``bayesgrpo/forecast_final``              expected reward at the horizon (posterior mean)
    ``bayesgrpo/forecast_final_predictive_*`` 90% band (``_low``/``_high``: 5% and 95%) of a
@@ -82,7 +82,7 @@ from bayesgrpo.logs.readers.trl.state import history_store
 from bayesgrpo.model.laplace import single_threaded_blas
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster, resolve_population
-from bayesgrpo.questions.stopping import default_rule
+from bayesgrpo.questions.stopping import DEFAULT_PLATEAU_EPS, default_rule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -130,7 +130,9 @@ class BayesStopCallback(TrainerCallback):
         The run's metadata (``family``, ``size_b``, ``task``, ``reward_min``/``reward_max``...):
         it places the run in the population. Wins over what the trainer's arguments state.
     eps : float, optional
-        The ``eps`` of ``bayesgrpo/p_plateau``; default the rule's ``eps`` (0.01 if it has none).
+        The ``eps`` of ``bayesgrpo/p_plateau``; default the rule's plateau threshold: the
+        ``early_eps`` of a ``GuardedBudgetRule`` (1% of the reward range for the default rule), else
+        the rule's ``eps`` (0.01 if it has none).
     min_points : int
         Reward points needed before the first forecast.
     n_draws : int
@@ -207,7 +209,10 @@ class BayesStopCallback(TrainerCallback):
         self.horizon = None if horizon is None else float(horizon)
         self.reward_key = reward_key
         self.metadata = dict(metadata or {})
-        self.eps = float(getattr(self.rule, "eps", 0.01)) if eps is None else float(eps)
+        # the rule's plateau threshold: a GuardedBudgetRule's is its early_eps (its eps is the gain
+        # worth going past the budget for)
+        rule_eps = getattr(self.rule, "early_eps", getattr(self.rule, "eps", DEFAULT_PLATEAU_EPS))
+        self.eps = float(rule_eps) if eps is None else float(eps)
         self.relative = bool(getattr(self.rule, "relative", False)) if eps is None else False
         self.min_points = min_points
         self.n_draws = n_draws
