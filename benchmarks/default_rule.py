@@ -35,6 +35,8 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import command_line, machine_line, markdown_table, write_result
+from live_backtest import range_kinds
+from stopping_simulated import shape_table
 
 RESULTS = HERE / "results"
 
@@ -56,14 +58,13 @@ INTERVAL = 0.9
 
 
 def bundled_range_kinds() -> dict[str, str]:
-    """``stated range`` or ``no stated range`` per bundled run, from its metadata."""
+    """``stated range`` or ``no stated range`` per bundled run (``live_backtest.range_kinds``), as
+    the simulated rows name the two.
+    """
     from bayesgrpo.model.datasets import load_bundled
 
-    runs = load_bundled(warn=False).runs
-    stated = runs[["reward_min", "reward_max"]].notna().all(axis=1)
-    return dict(
-        zip(runs["run_id"].astype(str), np.where(stated, "stated range", "no stated range"), strict=True)
-    )
+    label = {"stated": "stated range", "unstated": "no stated range"}
+    return {run_id: label[kind] for run_id, kind in range_kinds(load_bundled(warn=False)).items()}
 
 
 def load_rows(path: Path, kinds: dict[str, str]) -> pd.DataFrame:
@@ -156,22 +157,6 @@ def _told_apart(saved_lo: float, saved_hi: float, end_lo: float, end_hi: float) 
     return ", ".join(said) if said else "neither"
 
 
-def by_shape(path: Path) -> pd.DataFrame:
-    """On the simulated runs: each rule's mean saving, stop, reward given up and dip per shape of run."""
-    rows = pd.read_csv(path)
-    rows = rows[rows["rule"].isin(RULES)]
-    return (
-        rows.groupby(["range", "shape", "rule"], sort=False)
-        .agg(
-            steps_saved=("steps_saved", "mean"),
-            stop_fraction=("stop_fraction", "mean"),
-            vs_end=("vs_end", "mean"),
-            dip=("dip", "mean"),
-        )
-        .reset_index()
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """Read every set's rows, compare the rules, write ``results/default_rule.md``."""
     start = time.perf_counter()
@@ -218,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         "at the stop, 1 where the rule never stopped) says how early each rule stops there, and where it "
         "waits for a rise.",
         "",
-        markdown_table(by_shape(RESULTS / "stopping_simulated_runs.csv")),
+        markdown_table(shape_table(pd.read_csv(RESULTS / "stopping_simulated_runs.csv"), RULES)),
         "",
     ]
     write_result(RESULTS / "default_rule.md", lines)

@@ -240,6 +240,23 @@ def dip_at(steps: np.ndarray, reward: np.ndarray, stop: float) -> float:
     return float((smooth[i] - around) / span)
 
 
+def shape_table(scored: pd.DataFrame, rules: list[str] | tuple[str, ...]) -> pd.DataFrame:
+    """Per kind of range, shape of run and rule (of ``rules``): the mean steps saved, share of the
+    run at the stop, reward given up against the end and dip.
+    """
+    return (
+        scored[scored["rule"].isin(rules)]
+        .groupby(["range", "shape", "rule"], sort=False)
+        .agg(
+            steps_saved=("steps_saved", "mean"),
+            stop_fraction=("stop_fraction", "mean"),
+            vs_end=("vs_end", "mean"),
+            dip=("dip", "mean"),
+        )
+        .reset_index()
+    )
+
+
 def summary(scored: pd.DataFrame) -> pd.DataFrame:
     """Per rule: means of the measures, whether it is on the frontier against the end."""
     grouped = scored.groupby("rule", sort=False)
@@ -386,17 +403,7 @@ def main() -> None:
     lines.append("")
     for label, table in tables.items():
         lines += [f"## {label}: every rule", "", markdown_table(table), ""]
-    by_shape = (
-        scored[scored["rule"].isin(["plateau eps=0.01 p=0.9", "plateau eps=0.02 p=0.9", "fixed 0.5"])]
-        .groupby(["range", "shape", "rule"], sort=False)
-        .agg(
-            steps_saved=("steps_saved", "mean"),
-            stop_fraction=("stop_fraction", "mean"),
-            vs_end=("vs_end", "mean"),
-            dip=("dip", "mean"),
-        )
-        .reset_index()
-    )
+    by_shape = shape_table(scored, ["plateau eps=0.01 p=0.9", "plateau eps=0.02 p=0.9", "fixed 0.5"])
     lines += [
         "## By shape (two plateau rules and `fixed 0.5`)",
         "",

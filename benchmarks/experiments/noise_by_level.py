@@ -17,9 +17,9 @@ near the top of its range it scatters far less than at its middle. Two measureme
    ``sigma * g(m(t)) / g_ref``, ``g(m) = max(m (1 - m), FLOOR) ** (gamma / 2)``, ``m`` the draw's
    curve as a share of the update's range, ``g_ref`` the root mean square of ``g`` over the
    prefix's points under the same draw (so that the noise averaged over the prefix, what the
-   homoscedastic fit estimated, is kept). ``gamma = 0`` is the shipped band (its own random
-   stream). The fit itself is not changed: a probe of what a level-dependent noise in the model
-   could buy, not the model.
+   homoscedastic fit estimated, is kept). ``gamma = 0`` is the shipped band itself, and every
+   gamma rescales the same noise draws. The fit itself is not changed: a probe of what a
+   level-dependent noise in the model could buy, not the model.
 
 Usage::
 
@@ -123,21 +123,23 @@ def level_noise(share: np.ndarray, gamma: float) -> np.ndarray:
     return np.maximum(clipped * (1.0 - clipped), FLOOR) ** (gamma / 2.0)
 
 
-def redrawn(update: Any, prefix_steps: np.ndarray, steps: np.ndarray, gamma: float, seed: int) -> np.ndarray:
-    """The update's predictive draws at ``steps`` with the noise scaled by the level, (S, N)."""
+def redrawn(
+    update: Any, prefix_steps: np.ndarray, steps: np.ndarray, gammas: tuple[float, ...], seed: int
+) -> dict[float, np.ndarray]:
+    """Per gamma, the update's predictive draws at ``steps`` (S, N) with their noise scaled by the
+    level: the band as shipped (``LiveUpdate.reward_draws``, seeded by ``seed``), its noise (the
+    predictive draws less the curve's) rescaled, the same noise for every gamma.
+    """
     curve = np.asarray(update.reward_draws(steps, band="curve"))
+    noise = np.asarray(update.reward_draws(steps, band="predictive", random_seed=seed)) - curve
     lower, upper, _ = update.reward_range
     width = upper - lower
-    sd = np.asarray(update.curve_draws.noise_sd, dtype=float).reshape(curve.shape[0], -1)[:, :1]
-    df = np.broadcast_to(np.asarray(update.curve_draws.noise_df, dtype=float).reshape(-1, 1), curve.shape)
-    rng = np.random.default_rng(seed)
-    noise = np.where(np.isfinite(df), rng.standard_t(np.where(np.isfinite(df), df, 1.0)), 0.0)
-    noise = np.where(np.isfinite(df), noise, rng.standard_normal(curve.shape))
-    if gamma == 0.0:
-        return curve + noise * sd
     prefix_curve = np.asarray(update.reward_draws(prefix_steps, band="curve"))
-    ref = np.sqrt(np.mean(level_noise((prefix_curve - lower) / width, gamma) ** 2, axis=1, keepdims=True))
-    return curve + noise * sd * level_noise((curve - lower) / width, gamma) / ref
+    out = {}
+    for gamma in gammas:
+        ref = np.sqrt(np.mean(level_noise((prefix_curve - lower) / width, gamma) ** 2, axis=1, keepdims=True))
+        out[gamma] = curve + noise * level_noise((curve - lower) / width, gamma) / ref
+    return out
 
 
 def probe_rows(table: Any, populations: dict[str, Any], kinds: dict[str, str], split: str) -> pd.DataFrame:
@@ -174,8 +176,8 @@ def probe_rows(table: Any, populations: dict[str, Any], kinds: dict[str, str], s
             steps = cut.held_out["step"].to_numpy(dtype=float)
             y = cut.held_out["reward"].to_numpy(dtype=float)
             prefix_steps = cut.observed["step"].to_numpy(dtype=float)
-            for gamma in GAMMAS:
-                draws = redrawn(update, prefix_steps, steps, gamma, seed=1000 * c + len(rows))
+            draws_by_gamma = redrawn(update, prefix_steps, steps, GAMMAS, seed=1000 * c + len(rows))
+            for gamma, draws in draws_by_gamma.items():
                 scored = score_forecast(draws, y, spread, min(n_final_run, len(y)))
                 key = {"split": split, "run_id": run_id, "range": kinds[run_id], "cut": fraction}
                 rows.append(key | {"gamma": gamma} | scored)
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "## In the forecasts: the shipped fit, its predictive noise scaled by the level",
         "",
         f"Leave one source out, cuts {', '.join(f'{c:g}' for c in CUTS)}, {N_DRAWS} draws an update. "
-        f"`gamma` 0: the band as shipped (its own random stream); 1 and 1.5: the noise scaled by "
+        f"`gamma` 0: the band as shipped (`LiveUpdate.reward_draws`); 1 and 1.5: the noise scaled by "
         f"g(m) = max(m (1 - m), {FLOOR}) ** (gamma / 2), relative to its root mean square over the prefix. "
         "CRPS and width in units of the run's logged range; coverage a mean over runs.",
         "",

@@ -10,8 +10,8 @@ the two: a new run of an unseen source draws a fresh source effect from the betw
 Tried without a change to the package: the bundled runs' ``task`` label (gsm8k on 24 runs, unknown
 on 34: the task effect is nearly idle) is replaced by each run's source (``source_groups``), so
 that the model's task effect becomes a source effect, and the leave-one-source-out populations are
-fitted again on that table (cached under ``benchmarks/_scratch/source_effect_populations``, 25
-minutes on 2 cores). Each held-out run's source is then a level its population has not seen: its
+fitted again on that table (cached under ``benchmarks/_scratch/source_effect_populations``;
+3,104 s on 2 cores). Each held-out run's source is then a level its population has not seen: its
 prior draws the effect from the between-source spread (``new_level_scale``). Scored as the
 forecast backtest (each run's stated range given) and as the live backtest (no range given) score
 bayesgrpo, beside their committed rows (``loso/backtest_forecast_runs.csv``,
