@@ -250,6 +250,71 @@ def win_counts(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: The calibration issue's forecast targets (leave one source out, every cut): the 90% and 50%
+#: intervals' mean coverage of later points ...
+COVER90_TARGET = (0.88, 0.92)
+COVER50_TARGET = (0.48, 0.52)
+#: ... and the median CRPS at most this share of the best baseline's.
+CRPS_VS_BEST_TARGET = 0.8
+
+
+def calibration_targets(frame: pd.DataFrame, kinds: dict[str, str]) -> tuple[pd.DataFrame, list[str]]:
+    """The forecast against the calibration issue's targets, per cut, for all runs and for runs with
+    and without a stated range apart (its point 5): coverage of the 90% and 50% intervals, median
+    CRPS against the best baseline's, and the final-reward error (mean over runs, as the quality
+    bars above) against every baseline's.
+    """
+    from live_backtest import forecast_summary as summary_by_range
+
+    summary = summary_by_range(frame, kinds)
+    rows, lines = [], []
+    for kind in ("all", "unstated", "stated"):
+        for cut, part in summary[summary["range"] == kind].groupby("cut", sort=True):
+            by_method = part.set_index("method")
+            if "bayesgrpo" not in by_method.index or len(by_method) < 2:
+                continue
+            bayes = by_method.loc["bayesgrpo"]
+            baselines = by_method.drop(index="bayesgrpo")
+            best = baselines["crps_median"].idxmin()
+            best_final = baselines["final_error_mean"].idxmin()
+            row = {
+                "cut": cut,
+                "range": kind,
+                "n": int(bayes["n"]),
+                "cover90": bayes["cover90"],
+                "cover50": bayes["cover50"],
+                "crps": bayes["crps_median"],
+                "best_baseline": best,
+                "best_crps": baselines.loc[best, "crps_median"],
+                "vs_best": bayes["crps_median"] / baselines.loc[best, "crps_median"],
+                "final_error_mean": bayes["final_error_mean"],
+                "best_final_baseline": best_final,
+                "best_final_error_mean": baselines.loc[best_final, "final_error_mean"],
+            }
+            rows.append(row)
+            met = {
+                "cover90": COVER90_TARGET[0] <= row["cover90"] <= COVER90_TARGET[1],
+                "cover50": COVER50_TARGET[0] <= row["cover50"] <= COVER50_TARGET[1],
+                "crps": row["vs_best"] <= CRPS_VS_BEST_TARGET,
+                "final": row["final_error_mean"] < row["best_final_error_mean"],
+            }
+
+            def said(ok: bool) -> str:
+                return "met" if ok else "NOT met"
+
+            lines.append(
+                f"- {kind} ranges, cut {cut:g} ({row['n']} runs): 90% interval holds {row['cover90']:.1%} "
+                f"({said(met['cover90'])}: {COVER90_TARGET[0]:.0%}-{COVER90_TARGET[1]:.0%}), 50% interval "
+                f"{row['cover50']:.1%} ({said(met['cover50'])}: {COVER50_TARGET[0]:.0%}-"
+                f"{COVER50_TARGET[1]:.0%}); median CRPS {row['crps']:.3f} = {row['vs_best']:.2f} x the best "
+                f"baseline's ({best}; {said(met['crps'])}: <= {CRPS_VS_BEST_TARGET}); final-reward error "
+                f"{row['final_error_mean']:.3f} against the best baseline's "
+                f"{row['best_final_error_mean']:.3f} ({best_final}; {said(met['final'])}: below every "
+                "baseline's)."
+            )
+    return pd.DataFrame(rows), lines
+
+
 def forecast_verdict(summary: pd.DataFrame) -> list[str]:
     """Plain sentences on the DESIGN.md quality bars, from the summary (honest either way)."""
     lines = []
@@ -723,6 +788,9 @@ def main(argv: list[str] | None = None) -> None:
         frame.to_csv(args.output_dir / "backtest_forecast_runs.csv", index=False)
         summary = forecast_summary(frame)
         wins = win_counts(frame)
+        from live_backtest import range_kinds
+
+        by_range, target_verdicts = calibration_targets(frame, range_kinds(table))
         lines = [
             "# Forecast backtest on the bundled real runs",
             "",
@@ -747,6 +815,18 @@ def main(argv: list[str] | None = None) -> None:
             "## Against the quality bars (DESIGN.md section 6)",
             "",
             *forecast_verdict(summary),
+            "",
+            "## Against the calibration issue's targets, with and without a stated range",
+            "",
+            (
+                "`stated` / `unstated`: whether the run's metadata states a reward range (given to every "
+                "method here). Coverage: mean over runs; CRPS: median over runs; final-reward error: mean "
+                "over runs."
+            ),
+            "",
+            *target_verdicts,
+            "",
+            markdown_table(by_range),
             "",
             "## Scores per cut and method",
             "",

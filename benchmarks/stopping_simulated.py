@@ -403,9 +403,11 @@ def main() -> None:
     lines.append("")
     for label, table in tables.items():
         lines += [f"## {label}: every rule", "", markdown_table(table), ""]
-    by_shape = shape_table(scored, ["plateau eps=0.01 p=0.9", "plateau eps=0.02 p=0.9", "fixed 0.5"])
+    by_shape = shape_table(
+        scored, ["guarded budget 0.5", "plateau eps=0.01 p=0.9", "plateau eps=0.02 p=0.9", "fixed 0.5"]
+    )
     lines += [
-        "## By shape (two plateau rules and `fixed 0.5`)",
+        "## By shape (the default rule `guarded budget 0.5`, two plateau rules and `fixed 0.5`)",
         "",
         "On a flat or falling run the right answer is to stop early: `stop_fraction` says how early.",
         "",
