@@ -13,7 +13,15 @@ from bayesgrpo.integrations.trl import BayesStopCallback
 from bayesgrpo.integrations.verl import BayesStopHook
 from bayesgrpo.interfaces.fleet import FleetSettings
 from bayesgrpo.interfaces.html_report.page import _report_rule, _single_threshold
-from bayesgrpo.questions.stopping import Confirmed, CurveDraws, GuardedBudgetRule, PlateauRule, default_rule
+from bayesgrpo.questions.stopping import (
+    BudgetRule,
+    Confirmed,
+    CurveDraws,
+    GuardedBudgetRule,
+    PlateauRule,
+    TargetRule,
+    default_rule,
+)
 
 
 def test_the_default_rule_is_the_guarded_budget_at_half_the_run():
@@ -72,3 +80,17 @@ def test_the_report_draws_no_single_threshold_for_the_guarded_budget():
     assert _single_threshold(Confirmed(default_rule(), 2)) is None
     assert _single_threshold(PlateauRule(eps=0.01, prob=0.8)) == 0.8
     assert _single_threshold(Confirmed(PlateauRule(eps=0.01, prob=0.8), 2)) == 0.8
+
+
+def test_every_package_rule_answers_its_plateau_threshold_and_stop_probability():
+    guarded = GuardedBudgetRule(0.6, eps=0.03, early_eps=0.005)
+    assert guarded.plateau_eps == 0.005 and guarded.stop_probability is None
+    assert PlateauRule(eps=0.02, prob=0.8).plateau_eps == 0.02
+    assert TargetRule(0.7, prob=0.85).stop_probability == 0.85
+    # a Confirmed rule answers for the rule it wraps
+    assert Confirmed(guarded, 2).plateau_eps == 0.005
+    assert Confirmed(PlateauRule(eps=0.02, prob=0.8), 3).stop_probability == 0.8
+    # the TRL callback's p_plateau follows the threshold; a rule without one falls back to 1%
+    assert BayesStopCallback(rule=Confirmed(guarded, 2)).eps == 0.005
+    assert BayesStopCallback(rule=PlateauRule(eps=0.02, prob=0.8)).eps == 0.02
+    assert BayesStopCallback(rule=BudgetRule(cost_per_step=1e-4, value_per_unit_reward=1.0)).eps == 0.01

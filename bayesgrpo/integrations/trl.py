@@ -130,9 +130,9 @@ class BayesStopCallback(TrainerCallback):
         The run's metadata (``family``, ``size_b``, ``task``, ``reward_min``/``reward_max``...):
         it places the run in the population. Wins over what the trainer's arguments state.
     eps : float, optional
-        The ``eps`` of ``bayesgrpo/p_plateau``; default the rule's plateau threshold: the
-        ``early_eps`` of a ``GuardedBudgetRule`` (1% of the reward range for the default rule), else
-        the rule's ``eps`` (0.01 if it has none).
+        The ``eps`` of ``bayesgrpo/p_plateau``; default the rule's plateau threshold, its
+        ``plateau_eps`` (the ``early_eps`` of a ``GuardedBudgetRule``: 1% of the reward range for
+        the default rule; a ``PlateauRule``'s ``eps``), 0.01 where the rule has none.
     min_points : int
         Reward points needed before the first forecast.
     n_draws : int
@@ -209,9 +209,10 @@ class BayesStopCallback(TrainerCallback):
         self.horizon = None if horizon is None else float(horizon)
         self.reward_key = reward_key
         self.metadata = dict(metadata or {})
-        # the rule's plateau threshold: a GuardedBudgetRule's is its early_eps (its eps is the gain
-        # worth going past the budget for)
-        rule_eps = getattr(self.rule, "early_eps", getattr(self.rule, "eps", DEFAULT_PLATEAU_EPS))
+        # the rule's plateau threshold (StoppingRule's plateau_eps; a rule of one's own may have none)
+        rule_eps = getattr(self.rule, "plateau_eps", None)
+        if rule_eps is None:
+            rule_eps = DEFAULT_PLATEAU_EPS
         self.eps = float(rule_eps) if eps is None else float(eps)
         self.relative = bool(getattr(self.rule, "relative", False)) if eps is None else False
         self.min_points = min_points

@@ -41,7 +41,6 @@ from bayesgrpo.questions.shrinkage import laplace_modes
 from bayesgrpo.questions.stopping import (
     DEFAULT_PLATEAU_EPS,
     DEFAULT_PLATEAU_PROB,
-    GuardedBudgetRule,
     PlateauRule,
     default_rule,
     steps_to_fraction,
@@ -295,14 +294,10 @@ def _per_run_section(
 
 
 def _single_threshold(rule: StoppingRule) -> float | None:
-    """The one probability a rule stops at (``prob``), or None where it has two or none: a
-    :class:`GuardedBudgetRule` compares another probability with another threshold before its
-    budget than after it, so no one line stands for both.
+    """The one probability a rule stops at (its ``stop_probability``), or None where it has two
+    (:class:`GuardedBudgetRule`) or none; a ``Confirmed`` rule answers for the rule it wraps.
     """
-    inner = getattr(rule, "rule", rule)  # a Confirmed rule asks the rule it wraps
-    if isinstance(inner, GuardedBudgetRule):
-        return None
-    return getattr(inner, "prob", None)
+    return getattr(rule, "stop_probability", None)
 
 
 def _pooling_section(forecasts: _Forecasts, dpi: int) -> str:

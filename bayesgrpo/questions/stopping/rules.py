@@ -89,7 +89,18 @@ class Decision:
 
 
 class StoppingRule(Protocol):
-    """Anything with ``decide(cd, step_now, horizon_step=None) -> list[Decision]``."""
+    """Anything with ``decide(cd, step_now, horizon_step=None) -> list[Decision]``.
+
+    The package's rules also answer two questions interfaces ask of a rule without knowing its
+    class (a rule of one's own may leave them out; callers then fall back to
+    :data:`DEFAULT_PLATEAU_EPS` and to no threshold line):
+
+    * ``plateau_eps``: the gain below which the rule reads a run as on its plateau (the TRL
+      callback logs ``P(gain < plateau_eps)`` as ``bayesgrpo/p_plateau``), in the rule's units
+      (a share of the reward range where its ``relative`` is true); None where the rule has none;
+    * ``stop_probability``: the one probability the rule stops at (the report draws it as a line),
+      None where it has none or two.
+    """
 
     def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
         """One decision per run of ``cd``, at ``step_now`` with the horizon ``horizon_step``."""
@@ -193,6 +204,16 @@ class PlateauRule:
     def __str__(self) -> str:
         unit = " of the reward range" if self.relative else ""
         return f"PlateauRule(eps={self.eps:g}{unit}, prob={self.prob:g})"
+
+    @property
+    def plateau_eps(self) -> float:
+        """The gain below which the run is on its plateau: ``eps``."""
+        return self.eps
+
+    @property
+    def stop_probability(self) -> float:
+        """The probability of the plateau the rule stops at: ``prob``."""
+        return self.prob
 
     def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
         """One :class:`Decision` per run of ``cd`` at ``step_now`` with horizon ``horizon_step``."""
@@ -437,6 +458,20 @@ class GuardedBudgetRule:
             f"< {self.prob:g}{early})"
         )
 
+    @property
+    def plateau_eps(self) -> float:
+        """The gain below which the run is on its plateau: ``early_eps`` (``eps`` is the gain worth
+        going past the budget for).
+        """
+        return self.early_eps
+
+    @property
+    def stop_probability(self) -> None:
+        """None: the rule compares one probability with ``early_prob`` before its budget and
+        another with ``prob`` after it, so no one threshold stands for both.
+        """
+        return None
+
     def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
         """One :class:`Decision` per run of ``cd`` at ``step_now`` with horizon ``horizon_step``."""
         s, T = checked_steps(cd, step_now, horizon_step)
@@ -559,6 +594,11 @@ class TargetRule:
 
     def __str__(self) -> str:
         return f"TargetRule(target={self.target:g}, prob={self.prob:g})"
+
+    @property
+    def stop_probability(self) -> float:
+        """The probability of the target reached the rule stops at: ``prob``."""
+        return self.prob
 
     def decide(self, cd: CurveDraws, step_now: Any, horizon_step: Any = None) -> list[Decision]:
         """One :class:`Decision` per run of ``cd`` at ``step_now`` with horizon ``horizon_step``."""
