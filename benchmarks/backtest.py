@@ -381,8 +381,8 @@ def target_lines(
     range; dominance of the fixed-fraction and patience rules), as sentence ends.
     """
     bayes = front[front["kind"] == "bayes"]
-    hits = bayes[(bayes["steps_saved_mean"] >= saved) & (bayes["given_up_mean"] <= given_up + 1e-12)]
     within = bayes[bayes["given_up_mean"] <= given_up + 1e-12]
+    hits = within[within["steps_saved_mean"] >= saved]
     if len(within):  # the rules inside the reward bar that save the most
         which, closest = (
             "most steps saved within the reward bar",

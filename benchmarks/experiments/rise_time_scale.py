@@ -41,12 +41,14 @@ RESULTS = HERE / "results"
 #: Runs whose smoothed gain is below this share of their smoothed range have no rise to time.
 MIN_GAIN_SHARE = 0.3
 N_BOOTSTRAP = 2000
+#: The share of a run's points its reward is smoothed over before its rise is timed.
+SMOOTHING_FRACTION = 0.1
 
 
 def rise_times(table) -> pd.DataFrame:
     """Per run: planned steps and the step / share of them at which 50% and 80% of the gain is made."""
     from bayesgrpo.evaluate.backtest.populations import source_groups
-    from bayesgrpo.evaluate.backtest.smoothing import rolling_mean
+    from bayesgrpo.evaluate.backtest.smoothing import smoothed_reward
 
     kinds = range_kinds(table)
     source_of = {run: group for group, members in source_groups(table).items() for run in members}
@@ -55,7 +57,7 @@ def rise_times(table) -> pd.DataFrame:
     for run_id, points in table.points.groupby("run_id"):
         points = points.dropna(subset=["reward"]).sort_values("step")
         steps = points["step"].to_numpy(dtype=float)
-        smooth = rolling_mean(points["reward"].to_numpy(dtype=float), max(3, int(0.1 * len(points)) | 1))
+        smooth = smoothed_reward(points["reward"].to_numpy(dtype=float), SMOOTHING_FRACTION)
         edge = max(1, len(smooth) // 20)
         gain = smooth[-edge:].mean() - smooth[:edge].mean()
         spread = smooth.max() - smooth.min()
