@@ -184,11 +184,19 @@ def log_likelihood(
 
 
 def log_posterior(
-    theta: np.ndarray, prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray
+    theta: np.ndarray,
+    prior: GaussianRunPrior,
+    t: np.ndarray,
+    y: np.ndarray,
+    noise_scale: np.ndarray,
+    likelihood_weight: float = 1.0,
 ) -> np.ndarray:
-    """Gaussian prior plus Student-t likelihood, shape (B,); see :func:`log_likelihood`."""
+    """Gaussian prior plus the Student-t likelihood times ``likelihood_weight``, shape (B,).
+
+    See :func:`log_likelihood`; the weight tempers the likelihood (:func:`condition_run`).
+    """
     theta = np.atleast_2d(theta)
-    return prior.log_density(theta) + log_likelihood(theta, prior, t, y, noise_scale)
+    return prior.log_density(theta) + likelihood_weight * log_likelihood(theta, prior, t, y, noise_scale)
 
 
 def _hessian(fun: Any, x: np.ndarray, step: float = 1e-3) -> np.ndarray:
@@ -210,9 +218,15 @@ def _hessian(fun: Any, x: np.ndarray, step: float = 1e-3) -> np.ndarray:
 
 
 def laplace_fit(
-    prior: GaussianRunPrior, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray
+    prior: GaussianRunPrior,
+    t: np.ndarray,
+    y: np.ndarray,
+    noise_scale: np.ndarray,
+    likelihood_weight: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior mode and the covariance of the Laplace approximation there."""
+    """Posterior mode and the covariance of the Laplace approximation there (the likelihood
+    tempered by ``likelihood_weight``, see :func:`condition_run`).
+    """
     step = 1e-5
     offsets = np.vstack([np.zeros(prior.dim), step * np.eye(prior.dim), -step * np.eye(prior.dim)])
 
@@ -222,7 +236,7 @@ def laplace_fit(
         # log tau near -745 on a held-out bundled run, tau = 0, which the curve refuses): such a
         # point is refused like a non-finite one, and the search steps back
         try:
-            values = log_posterior(x[None, :] + offsets, prior, t, y, noise_scale)
+            values = log_posterior(x[None, :] + offsets, prior, t, y, noise_scale, likelihood_weight)
         except BayesGRPOError:
             return 1e300, np.zeros(prior.dim)
         if not np.isfinite(values).all():
@@ -232,7 +246,7 @@ def laplace_fit(
 
     result = optimize.minimize(negative_and_gradient, prior.mean, jac=True, method="L-BFGS-B")
     mode = result.x
-    hessian = -_hessian(lambda z: log_posterior(z, prior, t, y, noise_scale), mode)
+    hessian = -_hessian(lambda z: log_posterior(z, prior, t, y, noise_scale, likelihood_weight), mode)
     eigenvalues, vectors = np.linalg.eigh(0.5 * (hessian + hessian.T))
     # directions the data leave flat (or a saddle left by the optimiser) keep the prior's scale
     prior_precision_floor = 1.0 / np.linalg.eigvalsh(prior.cov).max()
@@ -289,6 +303,7 @@ def _importance_draws(
     cov: np.ndarray,
     n_draws: int,
     rng: np.random.Generator,
+    likelihood_weight: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Draws from the defensive mixture proposal and their log importance weights."""
     n_prior = round(PRIOR_SHARE * n_draws)
@@ -299,7 +314,7 @@ def _importance_draws(
         np.log1p(-PRIOR_SHARE) + around_mode.log_density(theta),
         np.log(PRIOR_SHARE) + from_prior.log_density(theta),
     )
-    log_w = log_posterior(theta, prior, t, y, noise_scale) - log_q
+    log_w = log_posterior(theta, prior, t, y, noise_scale, likelihood_weight) - log_q
     return theta, np.where(np.isfinite(log_w), log_w, -np.inf)
 
 
@@ -373,6 +388,7 @@ def condition_run(
     n_draws: int = 2000,
     random_seed: int | None = None,
     pareto_k_limit: float = PARETO_K_LIMIT,
+    likelihood_weight: float = 1.0,
 ) -> RunPosterior:
     """Condition a run's Gaussian population prior on its (normalised) points.
 
@@ -389,6 +405,12 @@ def condition_run(
     pareto_k_limit : float
         Above this Pareto k the importance draws are replaced by the MCMC fallback
         (:func:`ensemble_draws`; default 0.7, Vehtari et al. 2024).
+    likelihood_weight : float
+        The log likelihood's weight, in (0, 1]: 1 counts every point as an independent
+        observation of the curve; below 1 tempers it (a power likelihood: Miller and Dunson
+        2019, Grunwald 2012), for points that wander about any curve of the family together and
+        so say less about its parameters than their number (:class:`bayesgrpo.questions.live.
+        LiveForecaster` sets it).
 
     Returns
     -------
@@ -403,7 +425,14 @@ def condition_run(
     """
     with single_threaded_blas():
         return _condition_run(
-            prior, t, y, noise_scale, n_draws=n_draws, random_seed=random_seed, pareto_k_limit=pareto_k_limit
+            prior,
+            t,
+            y,
+            noise_scale,
+            n_draws=n_draws,
+            random_seed=random_seed,
+            pareto_k_limit=pareto_k_limit,
+            likelihood_weight=likelihood_weight,
         )
 
 
@@ -416,9 +445,12 @@ def _condition_run(
     n_draws: int,
     random_seed: int | None,
     pareto_k_limit: float = PARETO_K_LIMIT,
+    likelihood_weight: float = 1.0,
 ) -> RunPosterior:
     """:func:`condition_run` without the BLAS thread limit."""
     start = time.perf_counter()
+    if not 0.0 < likelihood_weight <= 1.0:
+        raise BayesGRPOError(f"likelihood_weight must be in (0, 1]; got {likelihood_weight}")
     t = np.asarray(t, dtype=float).reshape(-1)
     y = np.asarray(y, dtype=float).reshape(-1)
     noise_scale = np.ones_like(t) if noise_scale is None else np.asarray(noise_scale, dtype=float).reshape(-1)
@@ -437,11 +469,13 @@ def _condition_run(
             prior, theta, prior.mean.copy(), 0.0, float(n_draws), 0, time.perf_counter() - start, PRIOR_ONLY
         )
 
-    mode, cov = laplace_fit(prior, t, y, noise_scale)
+    mode, cov = laplace_fit(prior, t, y, noise_scale, likelihood_weight)
     location = mode
 
     for _ in range(ADAPT_ROUNDS):
-        theta, log_w = _importance_draws(prior, t, y, noise_scale, location, cov, n_draws, rng)
+        theta, log_w = _importance_draws(
+            prior, t, y, noise_scale, location, cov, n_draws, rng, likelihood_weight
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             smoothed, pareto_k = psis_log_weights(log_w - log_w.max())
@@ -456,7 +490,9 @@ def _condition_run(
     ess = float(1.0 / np.sum(weights**2))
     if pareto_k > pareto_k_limit:
         # the importance weights cannot be trusted: MCMC on the same posterior instead
-        theta_mcmc, chain_ess = ensemble_draws(prior, t, y, noise_scale, mode, cov, n_draws, rng)
+        theta_mcmc, chain_ess = ensemble_draws(
+            prior, t, y, noise_scale, mode, cov, n_draws, rng, likelihood_weight
+        )
         logger.info(
             "live update: importance weights unreliable (Pareto k %.2f > %.2f); %d draws from the "
             "ensemble MCMC fallback (ESS %.0f)",
@@ -493,6 +529,7 @@ def ensemble_draws(
     cov: np.ndarray,
     n_draws: int,
     rng: np.random.Generator,
+    likelihood_weight: float = 1.0,
 ) -> tuple[np.ndarray, float]:
     """Draws of one run's posterior by emcee's affine-invariant ensemble, vectorised over walkers.
 
@@ -515,7 +552,7 @@ def ensemble_draws(
     start = rng.multivariate_normal(mode, 0.25 * cov, size=walkers, method="eigh")
 
     def log_probability(theta: np.ndarray) -> np.ndarray:
-        return log_posterior(theta, prior, t, y, noise_scale)
+        return log_posterior(theta, prior, t, y, noise_scale, likelihood_weight)
 
     sampler = emcee.EnsembleSampler(walkers, prior.dim, log_probability, vectorize=True)
     sampler.random_state = np.random.RandomState(int(rng.integers(0, 2**32 - 1))).get_state()

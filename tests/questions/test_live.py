@@ -305,3 +305,40 @@ def test_live_forecaster_refuses_a_non_positive_prior_df(population):
     model, _ = population
     with pytest.raises(BayesGRPOError, match="prior_df"):
         LiveForecaster(model, prior_df=0.0)
+
+
+def test_a_tempered_likelihood_weighs_the_points_against_the_prior():
+    prior = _prior("exp")
+    t = np.linspace(0.0, 0.6, 40)
+    y = _simulate(prior, prior.mean, t)
+    theta = prior.draws(5, np.random.default_rng(0))
+    full = log_posterior(theta, prior, t, y, np.ones_like(t))
+    tempered = log_posterior(theta, prior, t, y, np.ones_like(t), likelihood_weight=0.25)
+    np.testing.assert_allclose(tempered - prior.log_density(theta), 0.25 * (full - prior.log_density(theta)))
+    # counted for a quarter, 40 points pin the start down about half as tightly (1 / sqrt(0.25))
+    sd_full = condition_run(prior, t, y, n_draws=3000, random_seed=1).theta[:, 0].std()
+    sd_tempered = (
+        condition_run(prior, t, y, n_draws=3000, random_seed=1, likelihood_weight=0.25).theta[:, 0].std()
+    )
+    assert 1.5 < sd_tempered / sd_full < 2.5
+    with pytest.raises(BayesGRPOError, match="likelihood_weight"):
+        condition_run(prior, t, y, likelihood_weight=0.0)
+
+
+def test_live_forecaster_tempers_its_update_when_asked(population):
+    model, sim = population
+    with pytest.raises(BayesGRPOError, match="likelihood_weight"):
+        LiveForecaster(model, likelihood_weight=1.5)
+    one = sim.table.select([sim.table.run_ids[0]])
+    cut = one.points[one.points["step"] <= one.points["step"].quantile(0.4)]
+    partial = RunsTable(points=cut.reset_index(drop=True), runs=one.runs, report=one.report)
+    horizon = float(one.points["step"].max())
+    widths = []
+    for weight in (1.0, 0.2):
+        update = LiveForecaster(model, n_draws=1000, random_seed=0, likelihood_weight=weight).update(
+            partial, horizon=horizon
+        )
+        row = update.quantiles([horizon], (0.05, 0.95), band="curve").iloc[0]
+        low, high = row["q05"], row["q95"]
+        widths.append(high - low)
+    assert widths[1] > widths[0]
