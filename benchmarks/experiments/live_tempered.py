@@ -25,9 +25,14 @@ live backtest (no range given) score bayesgrpo, on the shared leave-one-source-o
 (``benchmarks/_loso.py``), the same cuts, draws and seeds; the ``w = 1`` rows are the package as
 it is, recomputed by the same code.
 
+``--backtest W`` runs the leave-one-source-out backtest itself (``benchmarks/backtest.py --split
+loso``: its forecasts, baselines, targets, stop rules and reliability) with every live update
+tempered by ``W``, into ``results/live_tempered_backtest_w<W>/``.
+
 Usage::
 
-    python benchmarks/experiments/live_tempered.py   # -> results/live_tempered.md
+    python benchmarks/experiments/live_tempered.py                  # -> results/live_tempered.md
+    python benchmarks/experiments/live_tempered.py --backtest 0.5   # -> results/live_tempered_backtest_w0.5/
 """
 
 from __future__ import annotations
@@ -178,9 +183,98 @@ def variant_stops(label: str, weight: float | str, table: Any, populations: dict
     return frame
 
 
+def tempered_backtest(weight: float) -> int:
+    """The leave-one-source-out backtest (``benchmarks/backtest.py``) with its live updates tempered."""
+    import backtest
+
+    out = RESULTS / f"live_tempered_backtest_w{weight:g}"
+    with tempered(weight, []):
+        backtest.main(["--split", "loso", "--quiet", "--output-dir", str(out)])
+    name_command(out, weight)
+    return 0
+
+
+def name_command(out: Path, weight: float) -> None:
+    """The result files' command line as the command that wrote them (not backtest.py's own)."""
+    command = f"Command: `python benchmarks/experiments/live_tempered.py --backtest {weight:g}`  "
+    for path in out.glob("*.md"):
+        lines = path.read_text().split("\n")
+        lines = [command if line.startswith("Command: ") else line for line in lines]
+        path.write_text("\n".join(lines))
+
+
+def simulated_coverage(weights: tuple[float, ...] = (1.0, 0.5, 0.25), n_runs: int = 40) -> pd.DataFrame:
+    """Coverage of later points on runs the model describes exactly (the live-path issue's test of
+    the two bands, ``tests/questions/test_live_bands.py``): Weibull runs drawn from a Gaussian
+    prior with its own Student-t noise, conditioned on their first quarter, under each weight.
+    """
+    from scipy import special
+
+    from bayesgrpo.model.curves import reward_curve_by_levels
+    from bayesgrpo.model.draws import CurveDraws, predictive_at, reward_at
+    from bayesgrpo.model.laplace import GaussianRunPrior, condition_run
+
+    names = ("r0", "r1", "tau", "k", "log_sigma")
+    prior = GaussianRunPrior(
+        "weibull", names, np.array([-1.0, 0.5, np.log(0.3), 0.0, np.log(0.05)]), np.eye(5) * 0.25, nu=30.0
+    )
+    n_steps, seen = 120, 30
+    steps = np.arange(n_steps + 1, dtype=float)
+    t = steps / n_steps
+    rows = []
+    for weight in weights:
+        rng = np.random.default_rng(7)
+        inside: dict[str, list[float]] = {"predictive": [], "curve": []}
+        for run in range(n_runs):
+            truth = rng.multivariate_normal(prior.mean, prior.cov)
+            sigma = np.sqrt(np.exp(2 * truth[-1]) + prior.noise_floor**2)
+            shape = {"tau": np.exp(truth[2]), "k": np.exp(truth[3])}
+            mean = reward_curve_by_levels(
+                "weibull", t, special.expit(truth[0]), special.expit(truth[1]), **shape
+            )
+            y = mean + sigma * rng.standard_t(prior.nu, size=t.size)
+            posterior = condition_run(
+                prior, t[:seen], y[:seen], n_draws=2000, random_seed=run, likelihood_weight=weight
+            )
+            natural = posterior.natural()
+            draws = CurveDraws(
+                curve="weibull",
+                params={name: natural[name] for name in ("r0", "r1", "tau", "k")},
+                step_scale=float(n_steps),
+                horizon_step=float(n_steps),
+                noise_sd=natural["sigma"],
+                noise_df=prior.nu,
+            )
+            later = steps[seen:]
+            for band, values in (
+                ("predictive", predictive_at(draws, later, rng)[:, 0, :]),
+                ("curve", reward_at(draws, later)[:, 0, :]),
+            ):
+                low, high = np.quantile(values, [0.05, 0.95], axis=0)
+                inside[band].append(float(np.mean((y[seen:] >= low) & (y[seen:] <= high))))
+        rows.append(
+            {
+                "weight": weight,
+                "cover90_predictive": np.mean(inside["predictive"]),
+                "cover90_curve": np.mean(inside["curve"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Every variant on both splits, then the comparison."""
+    """Every variant on both splits, then the comparison (or, with ``--backtest W``, the backtest)."""
+    import argparse
+
     from bayesgrpo.model.datasets import load_bundled
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument(
+        "--backtest", type=float, default=None, metavar="W", help="run backtest.py tempered by W"
+    )
+    args = parser.parse_args(argv)
+    if args.backtest is not None:
+        return tempered_backtest(args.backtest)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("bayesgrpo").setLevel(logging.WARNING)
@@ -236,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         f"tempered as above ({', '.join(STOP_RULES)}):",
         "",
         markdown_table(stop_summary(stops, kinds)),
+        "",
+        "Runs the model describes exactly (40 simulated Weibull runs, the live-path issue's band test: "
+        "conditioned on their first quarter, the 90% bands over their later points):",
+        "",
+        markdown_table(simulated_coverage()),
         "",
     ]
     write_result(RESULTS / "live_tempered.md", lines)
