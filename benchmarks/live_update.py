@@ -32,8 +32,10 @@ from _markdown import markdown_table
 RESULTS = HERE / "results"
 
 
-def nuts_refit(prior, t, y, scale, draws: int, seed: int) -> np.ndarray:
-    """NUTS draws (S, P) of the single-run posterior the live update approximates."""
+def nuts_refit(prior, t, y, scale, draws: int, seed: int, likelihood_weight: float = 1.0) -> np.ndarray:
+    """NUTS draws (S, P) of the single-run posterior the live update approximates (its likelihood
+    tempered by the forecaster's ``likelihood_weight`` when that is below 1).
+    """
     import pymc as pm
     import pytensor.tensor as pt
 
@@ -45,7 +47,11 @@ def nuts_refit(prior, t, y, scale, draws: int, seed: int) -> np.ndarray:
         shape = {name: pt.exp(theta[2 + i]) for i, name in enumerate(family.shape_params)}
         mean = reward_curve_by_levels(prior.curve, t, pt.sigmoid(theta[0]), pt.sigmoid(theta[1]), **shape)
         sigma = pt.sqrt(pt.exp(2 * theta[-1]) + prior.noise_floor**2) * scale
-        pm.StudentT("y", nu=prior.nu, mu=mean, sigma=sigma, observed=y)
+        if likelihood_weight == 1.0:
+            pm.StudentT("y", nu=prior.nu, mu=mean, sigma=sigma, observed=y)
+        else:
+            noise = pm.StudentT.dist(nu=prior.nu, mu=mean, sigma=sigma)
+            pm.Potential("y", likelihood_weight * pm.logp(noise, y).sum())
         idata = pm.sample(
             draws=draws,
             tune=draws,
@@ -123,6 +129,7 @@ def main() -> None:
                 data.noise_scale[0, mask],
                 args.nuts_draws,
                 args.seed,
+                live.likelihood_weight,
             )
             nuts = RunPosterior(
                 post.prior, theta, post.mode, 0.0, float(len(theta)), post.n_points, 0.0
