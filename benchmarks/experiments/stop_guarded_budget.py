@@ -22,9 +22,14 @@ its logged range) with the dip at the stop of ``stopping_simulated.dip_at``. The
 rules, computed the same way from the same rows, are shown beside the backtest's own rows for
 them as a check of the emulation.
 
+``--checks DIR`` reads another run of the backtest's rows (both files) instead, and writes
+``results/stop_guarded_budget_<DIR's name>.md``: for example the backtest with its live updates
+tempered (``live_tempered.py --backtest 0.5`` -> ``results/live_tempered_backtest_w0.5``).
+
 Usage::
 
     python benchmarks/experiments/stop_guarded_budget.py   # writes results/stop_guarded_budget.md
+    python benchmarks/experiments/stop_guarded_budget.py --checks FOLDER   # that folder's rows
 """
 
 from __future__ import annotations
@@ -112,15 +117,31 @@ RULES: dict[str, Rule] = {
 }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Emulate every rule on the checks, score the stops, write the tables."""
+    import argparse
+
     from bayesgrpo.evaluate.backtest.smoothing import reward_given_up
     from bayesgrpo.evaluate.backtest.stopping import scored_run
     from bayesgrpo.model.datasets import load_bundled
 
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument(
+        "--checks", type=Path, default=None, help="a backtest's output folder to read instead"
+    )
+    args = parser.parse_args(argv)
+    checks_file, rows_file = CHECKS, BACKTEST_ROWS
+    output, source = RESULTS / "stop_guarded_budget.md", "`loso/`"
+    command = "python benchmarks/experiments/stop_guarded_budget.py"
+    if args.checks is not None:
+        folder = args.checks.resolve()
+        checks_file, rows_file = folder / CHECKS.name, folder / BACKTEST_ROWS.name
+        output = RESULTS / f"stop_guarded_budget_{folder.name}.md"
+        source = f"`{folder.relative_to(BENCHMARKS.parent)}/`"
+        command += f" --checks {folder.relative_to(BENCHMARKS.parent)}"
     table = load_bundled(warn=False)
     kinds = range_kinds(table)
-    checks = pd.read_csv(CHECKS)
+    checks = pd.read_csv(checks_file)
     wide = checks.pivot_table(index=["run_id", "step"], columns="eps", values="probability").reset_index()
     rows = []
     for run_id, run_checks in wide.groupby("run_id"):
@@ -147,7 +168,7 @@ def main() -> None:
                 }
             )
     frame = pd.DataFrame(rows)
-    backtest = pd.read_csv(BACKTEST_ROWS)
+    backtest = pd.read_csv(rows_file)
     summary_rows = []
     for kind in ("unstated", "stated", "all"):
         part = frame if kind == "all" else frame[frame["range"] == kind]
@@ -189,9 +210,8 @@ def main() -> None:
     lines = [
         "# A fixed budget the posterior may overrule (bundled runs, leave one source out)",
         "",
-        "Command: `python benchmarks/experiments/stop_guarded_budget.py` (reads "
-        "`loso/backtest_calibration_runs.csv` and `loso/backtest_stopping_runs.csv` of `python "
-        "benchmarks/backtest.py --split loso`)",
+        f"Command: `{command}` (reads `backtest_calibration_runs.csv` and `backtest_stopping_runs.csv` "
+        f"of {source}, written by the leave-one-source-out backtest)",
         "",
         "Every rule decided on the stopping backtest's own checks (every 5% of a run); steps_saved and "
         "vs_end (the smoothed logged reward at the run's end minus at the stop, in units of its logged "
@@ -212,7 +232,7 @@ def main() -> None:
         "",
     ]
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "stop_guarded_budget.md").write_text("\n".join(lines))
+    output.write_text("\n".join(lines))
     print("\n".join(lines))
 
 
