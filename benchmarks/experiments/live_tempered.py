@@ -27,7 +27,9 @@ it is, recomputed by the same code.
 
 ``--backtest W`` runs the leave-one-source-out backtest itself (``benchmarks/backtest.py --split
 loso``: its forecasts, baselines, targets, stop rules and reliability) with every live update
-tempered by ``W``, into ``results/live_tempered_backtest_w<W>/``.
+tempered by ``W``, into ``results/live_tempered_backtest_w<W>/``; ``--live-backtest W`` the live
+backtest (``benchmarks/live_backtest.py``, no stated range given) into
+``results/live_tempered_live_backtest_w<W>/``.
 
 Usage::
 
@@ -194,9 +196,23 @@ def tempered_backtest(weight: float) -> int:
     return 0
 
 
-def name_command(out: Path, weight: float) -> None:
-    """The result files' command line as the command that wrote them (not backtest.py's own)."""
-    command = f"Command: `python benchmarks/experiments/live_tempered.py --backtest {weight:g}`  "
+def tempered_live_backtest(weight: float) -> int:
+    """The live backtest (``benchmarks/live_backtest.py``: no stated range given) with its live
+    updates tempered; its forecasts cached apart from the untempered ones.
+    """
+    import live_backtest
+
+    out = RESULTS / f"live_tempered_live_backtest_w{weight:g}"
+    live_backtest.SCRATCH = BENCHMARKS / "_scratch" / f"live_backtest_tempered_w{weight:g}"
+    with tempered(weight, []):
+        live_backtest.main(["--output-dir", str(out)])
+    name_command(out, weight, "--live-backtest")
+    return 0
+
+
+def name_command(out: Path, weight: float, flag: str = "--backtest") -> None:
+    """The result files' command line as the command that wrote them (not the backtest's own)."""
+    command = f"Command: `python benchmarks/experiments/live_tempered.py {flag} {weight:g}`  "
     for path in out.glob("*.md"):
         lines = path.read_text().split("\n")
         lines = [command if line.startswith("Command: ") else line for line in lines]
@@ -272,9 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--backtest", type=float, default=None, metavar="W", help="run backtest.py tempered by W"
     )
+    parser.add_argument(
+        "--live-backtest", type=float, default=None, metavar="W", help="run live_backtest.py tempered by W"
+    )
     args = parser.parse_args(argv)
     if args.backtest is not None:
         return tempered_backtest(args.backtest)
+    if args.live_backtest is not None:
+        return tempered_live_backtest(args.live_backtest)
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("bayesgrpo").setLevel(logging.WARNING)
