@@ -85,28 +85,22 @@ def ar1_weight(prior: Any, t: np.ndarray, y: np.ndarray, noise_scale: np.ndarray
     """``(1 - rho) / (1 + rho)`` of the lag-1 autocorrelation of a run's standardised residuals
     about the curve of its untempered posterior mode (``rho`` floored at 0; 1 with < 4 points).
     """
+    from scipy import special
+
     from bayesgrpo.model.curves import reward_curve_by_levels
     from bayesgrpo.model.laplace import laplace_fit
 
     if len(t) < 4:
         return 1.0
     mode, _ = laplace_fit(prior, t, y, noise_scale)
-    from scipy import special
-
-    shape = {name: np.exp(mode[2 + i]) for i, name in enumerate(prior_shape_names(prior))}
+    # the prior's names: r0, r1, the family's shape parameters, log_sigma
+    shape = {name: np.exp(mode[2 + i]) for i, name in enumerate(prior.names[2:-1])}
     mean = reward_curve_by_levels(prior.curve, t, special.expit(mode[0]), special.expit(mode[1]), **shape)
     residual = (y - mean) / noise_scale
     residual = residual - residual.mean()
     rho = float(np.sum(residual[1:] * residual[:-1]) / max(np.sum(residual * residual), 1e-12))
     rho = min(max(rho, 0.0), 0.95)
     return (1.0 - rho) / (1.0 + rho)
-
-
-def prior_shape_names(prior: Any) -> tuple[str, ...]:
-    """The shape parameters of the prior's curve family, in its order."""
-    from bayesgrpo.model.curves import get_curve
-
-    return tuple(get_curve(prior.curve).shape_params)
 
 
 @contextlib.contextmanager
@@ -124,10 +118,7 @@ def tempered(weight: float | str, weights_seen: list[float]) -> Iterator[None]:
     def condition(prior: Any, t: Any, y: Any, noise_scale: Any, **kwargs: Any) -> Any:
         t_, y_ = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
         scale = np.ones_like(t_) if noise_scale is None else np.asarray(noise_scale, dtype=float)
-        if weight == "ar1":
-            w = ar1_weight(prior, t_, y_, scale) if len(t_) else 1.0
-        else:
-            w = float(weight)
+        w = ar1_weight(prior, t_, y_, scale) if weight == "ar1" else float(weight)
         weights_seen.append(w)
         return original(prior, t, y, noise_scale, **{**kwargs, "likelihood_weight": w})
 
