@@ -2,7 +2,9 @@
 
 ``bayesgrpo stop``, ``bayesgrpo watch``, the TRL callback, the verl hook and the fleet decide with
 ``bayesgrpo.questions.stopping.default_rule()`` unless told otherwise. It was
-``PlateauRule(eps=0.01, prob=0.9)``; it is ``GuardedBudgetRule(0.5)``. This script reads the rows the
+``PlateauRule(eps=0.01, prob=0.9)``; it is ``GuardedBudgetRule(0.5)`` (its guard at ``prob=0.3``
+since the live update counts a run's points for half, ``LiveForecaster(likelihood_weight=0.5)``:
+the rows below are of that pair). This script reads the rows the
 stopping benchmarks committed (no model is fitted or updated here) and puts the two beside
 ``fixed 0.5`` and ``fixed 0.6`` on every set, for runs with and without a stated reward range:
 
@@ -176,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Machine: {machine_line()}; {time.perf_counter() - start:.1f} s (the benchmarks' committed rows "
         "read, nothing refitted).",
         "",
-        f"The default of every interface: `{NEW_DEFAULT}` (`GuardedBudgetRule(0.5)`); before it "
+        f"The default of every interface: `{NEW_DEFAULT}` (`GuardedBudgetRule(0.5)`, guard `prob=0.3`, "
+        "on the live update's tempered likelihood, `likelihood_weight=0.5`); before it "
         f"`{OLD_DEFAULT}` (`PlateauRule(eps=0.01, prob=0.9)`). Rows: "
         + ", ".join(f"`{p.relative_to(HERE)}`" for _, p in SETS)
         + ". `steps_saved` and `vs_end` (reward given up against the run's own end, a share of the "

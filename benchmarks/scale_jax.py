@@ -89,6 +89,7 @@ warnings.simplefilter("ignore")
 import numpy as np
 n_runs, method, draws, tune, seed, thin, out = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), \
     int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+progress = len(sys.argv) > 8 and sys.argv[8] == "progress"
 from bayesgrpo.model.reward_model import RewardModel
 def stage(name, _start=time.perf_counter()):
     # where the time went, kept as it goes: a fit cut by the timeout still says how far it came
@@ -104,7 +105,7 @@ model.build(sim.table)
 prepare = time.perf_counter() - start
 stage("preconditioned")
 model = RewardModel().fit(sim.table, sampler=method, draws=draws, tune=tune, chains=2, random_seed=seed,
-    progressbar=False, thin=thin)
+    progressbar=progress, thin=thin)
 wall = time.perf_counter() - start
 stage("sampled")
 import jax
@@ -140,6 +141,13 @@ def cell_stem(
     return CACHE / f"{runs}_{method}_{draws}{kept}{'_gpu' if device == 'gpu' else ''}"
 
 
+def last_progress(stderr: str | bytes | None) -> str:
+    """The sampler's last progress-bar line in a cut child's captured stderr (``--progress``)."""
+    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else (stderr or "")
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if "it" in line and "%" in line]
+    return lines[-1][:160] if lines else ""
+
+
 def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
     """One fit in its own process, cached on disk; a fit past the timeout is recorded as such."""
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -165,22 +173,24 @@ def fit_cell(runs: int, method: str, args: argparse.Namespace) -> dict:
     )
     try:
         done = subprocess.run(
-            [*command, str(stem)],
+            [*command, str(stem), "progress" if args.progress else "quiet"],
             capture_output=True,
             text=True,
             timeout=args.timeout,
             check=False,
             env=environment,
         )
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as cut:
         stages = stem.with_suffix(".stages")
         reached = stages.read_text().split() if stages.exists() else []
+        came = last_progress(cut.stderr)
         result = {
             "runs": runs,
             "method": method,
             "draws": args.draws,
             "error": f"over {args.timeout} s"
-            + (f" (last stage reached: {reached[-2]} at {reached[-1]} s)" if reached else ""),
+            + (f" (last stage reached: {reached[-2]} at {reached[-1]} s)" if reached else "")
+            + (f"; sampler's progress then: {came}" if came else ""),
             "device": args.device,
         }
         stem.with_suffix(".json").write_text(json.dumps(result))
@@ -372,6 +382,11 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=3600, help="seconds a fit may take")
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="the child shows the sampler's progress bar; a fit cut by --timeout records how far it came",
+    )
     parser.add_argument(
         "--device",
         choices=("cpu", "gpu"),

@@ -26,7 +26,7 @@ from bayesgrpo.questions.stopping import (
 
 def test_the_default_rule_is_the_guarded_budget_at_half_the_run():
     rule = default_rule()
-    assert rule == GuardedBudgetRule(fraction=0.5, eps=0.02, prob=0.5, early_eps=0.01, early_prob=0.95)
+    assert rule == GuardedBudgetRule(fraction=0.5, eps=0.02, prob=0.3, early_eps=0.01, early_prob=0.95)
     assert rule.relative
 
 
@@ -50,7 +50,7 @@ def test_the_report_asks_the_plateau_rule_only_when_its_options_are_given():
 
 
 def test_the_default_rule_never_answers_undecided_and_stops_a_flat_run_at_its_budget():
-    """Past the budget it decides at P = 0.5; a flat run is stopped there, a rising one goes on."""
+    """Past the budget it decides at P = 0.3; a flat run is stopped there, a rising one goes on."""
     n = 400
     rng = np.random.default_rng(0)
     flat = CurveDraws(

@@ -403,9 +403,9 @@ class GuardedBudgetRule:
     * before ``fraction`` of the run (``step_now / horizon_step``, the share of the planned steps,
       as a fixed budget counts them): continue, unless ``P(gain < early_eps) >= early_prob`` (a
       sure plateau; ``early_prob=None``: never before the budget);
-    * from ``fraction`` on: stop, unless ``P(gain < eps) < prob`` (a gain of at least ``eps`` is
-      more likely than not with ``prob=0.5``): then go on, and stop at the first later check where
-      it no longer is.
+    * from ``fraction`` on: stop, unless ``P(gain < eps) < prob`` (with ``prob=0.3``, the
+      default: a gain of at least ``eps`` is more than 70% likely): then go on, and stop at the
+      first later check where it no longer is.
 
     Parameters
     ----------
@@ -415,7 +415,8 @@ class GuardedBudgetRule:
         Gain that is worth going past the budget for, ``>= 0`` (reward units, or a fraction of the
         reward range when ``relative``).
     prob : float
-        Past the budget, the run stops once ``P(gain < eps)`` reaches this, in (0, 1).
+        Past the budget, the run stops once ``P(gain < eps)`` reaches this, in (0, 1): 0.3
+        (default) goes on only while a gain of ``eps`` is at least 70% likely.
     early_eps, early_prob : float
         Before the budget, the run stops only where ``P(gain < early_eps) >= early_prob``.
     relative : bool
@@ -430,7 +431,7 @@ class GuardedBudgetRule:
 
     fraction: float = 0.5
     eps: float = 0.02
-    prob: float = 0.5
+    prob: float = 0.3
     early_eps: float = 0.01
     early_prob: float | None = 0.95
     relative: bool = True
@@ -519,14 +520,18 @@ def default_rule() -> GuardedBudgetRule:
 
     ``bayesgrpo stop`` and ``watch`` (without ``--rule``, ``--eps``, ``--prob`` or ``--absolute``),
     the TRL callback, the verl hook, the fleet and the HTML report's stop histories use it. Stop at
-    half the planned steps unless a gain of 2% of the reward range is still more likely than not,
-    and before that only on a sure plateau (``P(gain < 1%) >= 0.95``).
+    half the planned steps unless a gain of 2% of the reward range is still more than 70% likely
+    (``P(gain < 2%) < 0.3``), and before that only on a sure plateau (``P(gain < 1%) >= 0.95``).
+    Its guard (0.3, not 0.5) was chosen with the live update's tempered likelihood
+    (:data:`bayesgrpo.questions.live.DEFAULT_LIKELIHOOD_WEIGHT`), whose wider bands would
+    otherwise keep runs going past the budget more often
+    (``benchmarks/experiments/results/stop_guarded_budget_live_tempered_backtest_w0.5.md``).
 
     It replaced ``PlateauRule(eps=0.01, prob=0.9)``, which it beats in steps saved on every stopping
     benchmark (4-13 points more) at a reward given up against the run's end between 3.0 points of
     the range less and 2.0 more (more on runs with a stated range), and which ``fixed 0.6``
     dominated on the bundled runs without a stated range (``benchmarks/results/default_rule.md``).
-    Its answer is ``"stop"`` or ``"continue"``: past the budget it decides at a probability of 0.5,
+    Its answer is ``"stop"`` or ``"continue"``: past the budget it decides at one probability,
     so it is never ``"undecided"``; ask :class:`PlateauRule` for a plateau at a chosen probability.
 
     Returns
