@@ -33,7 +33,9 @@ Resumable: each (study, order, pruner) result is appended to
 ``benchmarks/_scratch/optuna_pruning_rows.csv`` and skipped when found there with the same settings
 (and, for bayesgrpo's pruners, the same code of the package's model, questions and evaluate
 layers and of its Optuna integration).
-Writes ``benchmarks/results/optuna_pruning.md`` and ``optuna_pruning_runs.csv``.
+Writes ``benchmarks/results/optuna_pruning.md`` and ``optuna_pruning_runs.csv``; with
+``--likelihood-weight W`` (the pruner's live update tempered by ``W`` instead of its default),
+``optuna_pruning_w<W>.md`` and ``optuna_pruning_w<W>_runs.csv``.
 """
 
 from __future__ import annotations
@@ -90,6 +92,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=0.1, help="warm-up, share of the trial's steps")
     parser.add_argument("--interval", type=float, default=0.05, help="check every this share of the steps")
     parser.add_argument("--min-prob", type=float, default=0.05, help="RewardCurvePruner's min_prob_beat_best")
+    parser.add_argument(
+        "--likelihood-weight",
+        type=float,
+        default=None,
+        help="RewardCurvePruner's likelihood_weight (default: the pruner's own)",
+    )
     parser.add_argument("--pruners", nargs="+", default=list(PRUNERS), choices=PRUNERS)
     parser.add_argument("--output-dir", type=Path, default=RESULTS)
     parser.add_argument("--rows", type=Path, default=ROWS, help="resumable rows (append-only CSV)")
@@ -141,7 +149,9 @@ def make_pruner(name: str, horizon: int, args: argparse.Namespace, study: dict[s
         return optuna.pruners.HyperbandPruner(min_resource=warmup, max_resource=horizon)
     if name == "wilcoxon":
         return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=warmup)
+    weight = {} if args.likelihood_weight is None else {"likelihood_weight": args.likelihood_weight}
     return RewardCurvePruner(
+        **weight,
         horizon=lambda trial: int(trial.user_attrs["horizon"]),
         population=study["population"],
         min_prob_beat_best=args.min_prob,
@@ -322,6 +332,9 @@ def main(argv: list[str] | None = None) -> None:
         " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
     )
     settings = {k: v for k, v in vars(args).items() if k in ("startup", "warmup", "interval", "min_prob")}
+    if args.likelihood_weight is not None:
+        settings["likelihood_weight"] = args.likelihood_weight
+    name = "optuna_pruning" + ("" if args.likelihood_weight is None else f"_w{args.likelihood_weight:g}")
     pruner_code = (HERE.parent / "bayesgrpo" / "integrations" / "optuna.py").read_bytes()
     code = code_hash() + hashlib.sha256(pruner_code).hexdigest()[:8]
     done = done_rows(args.rows, settings, code)
@@ -354,7 +367,7 @@ def main(argv: list[str] | None = None) -> None:
         .reset_index()
     )
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    rows.drop(columns="settings").to_csv(args.output_dir / "optuna_pruning_runs.csv", index=False)
+    rows.drop(columns="settings").to_csv(args.output_dir / f"{name}_runs.csv", index=False)
     machine = (
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d')}"
@@ -399,7 +412,7 @@ def main(argv: list[str] | None = None) -> None:
         markdown_table(per_study),
         "",
     ]
-    (args.output_dir / "optuna_pruning.md").write_text("\n".join(lines))
+    (args.output_dir / f"{name}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 

@@ -57,6 +57,9 @@ logger = logging.getLogger(__name__)
 ATTR = "bayesgrpo:"
 #: What a failed forecast may raise (the package's errors; numpy's LinAlgError is a ValueError).
 FORECAST_ERRORS = (BayesGRPOError, ValueError, ArithmeticError)
+#: The pruner's weight of a trial's reported values in its live update: untempered (1), as measured
+#: on replayed studies (``benchmarks/optuna_pruning.py``), where 0.5 pruned the best trial more often.
+PRUNER_LIKELIHOOD_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,13 @@ class RewardCurvePruner(BasePruner):
     n_draws : int
         Posterior draws of each live update.
     random_seed : int, optional
+    likelihood_weight : float
+        The weight of a trial's reported values against the population's prior in its live
+        update (``LiveForecaster(likelihood_weight=...)``), in (0, 1]. Default
+        :data:`PRUNER_LIKELIHOOD_WEIGHT` (1: every value counts in full), not the live update's
+        own default of 0.5: on the replayed studies of ``benchmarks/optuna_pruning.py`` the
+        tempered update pulled a late-rising best trial toward the population and pruned it
+        more often (``benchmarks/results/optuna_pruning_w0.5.md``).
     """
 
     def __init__(
@@ -180,6 +190,7 @@ class RewardCurvePruner(BasePruner):
         cache_dir: str | Path | None = None,
         n_draws: int = 1000,
         random_seed: int | None = 1,
+        likelihood_weight: float = PRUNER_LIKELIHOOD_WEIGHT,
     ) -> None:
         for name, value in (("min_prob_beat_best", min_prob_beat_best),
                             ("plateau_max_prob_beat_best", plateau_max_prob_beat_best)):  # fmt: skip
@@ -193,6 +204,8 @@ class RewardCurvePruner(BasePruner):
         ):
             if isinstance(count, bool) or not isinstance(count, int) or count < least:
                 raise BayesGRPOError(f"{name} must be a whole number >= {least}; got {count!r}")
+        if not 0.0 < float(likelihood_weight) <= 1.0:
+            raise BayesGRPOError(f"likelihood_weight must be in (0, 1]; got {likelihood_weight!r}")
         if fit_after is not None and (not isinstance(fit_after, int) or fit_after < 2):
             raise BayesGRPOError(f"fit_after must be a whole number >= 2 or None; got {fit_after!r}")
         if not callable(horizon) and (not isinstance(horizon, (int, np.integer)) or horizon < 2):
@@ -218,6 +231,7 @@ class RewardCurvePruner(BasePruner):
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.n_draws = int(n_draws)
         self.random_seed = random_seed
+        self.likelihood_weight = float(likelihood_weight)
         self.checks: list[PruneCheck] = []
         self._forecaster: LiveForecaster | None = None
         self._fitted_on = 0
@@ -342,11 +356,15 @@ class RewardCurvePruner(BasePruner):
                 self._study_population(study, finished, sign),
                 n_draws=self.n_draws,
                 random_seed=self.random_seed,
+                likelihood_weight=self.likelihood_weight,
             )
             self._fitted_on = len(finished)
         if self._forecaster is None:
             self._forecaster = LiveForecaster(
-                resolve_population(self.population), n_draws=self.n_draws, random_seed=self.random_seed
+                resolve_population(self.population),
+                n_draws=self.n_draws,
+                random_seed=self.random_seed,
+                likelihood_weight=self.likelihood_weight,
             )
         return self._forecaster
 

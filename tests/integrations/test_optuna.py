@@ -13,7 +13,7 @@ import pytest
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.evaluate.backtest import source_groups
-from bayesgrpo.integrations.optuna import ATTR, RewardCurvePruner, trial_table
+from bayesgrpo.integrations.optuna import ATTR, PRUNER_LIKELIHOOD_WEIGHT, RewardCurvePruner, trial_table
 from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.questions.live import LiveForecaster
 
@@ -208,11 +208,26 @@ def test_trial_values_become_a_curve_from_step_one():
         ({"interval_steps": 0}, "interval_steps"),
         ({"fit_after": 1}, "fit_after"),
         ({"final_points": 0}, "final_points"),
+        ({"likelihood_weight": 0.0}, "likelihood_weight"),
+        ({"likelihood_weight": 1.5}, "likelihood_weight"),
     ],
 )
 def test_bad_settings_fail_at_construction(kwargs, message):
     with pytest.raises(BayesGRPOError, match=message):
         pruner(**kwargs)
+
+
+def test_the_pruner_counts_a_trials_values_in_full_unless_told(curves):
+    """Its live update is untempered by default (``PRUNER_LIKELIHOOD_WEIGHT``), whatever the live
+    update's own default, and takes the weight it is given.
+    """
+    for given, expected in (({}, PRUNER_LIKELIHOOD_WEIGHT), ({"likelihood_weight": 0.5}, 0.5)):
+        study = optuna.create_study(direction="maximize", pruner=pruner(**given))
+        objective, _ = replay(curves, best_first(curves)[:3])
+        study.optimize(objective, n_trials=3)
+        assert study.pruner._forecaster is not None
+        assert study.pruner._forecaster.likelihood_weight == expected
+    assert PRUNER_LIKELIHOOD_WEIGHT == 1.0
 
 
 def test_importing_without_optuna_names_the_extra():
