@@ -47,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from bayesgrpo.errors import BayesGRPOError, FitWarning, LiveUpdateWarning
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
+from bayesgrpo.model.laplace import check_likelihood_weight
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster, resolve_population
 from bayesgrpo.questions.stopping import PlateauRule
@@ -204,8 +205,6 @@ class RewardCurvePruner(BasePruner):
         ):
             if isinstance(count, bool) or not isinstance(count, int) or count < least:
                 raise BayesGRPOError(f"{name} must be a whole number >= {least}; got {count!r}")
-        if not 0.0 < float(likelihood_weight) <= 1.0:
-            raise BayesGRPOError(f"likelihood_weight must be in (0, 1]; got {likelihood_weight!r}")
         if fit_after is not None and (not isinstance(fit_after, int) or fit_after < 2):
             raise BayesGRPOError(f"fit_after must be a whole number >= 2 or None; got {fit_after!r}")
         if not callable(horizon) and (not isinstance(horizon, (int, np.integer)) or horizon < 2):
@@ -231,7 +230,7 @@ class RewardCurvePruner(BasePruner):
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.n_draws = int(n_draws)
         self.random_seed = random_seed
-        self.likelihood_weight = float(likelihood_weight)
+        self.likelihood_weight = check_likelihood_weight(likelihood_weight)
         self.checks: list[PruneCheck] = []
         self._forecaster: LiveForecaster | None = None
         self._fitted_on = 0

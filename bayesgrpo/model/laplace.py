@@ -379,6 +379,23 @@ def single_threaded_blas() -> Any:
     return _blas_controller().limit(limits=1, user_api="blas")
 
 
+def check_likelihood_weight(weight: object) -> float:
+    """``weight`` as a float, when it is a tempering weight of the likelihood: in (0, 1].
+
+    Raises
+    ------
+    BayesGRPOError
+        For anything else (not a number, NaN, 0 or below, above 1).
+    """
+    try:
+        value = float(weight)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0.0 < value <= 1.0:
+        raise BayesGRPOError(f"likelihood_weight must be in (0, 1]; got {weight!r}")
+    return value
+
+
 def condition_run(
     prior: GaussianRunPrior,
     t: np.ndarray,
@@ -449,8 +466,7 @@ def _condition_run(
 ) -> RunPosterior:
     """:func:`condition_run` without the BLAS thread limit."""
     start = time.perf_counter()
-    if not 0.0 < likelihood_weight <= 1.0:
-        raise BayesGRPOError(f"likelihood_weight must be in (0, 1]; got {likelihood_weight}")
+    likelihood_weight = check_likelihood_weight(likelihood_weight)
     t = np.asarray(t, dtype=float).reshape(-1)
     y = np.asarray(y, dtype=float).reshape(-1)
     noise_scale = np.ones_like(t) if noise_scale is None else np.asarray(noise_scale, dtype=float).reshape(-1)

@@ -51,6 +51,7 @@ from bayesgrpo.model.laplace import (
     GaussianRunPrior,
     LiveUpdateWarning,
     RunPosterior,
+    check_likelihood_weight,
     condition_run,
     condition_start,
     laplace_fit,
@@ -186,8 +187,7 @@ class LiveForecaster:
             raise NotFittedError(
                 "LiveForecaster needs a fitted population model (RewardModel.fit or RewardModel.load)"
             )
-        if not 0.0 < self.likelihood_weight <= 1.0:
-            raise BayesGRPOError(f"likelihood_weight must be in (0, 1]; got {self.likelihood_weight}")
+        self.likelihood_weight = check_likelihood_weight(self.likelihood_weight)
         if not self.prior_df > 0:
             raise BayesGRPOError(f"prior_df must be positive (inf: a Gaussian prior); got {self.prior_df}")
         if self.unknown_covariates not in UNKNOWN_COVARIATES:
