@@ -344,19 +344,19 @@ def main(argv: list[str] | None = None) -> None:
     for study in all_studies:
         for order_seed in range(args.orders):
             order = list(np.random.default_rng(order_seed).permutation(len(study["curves"])))
-            for name in args.pruners:
-                if (study["source"], order_seed, name) in measured:
+            for pruner_name in args.pruners:
+                if (study["source"], order_seed, pruner_name) in measured:
                     continue
-                result = replay(study, order, make_pruner(name, study["horizon"], args, study))
+                result = replay(study, order, make_pruner(pruner_name, study["horizon"], args, study))
                 row = {
                     "source": study["source"],
                     "order": order_seed,
-                    "pruner": name,
+                    "pruner": pruner_name,
                     **result,
-                    "settings": row_settings(name, settings, code),
+                    "settings": row_settings(pruner_name, settings, code),
                 }
                 pd.DataFrame([row]).to_csv(args.rows, mode="a", header=not args.rows.exists(), index=False)
-                logger.info("%s, order %d, %s: %s", study["source"], order_seed, name, result)
+                logger.info("%s, order %d, %s: %s", study["source"], order_seed, pruner_name, result)
     rows = done_rows(args.rows, settings, code)
     rows = rows[rows["pruner"].isin(args.pruners) & (rows["order"] < args.orders)]
     rows = rows[rows["source"].isin([s["source"] for s in all_studies])]

@@ -49,7 +49,7 @@ from bayesgrpo.errors import BayesGRPOError, FitWarning, LiveUpdateWarning
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 from bayesgrpo.model.laplace import check_likelihood_weight
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.questions.live import LiveForecaster, resolve_population
+from bayesgrpo.questions.live import DEFAULT_LIKELIHOOD_WEIGHT, LiveForecaster, resolve_population
 from bayesgrpo.questions.stopping import PlateauRule
 
 logger = logging.getLogger(__name__)
@@ -58,9 +58,11 @@ logger = logging.getLogger(__name__)
 ATTR = "bayesgrpo:"
 #: What a failed forecast may raise (the package's errors; numpy's LinAlgError is a ValueError).
 FORECAST_ERRORS = (BayesGRPOError, ValueError, ArithmeticError)
-#: The pruner's weight of a trial's reported values in its live update: untempered (1), as measured
-#: on replayed studies (``benchmarks/optuna_pruning.py``), where 0.5 pruned the best trial more often.
-PRUNER_LIKELIHOOD_WEIGHT = 1.0
+#: The pruner's weight of a trial's reported values in its live update: the live update's own
+#: default (0.5). On the replayed studies of ``benchmarks/optuna_pruning.py`` it kept the mean regret
+#: at 0.006 of the range (worst 0.033) where counting the values in full (1) pruned a late-rising
+#: best trial and reached 0.050 (worst 0.486; ``benchmarks/results/optuna_pruning_w1.md``).
+PRUNER_LIKELIHOOD_WEIGHT = DEFAULT_LIKELIHOOD_WEIGHT
 
 
 @dataclass(frozen=True)
@@ -165,10 +167,10 @@ class RewardCurvePruner(BasePruner):
     likelihood_weight : float
         The weight of a trial's reported values against the population's prior in its live
         update (``LiveForecaster(likelihood_weight=...)``), in (0, 1]. Default
-        :data:`PRUNER_LIKELIHOOD_WEIGHT` (1: every value counts in full), not the live update's
-        own default of 0.5: on the replayed studies of ``benchmarks/optuna_pruning.py`` the
-        tempered update pulled a late-rising best trial toward the population and pruned it
-        more often (``benchmarks/results/optuna_pruning_w0.5.md``).
+        :data:`PRUNER_LIKELIHOOD_WEIGHT`, the live update's own default (0.5: a value counts for
+        half). On the replayed studies of ``benchmarks/optuna_pruning.py`` 1 (every value in
+        full) saved more steps and pruned a late-rising best trial from its flat start
+        (``benchmarks/results/optuna_pruning_w1.md``).
     """
 
     def __init__(

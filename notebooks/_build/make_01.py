@@ -38,13 +38,21 @@ nb.cells = [
        "half does not say where it ends (its level at the horizon can have two modes): its interval is "
        "not to be trusted until more draws or more chains (`fit(..., draws=1000, chains=4)`) agree. The "
        "other runs' forecasts are unaffected."),
-    md("## Should I stop now?\n\nAt the cut, the plateau rule asks: is the gain over the rest of the run "
-       "below 1% of the reward range with probability 0.9? `expected_gain` and `phase` say why."),
-    code("from bayesgrpo.questions.stopping import PlateauRule, decisions_table, expected_gain, phase\n\n"
+    md("## Should I stop now?\n\nAt the cut the default rule answers, the one `bayesgrpo stop`, `watch`, the TRL "
+       "callback and the verl hook ask unless told otherwise (`default_rule()`, `GuardedBudgetRule(0.5)`): stop at "
+       "half the planned steps unless a gain of 2% of the reward range is still more than 70% likely, and before "
+       "that only on a sure plateau (P(gain < 1%) >= 0.95). `PlateauRule(eps, prob)` asks only the plateau "
+       "question; `expected_gain` and `phase` say why."),
+    code("from bayesgrpo.questions.stopping import PlateauRule, decisions_table, default_rule, expected_gain, phase\n\n"
          "draws = model.curve_draws()\n"
          "cut_step = half.points.groupby(\"run_id\")[\"step\"].max().reindex(list(draws.run_ids)).to_numpy(dtype=float)\n"
-         "decisions = decisions_table(PlateauRule(eps=0.01, prob=0.9, relative=True).decide(draws, cut_step))\n"
+         "last_step = table.summary().set_index(\"run_id\")[\"last_step\"].reindex(list(draws.run_ids)).to_numpy(dtype=float)\n"
+         "rule = default_rule()\n"
+         "print(rule)\n"
+         "decisions = decisions_table(rule.decide(draws, cut_step, horizon_step=last_step))\n"
          "decisions[[\"run_id\", \"decision\", \"probability\", \"reason\"]].head(8)"),
+    code("plateau = decisions_table(PlateauRule(eps=0.01, prob=0.9, relative=True).decide(draws, cut_step, horizon_step=last_step))\n"
+         "plateau[[\"run_id\", \"decision\", \"probability\", \"reason\"]].head(8)"),
     code("phase(draws, cut_step).head(8)"),
     md("## A run in progress, without refitting\n\nA training loop asks again every few steps. "
        "The live update conditions the run's points so far on the fitted population in milliseconds."),
@@ -54,7 +62,7 @@ nb.cells = [
          "live = bayesgrpo.LiveForecaster(model, random_seed=0)\n"
          "start = time.perf_counter()\n"
          "update = live.update(RunsTable(points=so_far, runs=one.runs, report=one.report), horizon=116)\n"
-         "decision = PlateauRule(eps=0.01, prob=0.9, relative=True).decide(update.curve_draws, update.step)[0]\n"
+         "decision = default_rule().decide(update.curve_draws, update.step, horizon_step=116)[0]\n"
          "print(f\"{1000 * (time.perf_counter() - start):.0f} ms: {decision.decision} - {decision.reason}\")\n"
          "expected_gain(update.curve_draws, update.step)"),
     md("## Anything wrong with a run?"),

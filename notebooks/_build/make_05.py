@@ -284,7 +284,11 @@ CELLS = [
         conditioned on the points logged so far (`LiveForecaster.update`, no refit: tens of
         milliseconds) and the plateau rule answers: stop when `P(gain from now to the horizon < eps)
         >= 0.9`, with `eps` = 1% of the run's reward range (`PlateauRule(eps=0.01, prob=0.9)`, the
-        default of `bayesgrpo stop` and `bayesgrpo watch`).
+        default of `bayesgrpo stop` and `bayesgrpo watch` when this notebook was executed; they now
+        ask `default_rule()`, `GuardedBudgetRule(0.5)`: stop at half the planned steps unless a gain
+        of 2% of the range is still more than 70% likely, before that only on a sure plateau. The
+        outputs below are also from before the live update was tempered, `likelihood_weight=0.5`,
+        2026-11-28: run again, the probabilities and bands come out a little wider).
 
         **A caveat on honesty.** These seven are bundled runs, so that population saw their *whole*
         curves when it was fitted; a run of yours is new to it. The forecasts below are therefore
@@ -508,8 +512,9 @@ CELLS = [
           and file logger), TRL (`trainer_state.json` and console), W&B exports, notebook tables
           and plain CSV/JSONL/Parquet tables, and accounts for every record.
         - State what the logs do not: family, size, task, reward range, planned steps.
-        - Then ask: `LiveForecaster(bundled_population()).update(run)` with a `PlateauRule` in
-          Python, `bayesgrpo stop` / `bayesgrpo watch` in a terminal, `write_report` for a page to
+        - Then ask: `LiveForecaster(bundled_population()).update(run)` with `default_rule()` (or a
+          `PlateauRule` of your eps and probability) in Python, `bayesgrpo stop` / `bayesgrpo watch`
+          in a terminal, `write_report` for a page to
           share, `diagnose` for what else is wrong. Read a stop with its probability, and a
           probability near the threshold as a close call.
     """),

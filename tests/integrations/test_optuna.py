@@ -15,7 +15,7 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.evaluate.backtest import source_groups
 from bayesgrpo.integrations.optuna import ATTR, PRUNER_LIKELIHOOD_WEIGHT, RewardCurvePruner, trial_table
 from bayesgrpo.model.datasets import load_bundled
-from bayesgrpo.questions.live import LiveForecaster
+from bayesgrpo.questions.live import DEFAULT_LIKELIHOOD_WEIGHT, LiveForecaster
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 SOURCE = "volcengine/verl (refs/pull/3389/head)"  # 7 runs of one recipe, 116 steps, accuracy 0..1
@@ -217,17 +217,17 @@ def test_bad_settings_fail_at_construction(kwargs, message):
         pruner(**kwargs)
 
 
-def test_the_pruner_counts_a_trials_values_in_full_unless_told(curves):
-    """Its live update is untempered by default (``PRUNER_LIKELIHOOD_WEIGHT``), whatever the live
-    update's own default, and takes the weight it is given.
+def test_the_pruner_tempers_its_live_update_as_the_live_path_does_unless_told(curves):
+    """Its live update counts a trial's values as the live path's default does
+    (``PRUNER_LIKELIHOOD_WEIGHT`` is ``DEFAULT_LIKELIHOOD_WEIGHT``), and takes the weight it is given.
     """
-    for given, expected in (({}, PRUNER_LIKELIHOOD_WEIGHT), ({"likelihood_weight": 0.5}, 0.5)):
+    for given, expected in (({}, DEFAULT_LIKELIHOOD_WEIGHT), ({"likelihood_weight": 1.0}, 1.0)):
         study = optuna.create_study(direction="maximize", pruner=pruner(**given))
         objective, _ = replay(curves, best_first(curves)[:3])
         study.optimize(objective, n_trials=3)
         assert study.pruner._forecaster is not None
         assert study.pruner._forecaster.likelihood_weight == expected
-    assert PRUNER_LIKELIHOOD_WEIGHT == 1.0
+    assert PRUNER_LIKELIHOOD_WEIGHT == DEFAULT_LIKELIHOOD_WEIGHT == 0.5
 
 
 def test_importing_without_optuna_names_the_extra():
