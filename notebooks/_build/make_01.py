@@ -46,12 +46,11 @@ nb.cells = [
     code("from bayesgrpo.questions.stopping import PlateauRule, decisions_table, default_rule, expected_gain, phase\n\n"
          "draws = model.curve_draws()\n"
          "cut_step = half.points.groupby(\"run_id\")[\"step\"].max().reindex(list(draws.run_ids)).to_numpy(dtype=float)\n"
-         "last_step = table.summary().set_index(\"run_id\")[\"last_step\"].reindex(list(draws.run_ids)).to_numpy(dtype=float)\n"
          "rule = default_rule()\n"
          "print(rule)\n"
-         "decisions = decisions_table(rule.decide(draws, cut_step, horizon_step=last_step))\n"
+         "decisions = decisions_table(rule.decide(draws, cut_step))\n"
          "decisions[[\"run_id\", \"decision\", \"probability\", \"reason\"]].head(8)"),
-    code("plateau = decisions_table(PlateauRule(eps=0.01, prob=0.9, relative=True).decide(draws, cut_step, horizon_step=last_step))\n"
+    code("plateau = decisions_table(PlateauRule(eps=0.01, prob=0.9, relative=True).decide(draws, cut_step))\n"
          "plateau[[\"run_id\", \"decision\", \"probability\", \"reason\"]].head(8)"),
     code("phase(draws, cut_step).head(8)"),
     md("## A run in progress, without refitting\n\nA training loop asks again every few steps. "
@@ -62,7 +61,7 @@ nb.cells = [
          "live = bayesgrpo.LiveForecaster(model, random_seed=0)\n"
          "start = time.perf_counter()\n"
          "update = live.update(RunsTable(points=so_far, runs=one.runs, report=one.report), horizon=116)\n"
-         "decision = default_rule().decide(update.curve_draws, update.step, horizon_step=116)[0]\n"
+         "decision = default_rule().decide(update.curve_draws, update.step)[0]\n"
          "print(f\"{1000 * (time.perf_counter() - start):.0f} ms: {decision.decision} - {decision.reason}\")\n"
          "expected_gain(update.curve_draws, update.step)"),
     md("## Anything wrong with a run?"),
