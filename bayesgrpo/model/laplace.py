@@ -13,11 +13,15 @@ model's Student-t likelihood (:func:`condition_run`):
    moved to the weighted draws' mean and covariance (population Monte Carlo);
 4. Pareto-smoothed weights (PSIS, Vehtari et al. 2024, ``model.psis``: ArviZ's, in numpy); the
    Pareto k and the effective sample size are returned;
-5. when the weights stay unreliable (Pareto k above 0.7: the run's points disagree with what the
-   population expects of it, so no proposal built from the prior and the mode covers the
-   posterior), the draws come from MCMC on the same posterior instead: emcee's affine-invariant
-   ensemble (Goodman & Weare 2010), vectorised over walkers started around the mode
-   (:func:`ensemble_draws`). :attr:`RunPosterior.method` says which path gave the draws.
+5. when the weights are unreliable (Pareto k above 0.7) and one of the draws is far more
+   probable than the mode found (the optimiser, started at the prior's mean, stopped at a local
+   mode: a run cut mid-rise can be read as rising on or as levelling off), the fit starts again
+   from that draw and steps 1-4 are repeated from the mode it reaches;
+6. when the weights stay unreliable (the run's points disagree with what the population expects
+   of it, so no proposal built from the prior and the mode covers the posterior), the draws come
+   from MCMC on the same posterior instead: emcee's affine-invariant ensemble (Goodman & Weare
+   2010), vectorised over walkers started around the mode (:func:`ensemble_draws`).
+   :attr:`RunPosterior.method` says which path gave the draws.
 
 :func:`condition_start` conditions the prior exactly on a measured start instead. Everything is
 numpy, vectorised over draws; nothing is compiled. The population fit uses the same Laplace fit to
@@ -57,6 +61,9 @@ PARETO_K_LIMIT = 0.7
 GOOD_PARETO_K = 0.5
 #: Importance-sampling rounds at most (the first from the Laplace fit, then adapted).
 ADAPT_ROUNDS = 4
+#: How much higher (in log posterior) a draw and the mode reached from it must be than the first
+#: mode for :func:`condition_run` to start again from them when the importance weights fail.
+RESTART_MARGIN = 1.0
 #: The fallback's ensemble: walkers, steps discarded while it finds the posterior, steps kept.
 ENSEMBLE_WALKERS = 40
 ENSEMBLE_BURN = 400
@@ -223,9 +230,11 @@ def laplace_fit(
     y: np.ndarray,
     noise_scale: np.ndarray,
     likelihood_weight: float = 1.0,
+    start: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mode and the covariance of the Laplace approximation there (the likelihood
-    tempered by ``likelihood_weight``, see :func:`condition_run`).
+    tempered by ``likelihood_weight``, see :func:`condition_run`), the optimiser started at
+    ``start`` (default the prior's mean).
     """
     step = 1e-5
     offsets = np.vstack([np.zeros(prior.dim), step * np.eye(prior.dim), -step * np.eye(prior.dim)])
@@ -244,7 +253,8 @@ def laplace_fit(
         gradient = (values[1 : 1 + prior.dim] - values[1 + prior.dim :]) / (2 * step)
         return -float(values[0]), -gradient
 
-    result = optimize.minimize(negative_and_gradient, prior.mean, jac=True, method="L-BFGS-B")
+    x0 = prior.mean if start is None else np.asarray(start, dtype=float)
+    result = optimize.minimize(negative_and_gradient, x0, jac=True, method="L-BFGS-B")
     mode = result.x
     hessian = -_hessian(lambda z: log_posterior(z, prior, t, y, noise_scale, likelihood_weight), mode)
     eigenvalues, vectors = np.linalg.eigh(0.5 * (hessian + hessian.T))
@@ -486,23 +496,20 @@ def _condition_run(
         )
 
     mode, cov = laplace_fit(prior, t, y, noise_scale, likelihood_weight)
-    location = mode
-
-    for _ in range(ADAPT_ROUNDS):
-        theta, log_w = _importance_draws(
-            prior, t, y, noise_scale, location, cov, n_draws, rng, likelihood_weight
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            smoothed, pareto_k = psis_log_weights(log_w - log_w.max())
-        weights = np.exp(smoothed - special.logsumexp(smoothed))
-        if pareto_k <= GOOD_PARETO_K:
-            break
-        # adapt the proposal to the weighted draws (population Monte Carlo): a curved or skewed
-        # posterior is covered by its moments where the Laplace fit at the mode misses it
-        location = weights @ theta
-        centred = theta - location
-        cov = (centred * weights[:, None]).T @ centred + 1e-9 * np.eye(prior.dim)
+    data = (t, y, noise_scale)
+    theta, weights, pareto_k = _adapted_importance(
+        prior, data, (mode, cov), n_draws=n_draws, rng=rng, likelihood_weight=likelihood_weight
+    )
+    if pareto_k > pareto_k_limit:
+        # the optimiser, started at the prior's mean, can stop at a local mode of a posterior
+        # with two (a rise still to come, or one already over); a draw far more probable than
+        # that mode is where the weights failed: start again from the most probable draw
+        restart = _restarted_mode(prior, t, y, noise_scale, theta, mode, likelihood_weight)
+        if restart is not None:
+            mode, cov = restart
+            theta, weights, pareto_k = _adapted_importance(
+                prior, data, (mode, cov), n_draws=n_draws, rng=rng, likelihood_weight=likelihood_weight
+            )
     ess = float(1.0 / np.sum(weights**2))
     if pareto_k > pareto_k_limit:
         # the importance weights cannot be trusted: MCMC on the same posterior instead
@@ -534,6 +541,75 @@ def _condition_run(
     return RunPosterior(
         prior, theta[index], mode, pareto_k, ess, len(t), time.perf_counter() - start, IMPORTANCE
     )
+
+
+def _adapted_importance(
+    prior: GaussianRunPrior,
+    data: tuple[np.ndarray, np.ndarray, np.ndarray],
+    laplace: tuple[np.ndarray, np.ndarray],
+    *,
+    n_draws: int,
+    rng: np.random.Generator,
+    likelihood_weight: float,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Importance draws around ``mode``, the proposal adapted up to :data:`ADAPT_ROUNDS` times.
+
+    ``data`` is the run's ``(t, y, noise_scale)``, ``laplace`` the ``(mode, cov)`` of
+    :func:`laplace_fit`.
+
+    Returns
+    -------
+    theta : ndarray, shape (n_draws, P)
+    weights : ndarray, shape (n_draws,)
+        Normalised, Pareto-smoothed importance weights.
+    pareto_k : float
+    """
+    t, y, noise_scale = data
+    location, cov = laplace
+    for _ in range(ADAPT_ROUNDS):
+        theta, log_w = _importance_draws(
+            prior, t, y, noise_scale, location, cov, n_draws, rng, likelihood_weight
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            smoothed, pareto_k = psis_log_weights(log_w - log_w.max())
+        weights = np.exp(smoothed - special.logsumexp(smoothed))
+        if pareto_k <= GOOD_PARETO_K:
+            break
+        # adapt the proposal to the weighted draws (population Monte Carlo): a curved or skewed
+        # posterior is covered by its moments where the Laplace fit at the mode misses it
+        location = weights @ theta
+        centred = theta - location
+        cov = (centred * weights[:, None]).T @ centred + 1e-9 * np.eye(prior.dim)
+    return theta, weights, float(pareto_k)
+
+
+def _restarted_mode(
+    prior: GaussianRunPrior,
+    t: np.ndarray,
+    y: np.ndarray,
+    noise_scale: np.ndarray,
+    theta: np.ndarray,
+    mode: np.ndarray,
+    likelihood_weight: float,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """A better mode than ``mode``, found from the most probable of ``theta``; None if none is.
+
+    Returns the Laplace fit started at the draw of ``theta`` with the highest log posterior
+    when that draw, and the mode reached from it, beat ``mode``'s log posterior by more than
+    :data:`RESTART_MARGIN`.
+    """
+    with np.errstate(all="ignore"):
+        values = log_posterior(theta, prior, t, y, noise_scale, likelihood_weight)
+        at_mode = float(log_posterior(mode, prior, t, y, noise_scale, likelihood_weight)[0])
+    values = np.where(np.isfinite(values), values, -np.inf)
+    best = int(np.argmax(values))
+    if not values[best] > at_mode + RESTART_MARGIN:
+        return None
+    new_mode, new_cov = laplace_fit(prior, t, y, noise_scale, likelihood_weight, start=theta[best])
+    with np.errstate(all="ignore"):
+        at_new = float(log_posterior(new_mode, prior, t, y, noise_scale, likelihood_weight)[0])
+    return (new_mode, new_cov) if at_new > at_mode + RESTART_MARGIN else None
 
 
 def ensemble_draws(
