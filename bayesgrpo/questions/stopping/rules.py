@@ -528,7 +528,7 @@ def default_rule() -> GuardedBudgetRule:
     (``benchmarks/experiments/results/stop_guarded_budget_live_tempered_backtest_w0.5.md``).
 
     It replaced ``PlateauRule(eps=0.01, prob=0.9)``, which it beats in steps saved on every stopping
-    benchmark (6.5-21.5 points more) at a reward given up against the run's end between 0.4 points
+    benchmark (6.0-21.5 points more) at a reward given up against the run's end between 0.4 points
     of the range less and 4.4 more; on the bundled runs without a stated range it dominates
     ``fixed 0.5`` by a margin those runs cannot confirm (``benchmarks/results/default_rule.md``).
     Its answer is ``"stop"`` or ``"continue"``: past the budget it decides at one probability,
