@@ -504,7 +504,7 @@ def _condition_run(
         # the optimiser, started at the prior's mean, can stop at a local mode of a posterior
         # with two (a rise still to come, or one already over); a draw far more probable than
         # that mode is where the weights failed: start again from the most probable draw
-        restart = _restarted_mode(prior, t, y, noise_scale, theta, mode, likelihood_weight)
+        restart = _restarted_mode(prior, data, theta, mode, likelihood_weight)
         if restart is not None:
             mode, cov = restart
             theta, weights, pareto_k = _adapted_importance(
@@ -586,19 +586,18 @@ def _adapted_importance(
 
 def _restarted_mode(
     prior: GaussianRunPrior,
-    t: np.ndarray,
-    y: np.ndarray,
-    noise_scale: np.ndarray,
+    data: tuple[np.ndarray, np.ndarray, np.ndarray],
     theta: np.ndarray,
     mode: np.ndarray,
     likelihood_weight: float,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """A better mode than ``mode``, found from the most probable of ``theta``; None if none is.
 
-    Returns the Laplace fit started at the draw of ``theta`` with the highest log posterior
-    when that draw, and the mode reached from it, beat ``mode``'s log posterior by more than
-    :data:`RESTART_MARGIN`.
+    Returns the Laplace fit on ``data`` (the run's ``(t, y, noise_scale)``) started at the draw
+    of ``theta`` with the highest log posterior when that draw, and the mode reached from it,
+    beat ``mode``'s log posterior by more than :data:`RESTART_MARGIN`.
     """
+    t, y, noise_scale = data
     with np.errstate(all="ignore"):
         values = log_posterior(theta, prior, t, y, noise_scale, likelihood_weight)
         at_mode = float(log_posterior(mode, prior, t, y, noise_scale, likelihood_weight)[0])

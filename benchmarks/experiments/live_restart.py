@@ -78,7 +78,7 @@ def updates_of(table, populations, restart: bool) -> pd.DataFrame:
     """
     import bayesgrpo.questions.live as live_module
     from bayesgrpo.evaluate.backtest import planned_horizon, run_points
-    from bayesgrpo.logs.table import RunsTable
+    from bayesgrpo.evaluate.backtest.stopping import check_indices, update_at_check
     from bayesgrpo.model import laplace
     from bayesgrpo.model.draws import reward_at
 
@@ -103,14 +103,12 @@ def updates_of(table, populations, restart: bool) -> pd.DataFrame:
                 id(population), live_module.LiveForecaster(population, n_draws=1000, random_seed=0)
             )
             run = table.select([run_id])
-            steps = run_points(table, run_id)["step"].to_numpy(dtype=float)
-            grid = steps[0] + np.arange(1, round(1 / CHECK_EVERY)) * CHECK_EVERY * (steps[-1] - steps[0])
-            index = np.searchsorted(steps, grid, side="right") - 1
-            for now in np.unique(steps[index[(index >= 1) & (index < len(steps) - 1)]]):
-                prefix = run.points[run.points["step"] <= now].reset_index(drop=True)
-                update = live.update(
-                    RunsTable(points=prefix, runs=run.runs, report=run.report), horizon=planned_horizon(run)
-                )
+            points = run_points(table, run_id)
+            steps = points["step"].to_numpy(dtype=float)
+            for i in check_indices(points, CHECK_EVERY):  # the stopping backtest's own checks
+                update = update_at_check(live, run, points, i, planned_horizon(run))
+                if update is None:
+                    continue
                 posterior = update.posterior
                 prior, t, y, noise_scale, weight = conditioned["args"]
                 at_mode = laplace.log_posterior(posterior.mode, prior, t, y, noise_scale, weight)[0]
@@ -118,8 +116,8 @@ def updates_of(table, populations, restart: bool) -> pd.DataFrame:
                 rows.append(
                     {
                         "run_id": run_id,
-                        "step": float(now),
-                        "progress": float(now / steps[-1]),
+                        "step": steps[i],
+                        "progress": steps[i] / steps[-1],
                         "path": posterior.method,
                         "pareto_k": float(posterior.pareto_k),
                         "log_posterior_at_mode": float(at_mode),
@@ -152,27 +150,26 @@ def main() -> None:
         on=["run_id", "step", "progress"],
         suffixes=("_before", "_now"),
     )
-    columns = ["path", "pareto_k", "log_posterior_at_mode", "end_q05", "end_q50", "end_q95"]
-    same = np.all([np.isclose(merged[f"{c}_before"], merged[f"{c}_now"]) for c in columns[1:]], axis=0) & (
-        merged["path_before"] == merged["path_now"]
+    numbers = ["pareto_k", "log_posterior_at_mode", "end_q05", "end_q50", "end_q95"]
+    same = (merged["path_before"] == merged["path_now"]) & np.all(
+        [np.isclose(merged[f"{c}_before"], merged[f"{c}_now"]) for c in numbers], axis=0
     )
     failed = merged[merged["pareto_k_before"] > 0.7]
     sources = {row["run_id"]: source_group(row) for row in table.runs.to_dict("records")}
     moved = ~np.isclose(merged["log_posterior_at_mode_before"], merged["log_posterior_at_mode_now"])
     changed = merged[~same & moved]  # the restart moved the mode
-    respread = merged[~same & ~moved]  # the same mode, the fallback's walkers spread otherwise
-    shift = (respread["end_q50_now"] - respread["end_q50_before"]).abs().to_numpy()
-    widths = {w: (respread[f"end_q95_{w}"] - respread[f"end_q05_{w}"]).to_numpy() for w in ("before", "now")}
-    width_ratio = widths["now"] / widths["before"] if len(respread) else np.ones(1)
-    shift = shift if len(shift) else np.zeros(1)
-
+    width = {w: merged[f"end_q95_{w}"] - merged[f"end_q05_{w}"] for w in ("before", "now")}
+    respread = merged.assign(  # the same mode, the fallback's walkers spread otherwise
+        shift=(merged["end_q50_now"] - merged["end_q50_before"]).abs(),
+        width_ratio=width["now"] / width["before"],
+    )[~same & ~moved]
+    shift = respread["shift"].to_numpy() if len(respread) else np.zeros(1)
+    width_ratio = respread["width_ratio"].to_numpy() if len(respread) else np.ones(1)
     spans = {r: table.run(r)["reward"].agg(["min", "max"]).tolist() for r in respread["run_id"]}
     largest = "; ".join(
-        f"{row.run_id} at {row.progress:.0%} of its steps by {abs(row.end_q50_now - row.end_q50_before):.3f} "
+        f"{row.run_id} at {row.progress:.0%} of its steps by {row.shift:.3f} "
         f"(its rewards span {spans[row.run_id][0]:g} to {spans[row.run_id][1]:g})"
-        for row in respread.assign(shift=(respread["end_q50_now"] - respread["end_q50_before"]).abs())
-        .nlargest(2, "shift")
-        .itertuples(index=False)
+        for row in respread.nlargest(2, "shift").itertuples(index=False)
     )
 
     def quantiles(row, which: str) -> str:

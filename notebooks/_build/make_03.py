@@ -65,6 +65,7 @@ CELLS = [
             source_group,
             stopping_backtest,
         )
+        from bayesgrpo.evaluate.backtest.stopping import check_indices
         from bayesgrpo.interfaces.plotting import plot_fan
         from bayesgrpo.logs.table import RunsTable
         from bayesgrpo.questions.history import stop_history
@@ -150,11 +151,9 @@ CELLS = [
     """),
     ("code", """
         def check_steps(run_id: str, every: float = 0.05) -> np.ndarray:
-            \"\"\"The steps the replay asked the rules at: the last logged point before each 5% of the step span.\"\"\"
-            steps = run_points(table, run_id)["step"].to_numpy(dtype=float)
-            grid = steps[0] + np.arange(1, round(1 / every)) * every * (steps[-1] - steps[0])
-            index = np.searchsorted(steps, grid, side="right") - 1
-            return np.unique(steps[index[(index >= 1) & (index < len(steps) - 1)]])
+            \"\"\"The steps the replay asked the rules at (``stopping_backtest``'s own checks).\"\"\"
+            points = run_points(table, run_id)
+            return points["step"].to_numpy(dtype=float)[check_indices(points, every)]
 
 
         def draw_history(history: pd.DataFrame, rule: GuardedBudgetRule, ax) -> None:
