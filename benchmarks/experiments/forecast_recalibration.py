@@ -17,7 +17,12 @@ recalibrated forecast's quantile at level ``q`` is the old forecast's quantile a
 - ``isotonic by range``: ``R`` per cut and per kind of run (stated range or not), since the live
   path knows which it has;
 - ``shift only``: only the median moves (the old quantiles shifted by ``Q(R^-1(0.5)) - Q(0.5)``),
-  to tell a bias from a band too narrow.
+  to tell a bias from a band too narrow;
+- ``isotonic, median kept``: the levels below and above ``R^-1(0.5)`` rescaled to keep the old
+  median, so only the band's spread is recalibrated;
+- ``isotonic where it pays``: ``isotonic`` only where the other sources' runs, each recalibrated
+  without its own source, score a lower mean CRPS with it than without (a nested choice, by the
+  proper score, as a user's run would get it).
 
 The old quantile at a level past the draws' range is extended linearly from the outermost 5% of
 the draws (``TAIL``), so a recalibrated band can reach points that lie above every draw.
@@ -254,12 +259,54 @@ def isotonic_by_distance(record: dict[str, Any], others: list[dict[str, Any]]) -
     return out
 
 
+def isotonic_median_kept(record: dict[str, Any], others: list[dict[str, Any]]) -> np.ndarray:
+    """As :func:`isotonic`, each half of the levels rescaled so that the median stays the old one:
+    the band's spread recalibrated, its centre (and so the final-reward error) left as it was.
+    """
+    cdf = pit_cdf(others)
+    levels = inverse(cdf, LEVELS)
+    middle = float(inverse(cdf, np.array([0.5]))[0])
+    kept = np.where(LEVELS < 0.5, levels * 0.5 / middle, 0.5 + (levels - middle) * 0.5 / (1.0 - middle))
+    return quantiles_at(record["sorted_draws"], kept)
+
+
+def _mean_crps(records: list[dict[str, Any]], recalibrate: Recalibrate) -> float:
+    """The mean CRPS of ``records``, each recalibrated on the others of a source not its own."""
+    return float(
+        np.mean(
+            [
+                score(r, recalibrate(r, [q for q in records if q["source"] != r["source"]]))["crps"]
+                for r in records
+            ]
+        )
+    )
+
+
+def isotonic_where_it_pays(record: dict[str, Any], others: list[dict[str, Any]]) -> np.ndarray:
+    """:func:`isotonic` if, on the other sources' runs (each cross-fitted without its own source
+    too), it gives a lower mean CRPS than the draws as they are; else the draws as they are.
+
+    The choice a user's run would get: made without the run's source, by the proper score (made
+    once for each source and cut: :data:`_PAYS`).
+    """
+    key = (record["source"], record["cut"])
+    if key not in _PAYS:
+        _PAYS[key] = _mean_crps(others, isotonic) < _mean_crps(others, as_shipped)
+    return isotonic(record, others) if _PAYS[key] else as_shipped(record, others)
+
+
+#: Whether :func:`isotonic_where_it_pays` recalibrates, by held-out source and cut.
+_PAYS: dict[tuple[str, float], bool] = {}
+
+
 VARIANTS: dict[str, Recalibrate] = {
     "as shipped": as_shipped,
     "isotonic": isotonic,
     "isotonic by range": isotonic_by_range,
     "shift only": shift_only,
     "isotonic by distance": isotonic_by_distance,
+    "isotonic, median kept": isotonic_median_kept,
+    "isotonic where it pays": isotonic_where_it_pays,
 }
 
 
