@@ -55,7 +55,7 @@ CELLS = [
         from bayesgrpo.model.laplace import LiveUpdateWarning
         from bayesgrpo.interfaces.plotting import plot_fan
         from bayesgrpo.logs.readers import detect_format
-        from bayesgrpo.questions.stopping import PlateauRule, reward_at
+        from bayesgrpo.questions.stopping import default_rule
         from bayesgrpo.logs.writers.notebook import write_notebook
         from bayesgrpo.logs.writers.tensorboard import write_tensorboard
         from bayesgrpo.logs.writers.trl import write_trainer_state, write_trl_console
@@ -99,7 +99,7 @@ CELLS = [
         | notebook | a saved `.ipynb` whose training cell shows the transformers progress table (Colab, Kaggle, Unsloth) |
 
         `write_logs` writes every run in its format; the same function writes the runs in progress of
-        section 4, cut at half their steps.
+        section 4, cut at 60% of their steps.
     """),
     ("code", """
         def points_of(name: str, fraction: float = 1.0) -> pd.DataFrame:
@@ -279,63 +279,82 @@ CELLS = [
         ## 4. Runs in progress: where will each end, and should it stop?
 
         Now the same seven runs as if they were training right now: each is written again, cut at
-        half of its steps, into `live/`, and read with the same metadata. For each run the
-        population shipped with bayesgrpo (`bundled_population()`, fitted on the 60 bundled runs) is
-        conditioned on the points logged so far (`LiveForecaster.update`, no refit: tens of
-        milliseconds) and the plateau rule answers: stop when `P(gain from now to the horizon < eps)
-        >= 0.9`, with `eps` = 1% of the run's reward range (`PlateauRule(eps=0.01, prob=0.9)`, the
-        default of `bayesgrpo stop` and `bayesgrpo watch` when this notebook was executed; they now
-        ask `default_rule()`, `GuardedBudgetRule(0.5)`: stop at half the planned steps unless a gain
-        of 2% of the range is still more than 70% likely, before that only on a sure plateau. The
-        outputs below are also from before the live update was tempered, `likelihood_weight=0.5`,
-        2026-11-28: run again, the probabilities and bands come out a little wider).
+        60% of its steps, into `live/`, and read with the same metadata. For each run the population
+        shipped with bayesgrpo (`bundled_population()`, fitted on the 60 bundled runs) is conditioned
+        on the points logged so far (`LiveForecaster.update`, no refit: tens of milliseconds), and
+        `default_rule()` answers. It is the rule `bayesgrpo stop`, `bayesgrpo watch`, the TRL callback
+        and the verl hook decide with unless told otherwise: a budget the posterior may move. Stop at
+        half the planned steps, unless a gain of at least 2% of the reward range before the horizon
+        is still more than 70% likely (`P(gain < 2%) < 0.3`: the curve is likely still rising); before
+        the budget, stop only on a sure plateau (`P(gain < 1%) >= 0.95`). At 60% of their steps all
+        seven runs are past the budget, so each answer here is the guard's. Why a budget the
+        posterior may move rather than a plateau rule, measured on runs the population never saw:
+        `03_when_to_stop.ipynb`.
 
-        **A caveat on honesty.** These seven are bundled runs, so that population saw their *whole*
-        curves when it was fitted; a run of yours is new to it. The forecasts below are therefore
-        somewhat optimistic. Measured from populations that never saw the run, forecasts and stop
-        decisions are in `03_when_to_stop.ipynb` and `benchmarks/results/`.
+        **A caveat on honesty.** These seven are bundled runs, so the shipped population saw their
+        *whole* curves when it was fitted; a run of yours is new to it. The forecasts below are
+        therefore somewhat optimistic. Measured from populations that never saw the run (leave one
+        source out), forecasts and stop decisions are in `03_when_to_stop.ipynb` and
+        `benchmarks/results/`.
     """),
     ("code", """
         LIVE = WORK / "live"
-        write_logs(LIVE, fraction=0.5)
+        CUT = 0.6  # the share of each run's steps logged so far
+        write_logs(LIVE, fraction=CUT)
         live_table = bayesgrpo.load_runs(LIVE, metadata=META, warn=False)
 
         population = bundled_population()
-        live = LiveForecaster(population, random_seed=1)  # as `bayesgrpo stop` and `watch` (seed 1, 2000 draws)
-        rule = PlateauRule(eps=0.01, prob=0.9, relative=True)
-        updates, rows, seconds = {}, [], []
+        live = LiveForecaster(population, random_seed=1)  # as `bayesgrpo stop` and `watch` (seed 1)
+        rule = default_rule()
+        print(rule)
+        updates, decisions, rows, seconds = {}, {}, [], []
         for name in RUNS:
             horizon = float(META[name]["total_steps"])
             start = time.perf_counter()
-            with warnings.catch_warnings():  # a Pareto k above 0.7 warns: the table shows k instead
+            with warnings.catch_warnings():  # a Pareto k above 0.7 warns: the table shows the path taken instead
                 warnings.simplefilter("ignore", LiveUpdateWarning)
                 update = updates[name] = live.update(live_table.select([name]), horizon=horizon)
             seconds.append(time.perf_counter() - start)
-            final = reward_at(update.curve_draws, np.array([horizon]))[:, 0, 0]
-            low, median, high = np.quantile(final, [0.05, 0.5, 0.95])
-            decision = rule.decide(update.curve_draws, update.step, horizon)[0]
+            decision = decisions[name] = rule.decide(update.curve_draws, update.step, horizon)[0]
+            low, median, high = update.final_interval(0.9, band="curve")  # the expected reward at the horizon
+            logged_low, _, logged_high = update.final_interval(0.9)  # one logged reward there (the default band)
             logged = live_table.run(name)["reward"].dropna()
             later = table.run(name)["reward"].dropna()  # what the run logged in the end
             actual_end = later.iloc[-max(5, len(later) // 10):].mean()  # mean of its last 10% of points
             now = logged.iloc[-10:].mean()  # mean of the last 10 points so far, as `watch` shows it
+            range_low, range_high, range_how = update.reward_range
             rows.append({"run": name, "step": update.step, "horizon": horizon, "reward now": now,
-                         "forecast end": median, "5%": low, "95%": high, "actual end": actual_end,
-                         "in 90%": bool(low <= actual_end <= high), "P(plateau)": decision.probability,
-                         "decision": decision.decision, "eps": 0.01 * float(update.curve_draws.reward_scale[0]),
-                         "actual gain": actual_end - now, "Pareto k": update.posterior.pareto_k})
-        forecasts = pd.DataFrame(rows).set_index("run").round({"P(plateau)": 3})
+                         "end (curve)": median, "5%": low, "95%": high, "actual end": actual_end,
+                         "in 90%": bool(low <= actual_end <= high),
+                         "logged reward at the end, 90%": f"[{logged_low:.3g}, {logged_high:.3g}]",
+                         "eps (2%)": 0.02 * (range_high - range_low), "range": range_how,
+                         "P(gain < eps)": decision.probability, "decision": decision.decision,
+                         "actual gain": actual_end - now, "path": update.method})
+        forecasts = pd.DataFrame(rows).set_index("run").round({"P(gain < eps)": 3})
         print(f"population fitted on {population.fit_summary()['n_runs']} runs; {live.n_draws} draws per update, "
               f"median {1000 * np.median(seconds):.0f} ms per update")
-        print(f"{forecasts['in 90%'].sum()} of {len(forecasts)} actual ends inside the forecast 90% interval; "
+        print(f"{forecasts['in 90%'].sum()} of {len(forecasts)} actual ends inside the curve's 90% interval; "
               f"decisions: {forecasts['decision'].value_counts().to_dict()}")
         forecasts
     """),
     ("md", """
-        *reward now* is the mean of the last 10 logged rewards at the cut, *actual end* the mean of the
-        last 10% of the points the run logged in the end, *actual gain* their difference, *eps* the
-        plateau rule's threshold in reward units. The forecast is of the expected reward curve, the
-        shaded band below; the dots after the dotted line are what each run logged after the cut,
-        which the forecast did not see.
+        *reward now* is the mean of the last 10 logged rewards at the cut, *actual end* the mean of
+        the last 10% of the points the run logged in the end, *actual gain* their difference.
+
+        A live update gives **two bands**, and says which one it shows. The *curve* band
+        (`band="curve"`) is where the expected reward will be: what the stop rule decides on, and
+        what the mean of many logged points, like *actual end*, should fall in (*end (curve)* with
+        its 5% and 95% quantiles). The *predictive* band (`band="predictive"`, the default of
+        `LiveUpdate.quantiles`, `final_interval` and the fan charts) is where one logged reward will
+        be, the run's noise included: *logged reward at the end, 90%*. On a noisy run the second is
+        far wider than the first. *eps (2%)* is the gain the guard asks about, 2% of the reward range;
+        *range* says whether that range was stated for the run or estimated from its logged points
+        (`LiveUpdate.range_note()` says how). *path* is how the update drew its answer: `importance`
+        sampling, or `ensemble_mcmc` where the importance weights could not be trusted.
+    """),
+    ("code", """
+        for name in RUNS:
+            print(f"{name}: {decisions[name].decision.upper()}: {decisions[name].reason}")
     """),
     ("code", """
         fig, axes = plt.subplots(2, 4, figsize=(12, 5.6))
@@ -348,37 +367,34 @@ CELLS = [
         fig.tight_layout()
     """),
     ("md", """
-        Six of the seven actual ends fall inside the forecast 90% interval. The one stop is
-        qwen2-7b-grpo at step 52 of 105, and it is a close call: P(plateau) 0.909, just over the 0.9
-        threshold. The run ended at 0.983, inside its forecast end, 0.981 [0.974, 0.989], and the
-        decision holds: after step 52 the run gained 0.008, less than the rule's eps of 0.010. The six
-        others continue, and for five of them the later points agree: each gained more than its eps
-        after the cut (gemma2-2b-ppo 0.049, qwen2-7b-gpg 0.033, mistral-7b-grpo 0.102, phi4-grpo
-        0.129, llama31-8b-grpo 0.231). Their ends fall inside their intervals, though not always near
-        the middle: mistral-7b-grpo ended at 0.310, near the top of 0.245 [0.189, 0.328], and
-        qwen2-7b-gpg at 0.942, near the bottom of 0.951 [0.941, 0.957]. The sixth run told to
-        continue is the exception, and the miss: gemma4-e2b-sudoku (P(plateau) 0.685) ended at 7.917,
-        below its forecast end, 13.463 [9.023, 19.555], because its reward fell (actual gain
-        -5.073). Its first 30 points swing widely, and the forecast read them as noise around a slow
-        rise. The plateau rule asks whether more steps will *gain*, not whether the run is breaking;
-        section 5 asks that.
+        The fan charts show the predictive band (their legend names it); the dots after the dotted
+        line are what each run logged after the cut, which the forecast did not see.
 
-        Where a run is noisy and its reward range is not stated, the band is wide and says so:
-        [-0.041, 0.903] for phi4-grpo, [9.023, 19.555] for gemma4-e2b-sudoku. The last column is the
-        live update's Pareto k, which says whether its importance weights can be trusted. Here every
-        run is below 0.7, where the update would warn (the largest, gemma2-2b-ppo, is 0.511). Above
-        0.7 the weights could not be trusted: the run's points would disagree with what the
-        population expects of such a run, and a population refitted with the run would give the
-        trustworthy answer.
+        All seven actual ends fall inside the curve's 90% interval. The default says stop to six
+        runs and continue to one, gemma2-2b-ppo, whose curve is still rising: P(gain < 0.02) = 0.08,
+        an expected gain to step 105 of 0.038 (90%: 0.016 to 0.061), and the run went on to gain
+        0.024. Four of the six stops are borne out by what the runs logged next: qwen2-7b-grpo gained
+        0.005 (its eps 0.020), phi4-grpo 0.033 (eps 0.089), llama31-8b-grpo -0.009, and
+        gemma4-e2b-sudoku's reward fell by 1.313 (section 5 says why). Two gained more than their eps
+        after the stop: qwen2-7b-gpg 0.033 against 0.020 (P(gain < eps) = 0.64: the guard goes on
+        only where a gain of eps is at least 70% likely, and here it was 36% likely), and
+        mistral-7b-grpo 0.085 against 0.064, within what its noise moves a mean of ten points (one
+        logged reward at its end: anywhere from -0.149 to 0.742).
+
+        On a run without a stated range, eps is 2% of a range estimated from its logged points, and
+        on the noisiest runs that is a large step: 1.12 reward units on the Sudoku run, whose whole
+        range is estimated at -9.85 to 46. Where you know the range your reward lives in, state it
+        (`reward_min`/`reward_max` in the metadata, or `--reward-range` on the command line); the
+        range note under each answer of `bayesgrpo stop` (section 7) says which range was used.
     """),
     ("md", """
-        How sure is sure? The live update draws its answer by importance sampling, so
-        `P(plateau)` carries Monte Carlo noise; a run near the 0.9 threshold can change decision with
-        the seed. The same updates with other seeds (2000 draws each, as the commands use):
+        How sure is sure? The live update draws its answer by importance sampling, so a probability
+        carries Monte Carlo noise, and a run near the guard's 0.3 can change decision with the seed.
+        The same updates with other seeds:
     """),
     ("code", """
-        def p_plateau(seed: int) -> dict[str, float]:
-            \"\"\"Each run's P(plateau) from a live update drawn with ``seed``.\"\"\"
+        def p_gain_below(seed: int) -> dict[str, float]:
+            \"\"\"Each run's P(gain < eps), the probability the default rule compares, from an update drawn with ``seed``.\"\"\"
             forecaster = LiveForecaster(population, random_seed=seed)
             out = {}
             for name in RUNS:
@@ -390,17 +406,18 @@ CELLS = [
             return out
 
 
-        spread = pd.DataFrame({seed: p_plateau(seed) for seed in SEEDS}).round(3)
-        pd.DataFrame({"P(plateau), seed 1": spread[1], "min over seeds": spread.min(axis=1), "max over seeds": spread.max(axis=1),
-                      "seeds saying stop": (spread >= 0.9).sum(axis=1), "seeds": spread.shape[1]})
+        spread = pd.DataFrame({seed: p_gain_below(seed) for seed in SEEDS}).round(3)
+        pd.DataFrame({"P(gain < eps), seed 1": spread[1], "min over seeds": spread.min(axis=1),
+                      "max over seeds": spread.max(axis=1), "seeds saying stop": (spread >= rule.prob).sum(axis=1),
+                      "seeds": spread.shape[1]})
     """),
     ("md", """
-        Over ten seeds the six runs told to continue keep their decision under all 10. phi4-grpo's
-        P(plateau) moves the most, from 0.494 to 0.800, but stays under the threshold. The one near
-        it flips: qwen2-7b-grpo's P(plateau) ranges from 0.873 to 0.918 and 5 of the 10 seeds say
-        stop; the run went on to gain 0.008, less than its eps, so stopping was right. A probability
-        near 0.9 is a close call, not a verdict: look at the fan chart, or check again after a few
-        more logged points.
+        Over ten seeds six runs keep their decision under all ten; their probabilities move by up to
+        0.25 (phi4-grpo, 0.600 to 0.854) without crossing the guard's 0.3. qwen2-7b-gpg's moves the
+        most, from 0.200 to 0.826, and 9 of the 10 seeds say stop. A probability that near the
+        threshold is a close call, not a verdict: look at the fan chart, or ask again after a few
+        more logged points (`bayesgrpo watch`, the TRL callback and the verl hook ask at every
+        check).
     """),
     ("md", """
         ## 5. Diagnostics: is something wrong with a run?
@@ -442,7 +459,7 @@ CELLS = [
         (`info`).
     """),
     ("md", """
-        The same on the runs in progress of section 4, cut at half their steps:
+        The same on the runs in progress of section 4, cut at 60% of their steps:
     """),
     ("code", """
         live_findings = diagnose(live_table)
@@ -450,11 +467,12 @@ CELLS = [
             signal=live_findings["evidence"].map(lambda e: e.get("signal")))
     """),
     ("md", """
-        At step 30 the Sudoku run is already flagged high: at steps 28 to 30 every group gave all its
-        completions the same reward. That is a reason to look at the run even though the plateau
-        rule said continue. Flags on a run in progress are early warnings, not verdicts: phi4-grpo is
-        flagged high for a collapse at steps 26 to 50, yet its whole run (the first findings table)
-        raises no collapse, only a stall note, and it gained 0.129 after the cut.
+        At step 36 the Sudoku run is already flagged high for a collapse (from step 23), and at steps
+        33 to 36 every group gave all its completions the same reward: a reason to look at the run
+        whatever a stop rule says (here the default said stop). Flags on a run in progress are early
+        warnings, not verdicts: phi4-grpo is flagged high for a collapse at steps 27 to 60, yet its
+        whole run (the first findings table) raises no collapse, only a stall note, and it gained
+        0.033 after the cut.
     """),
     ("md", """
         ## 6. One HTML page to share
@@ -480,8 +498,9 @@ CELLS = [
         name. `bayesgrpo watch` follows growing logs (files or folders, which may still be empty or
         not exist yet) and redraws a table every `--interval` seconds; `--once` prints one table and
         exits. `bayesgrpo stop` prints each run's decision with its reason. Both use the shipped
-        population unless given `--population model.nc`, and the plateau rule with `eps` 0.01 of the
-        reward range and probability 0.9 unless told otherwise. In a shell:
+        population unless given `--population model.nc`, and `default_rule()` unless told otherwise
+        (`--rule plateau --eps 0.01 --prob 0.9` asks the plateau rule; `bayesgrpo stop --help` lists
+        the rules). In a shell:
 
         ```
         bayesgrpo watch live/ --metadata runs.yaml          # Ctrl-C to quit
@@ -515,8 +534,10 @@ CELLS = [
         - Then ask: `LiveForecaster(bundled_population()).update(run)` with `default_rule()` (or a
           `PlateauRule` of your eps and probability) in Python, `bayesgrpo stop` / `bayesgrpo watch`
           in a terminal, `write_report` for a page to
-          share, `diagnose` for what else is wrong. Read a stop with its probability, and a
-          probability near the threshold as a close call.
+          share, `diagnose` for what else is wrong. Read a stop with its reason line and its
+          probability, a probability near the threshold as a close call, and a band with its name:
+          the curve band for where the expected reward goes, the predictive band (the default) for
+          where logged rewards will fall.
     """),
 ]
 
