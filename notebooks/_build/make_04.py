@@ -112,8 +112,9 @@ CELLS = [
         ## Three held-out runs, before and just after they start
 
         For each run, five predictions of its curve (band: 5 to 95% of the expected reward, without
-        logging noise; dots: what the run logged): the population's average run with the run's
-        reward range and horizon but no other metadata (*population mean*, the reference), the
+        logging noise; dots: what the run logged): a run with the run's reward range and horizon
+        but no other metadata, its size and family any of those the population's runs had
+        (*population mean*, the reference), the
         zero-shot prediction from its metadata, the same given the reward the model had before
         training (`initial_reward`, here the run's first logged reward: a validation score at step 0
         serves as well), and the prediction updated by its points in the first 5% and 10% of its
@@ -168,15 +169,17 @@ CELLS = [
         fig.tight_layout()
     """),
     ("md", """
-        The population-mean curve is wide and centred well below these two verl runs, which climb
-        most of the way to the top of the scale within a few steps. The zero-shot prediction from
+        The population-mean curve is wide and centred far below these two verl runs, which climb
+        most of the way to the top of the scale within a few steps: without a size, a run on a
+        stated range is placed among the population's runs on one, most of them 0.5B runs that end
+        near 0.5. The zero-shot prediction from
         their metadata starts higher (near 0.6), ends near where they end, and holds both inside its
         band, but its mean takes tens of steps over a rise the runs make in a few. Given the initial
         reward it gets worse: the start is pinned at the runs' low first reward (0.25 for the gsm8k
         run), the population reads a start that low as a run that climbs slowly, and the gsm8k run
-        sits at or above the top of the band throughout. A handful of logged points move the
-        prediction onto the run. After 5% of its steps the GPG run's update levels off below the
-        run's slow late climb; after 10% it follows it. The noisy notebook run is harder: both
+        sits at the top of the band throughout. A handful of logged points move the prediction onto
+        the run. After 5% of its steps the GPG run's update levels off a little below the run's slow
+        late climb; after 10% it follows it. The noisy notebook run is harder: both
         updates expect it to climb, but less than it does, and their bands hold only the lower part
         of its later points.
 
@@ -268,26 +271,28 @@ CELLS = [
         fig.tight_layout()
     """),
     ("md", """
-        A family not given, or new, widens the interval a little, mostly in the middle of the curve
-        where the timing shows (mean 90% width 0.315 known, 0.348 not given, 0.358 new; at the end
-        0.149 to 0.163). The time `tau` varies much more between runs of a family than between
-        families (0.999 against 0.272 on the log scale), so not knowing the family adds little to
-        what is already unknown about any single run; the shape `k` varies more between families
-        (0.907 against 0.275). All three intervals hold where this run went, near their top edge:
+        A family not given widens the interval a little, in the middle of the curve where the
+        timing shows (mean 90% width 0.339 known, 0.375 not given); a new family widens it more, and
+        to the end (0.428; at the end 0.217 against 0.163 known and 0.160 not given): a family the
+        population never saw gets the between-family spread of every parameter it has one for. The
+        time `tau` varies much more between runs of a family than between families (0.991 against
+        0.277 on the log scale), so not knowing the family adds little to what is already unknown
+        about any single run; the shape `k` varies more between families (0.916 against 0.280). All three intervals hold where this run went, near their top edge:
         the run jumps to 0.95 within a few steps, their means take tens of steps to get there.
 
         ## What the committed evaluation says over all runs
 
         `benchmarks/transfer_eval.py` (results in `benchmarks/results/transfer_eval.md` and, one row
         per run, window and method, `transfer_eval_runs.csv`) ran the same scores over all 60 runs in
-        two splits: `kfold_by_run` (5-fold by run: other runs of the same size and recipe stay in the
-        population) and `leave_one_size_out` (every size held out in turn, as above). The summary is
-        recomputed here from the CSV with the same functions.
+        three splits: `kfold_by_run` (5-fold by run: other runs of the same size and recipe stay in
+        the population), `leave_one_size_out` (every size held out in turn, as above) and
+        `leave_one_family_out` (every family held out in turn: each of its runs is a new family to
+        its population). The summary is recomputed here from the CSV with the same functions.
     """),
     ("code", """
         committed = pd.read_csv(RESULTS / "transfer_eval_runs.csv")
         committed_gains = improvement_over(committed)
-        for split in ("kfold_by_run", "leave_one_size_out"):
+        for split in ("kfold_by_run", "leave_one_size_out", "leave_one_family_out"):
             for method in ("zero_shot", "zero_shot_initial"):
                 row = committed_gains[(committed_gains["split"] == split) & (committed_gains["window"] == "whole_curve")
                                       & (committed_gains["method"] == method)].iloc[0]
@@ -299,7 +304,7 @@ CELLS = [
     ("code", """
         summary = transfer_summary(committed)
         shown = summary[(summary["window"] == "whole_curve") | summary["method"].str.startswith(("after", "run_alone"))]
-        for split in ("kfold_by_run", "leave_one_size_out"):
+        for split in ("kfold_by_run", "leave_one_size_out", "leave_one_family_out"):
             for method in ("zero_shot", "zero_shot_initial"):
                 row = summary[(summary["split"] == split) & (summary["window"] == "whole_curve")
                               & (summary["method"] == method)].iloc[0]
@@ -330,43 +335,55 @@ CELLS = [
     ("md", """
         Where it is weak, plainly:
 
-        - **Zero-shot across sizes helps the typical run far less than the mean says.** With other
-          runs of the same size and recipe in the population (k-fold), the zero-shot curve beats the
-          population-mean curve by 64.0% in CRPS on the mean (52.5% on the median), lower on 21 of
-          24 runs (strict leave-one-run-out, one population per held-out run, gives the same: 63.7%,
-          50.7% on the median, 21 of 24). With the whole size held out it is lower on all 24 runs,
-          but by 33.7% on the mean and 14.8% on the median (printed above). Per size (table above) 7B carries the mean
-          (71.4%); 0.5B gains 27.7%, 3B 18.2%, the single 2B run with a stated range 0.2%. The
-          levels' size effect is learnt from few recipes and is tangled with them: every 0.5B run
-          is a PPO run on gsm8k, and the model has no covariate that names a recipe.
+        - **The reference is a run of unknown size and family.** The population-mean curve places a
+          run whose size, family and task are not given among the population's runs (its size any
+          of theirs): on the stated-range runs that is mostly 0.5B, so it sits low, and every
+          prediction that knows the run's size beats it by a wide margin. The numbers below say how
+          much the metadata buys over knowing nothing but the range, not how close a prediction
+          comes to the run.
+        - **Zero-shot across sizes.** With other runs of the same size and recipe in the population
+          (k-fold), the zero-shot curve beats the population-mean curve by 64.6% in CRPS on the mean
+          (67.6% on the median), lower on 22 of 24 runs; with the whole size held out, by 56.7% on
+          the mean (62.2% on the median), lower on all 24. Per size (table above) 7B gains the most
+          (87.7%); 0.5B gains 34.9%, 3B 64.1%, the single 2B run with a stated range 21.7%. The
+          levels' size effect is learnt from few recipes and is tangled with them: every 0.5B run is
+          a PPO run on gsm8k, and the model has no covariate that names a recipe.
+        - **A family held out: zero-shot is no better than knowing nothing.** With every run of its
+          family held out, the zero-shot curve scores as the population-mean curve (-0.2% on the
+          mean, lower on 13 of 24 runs), and given the initial reward it is worse on the median run
+          (-25.5%). Of the 24 runs on a stated range 23 are Qwen runs: with Qwen held out, the
+          population learns where runs on a stated range start and end from one Gemma run, and a Qwen
+          run's metadata has nothing to move.
         - **The initial reward helps the small sizes and hurts 7B.** Given the run's first logged
-          reward, zero-shot gains 72.5% on the mean in k-fold and 57.0% with the size held out, but
-          there it is lower than the population-mean curve on only 14 of the 24 runs: it gains
-          72.9% at 0.5B, 84.5% at 3B and 27.2% on the 2B run, and loses 11.1% at 7B (here: -9.4%,
-          lower on 1 of the 9 runs). The 7B runs start low and jump to the top within a few steps;
-          the population reads a start that low as a run that climbs slowly (first figure).
-        - **Intervals are off with a size held out.** In k-fold the zero-shot 90% intervals hold
-          96.5% of the logged points and the 50% intervals 42.8%. With the size held out they hold
-          81.1% and 19.1%: too narrow or off centre; given the initial reward they are sharper and
-          hold only 57.7% at 90%.
-          On the 7B runs above it goes the other way, 99.7% at 90% but 13.9% at 50%: wide bands
-          centred below the runs' fast rise. Live updates from a population that never saw the size
-          hold 77.0% and 71.5% of the later points in their 90% intervals after 5% and 10% of the
-          steps (82.3% after 10% in k-fold).
+          reward, zero-shot gains 72.4% on the mean over the population-mean curve in k-fold and
+          70.9% with the size held out, more than without it at 0.5B (73.6% against 34.9%), 2B (46.2%
+          against 21.7%) and 3B (93.1% against 64.1%), less at 7B (58.3% against 87.7%; here 55.8% against 87.8%: the
+          plain zero-shot curve's CRPS is 0.056, given the initial reward 0.215). The 7B runs start
+          low and jump to the top within a few steps; the population reads a start that low as a
+          run that climbs slowly (first figure).
+        - **Intervals are off with a size or family held out.** In k-fold the zero-shot 90%
+          intervals hold 96.6% of the logged points and the 50% intervals 45.4%. With the size held
+          out they hold 85.3% and 26.3%, with the family held out 92.0% and 30.3%: wide and off
+          centre; given the initial reward they are sharper and hold only 63.8% (size out) and
+          73.0% (family out) at 90%. On the 7B runs above the zero-shot band holds 99.6% at 90% but
+          14.0% at 50%: wide bands centred below the runs' fast rise. Live updates from a
+          population that never saw the size hold 86.1% and 81.8% of the later points in their 90%
+          intervals after 5% and 10% of the steps (83.2% after 10% in k-fold).
         - **Only runs with a stated reward range get a zero-shot prediction, and only they teach the
           population about levels** (the verl runs, 24 of 60; the size table at the top counts
           them). The notebook runs report rewards on their own scales, which the population cannot
           know: they inform the timing, not how size, family or task move where a run starts and
           ends. With only Qwen and Gemma on a stated range, the levels get no family effect at all.
         - **A few logged points fix most of it.** After 10% of the steps the live update beats the
-          population-mean curve by 81.7% on the mean in k-fold and 51.2% with the size held out,
-          lower on 23 of 24 runs in both. Against the prefix fitted alone it wins on the mean at
-          every size but 2B (-35.5%, 0 of 2 runs), at 0.5B only by 2.1% (5 of 10 runs). On the 7B
-          runs here it beats the fit alone by 17.5% on the mean after 5% (lower on 8 of 13 runs) and
-          by 24.2% after 10% (10 of 13; committed: 24.0%, 11 of 13); after 5% the fit alone is still
-          as good on the median run (-0.8%) and better on the final reward (-41.5%). The population is most
-          useful as a prior for a run that has started; as an oracle for one that has not, it is as
-          good as the runs behind it are close to the new one.
+          population-mean curve by 82.6% on the mean in k-fold and 73.7% with the size held out,
+          lower on 23 of 24 runs in both (with the family held out: 48.5%, 15 of 24). Against the
+          prefix fitted alone it wins on the mean at every size but 2B (-26.4%, 0 of 2 runs), at
+          0.5B by 24.2% (8 of 10 runs). On the 7B runs here it beats the fit alone by 12.3% on the
+          mean after 5% (lower on 6 of 13 runs) and by 23.5% after 10% (11 of 13; committed: 24.1%,
+          12 of 13); after 5% the fit alone is still as good on the median run (-3.6%) and better
+          on the final reward (-53.3%). The population is most useful as a prior for a run that has
+          started; as an oracle for one that has not, it is as good as the runs behind it are close
+          to the new one.
 
         ## What the population says about model size
 
@@ -401,10 +418,10 @@ CELLS = [
     """),
     ("md", """
         How to read it. With all runs, the size slope of `r1` (on the model's logit scale) is
-        clearly positive: 1.328, 90% from 0.964 to 1.661. Without the 7B runs its interval straddles
-        zero (-0.682 to 0.890): the runs from 0.5B to 3B do not pin down how the level a run reaches
+        clearly positive: 1.341, 90% from 0.997 to 1.692. Without the 7B runs its interval straddles
+        zero (-0.710 to 0.837): the runs from 0.5B to 3B do not pin down how the level a run reaches
         depends on size. The curve still climbs, through the start: the size slope of `r0` is steep
-        (2.521) and a run's level follows its start, so the average run at 7B is put at 0.95 (90%
+        (2.512) and a run's level follows its start, so the average run at 7B is put at 0.95 (90%
         0.89 to 0.98), just below the 7B runs' own median of 0.98 (printout): that is why zero-shot
         does well on 7B. Two things limit what this says. The sizes are tangled with recipes: the
         runs drawn come from a few recipes (every 0.5B run is a Qwen PPO run on gsm8k; the 3B and 7B
