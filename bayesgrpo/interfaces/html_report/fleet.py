@@ -163,7 +163,7 @@ def write_fleet_report(
     population : RewardModel, path or None
         What every run is conditioned on (default: the population shipped with bayesgrpo).
     settings : FleetSettings, optional
-        Rule, horizon, band, reward metric, metadata, seed (default: plateau rule, eps 1%, p 0.9).
+        Rule, horizon, band, reward metric, metadata, seed (default: ``default_rule()``, the predictive band).
     workers, address : optional
         Assess and draw on Ray (:func:`bayesgrpo.interfaces.fleet.open_engine`); serial without.
     figures : {"flagged", "all", "none"}
