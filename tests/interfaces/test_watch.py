@@ -564,9 +564,11 @@ def test_cli_watch_json_with_a_saved_population(tmp_path, population, capsys):
     assert row["final_lower"] <= row["final_median"] <= row["final_upper"]
     assert row["decision"] in ("stop", "continue", "undecided") and row["reason"]
     assert row["range_source"] == "estimated"
+    assert "estimated from the run]" in row["reason"]
     assert main([*argv, "--reward-range", "0", "1"]) == 0  # every run's range stated on the command line
     (row,) = json.loads(capsys.readouterr().out)["runs"]
     assert row["range_source"] == "stated"
+    assert "[eps against the range 0 .. 1 stated for the run]" in row["reason"]
 
 
 def test_table_shows_bracketed_warnings_and_run_ids_literally():

@@ -433,8 +433,9 @@ def compute_status(
         reason += f" [live update unreliable: Pareto k {update.posterior.pareto_k:.2f}]"
     method = getattr(update.posterior, "method", None)
     range_lower, range_upper, range_source = getattr(update, "reward_range", (None, None, None))
-    if range_source == "estimated" and settings.relative:
-        reason += f" [eps against the range {range_lower:.3g} .. {range_upper:.3g} estimated from the run]"
+    if range_source in ("estimated", "stated") and settings.relative:
+        how = "estimated from the run" if range_source == "estimated" else "stated for the run"
+        reason += f" [eps against the range {range_lower:.3g} .. {range_upper:.3g} {how}]"
     if not unreliable and method not in (None, "importance"):
         reason += f" [Pareto k {update.posterior.pareto_k:.2f}: answered by the {method} fallback]"
     departure = getattr(update, "departure", None)
