@@ -60,8 +60,8 @@ ATTR = "bayesgrpo:"
 FORECAST_ERRORS = (BayesGRPOError, ValueError, ArithmeticError)
 #: The pruner's weight of a trial's reported values in its live update: the live update's own
 #: default (0.5). On the replayed studies of ``benchmarks/optuna_pruning.py`` it kept the mean regret
-#: at 0.006 of the range (worst 0.033) where counting the values in full (1) pruned a late-rising
-#: best trial and reached 0.050 (worst 0.486; ``benchmarks/results/optuna_pruning_w1.md``).
+#: at 0.006 of the range (worst 0.047) where counting the values in full (1) pruned a late-rising
+#: best trial and reached 0.055 (worst 0.486; ``benchmarks/results/optuna_pruning_w1.md``).
 PRUNER_LIKELIHOOD_WEIGHT = DEFAULT_LIKELIHOOD_WEIGHT
 
 
