@@ -83,6 +83,7 @@ __all__ = [
     "check_band",
     "Departure",
     "recent_departure",
+    "run_curve_draws",
     "LiveForecaster",
     "LiveUpdate",
     "live_forecaster",
@@ -329,12 +330,7 @@ class LiveForecaster:
             pareto_k_limit=self.pareto_k_limit,
             likelihood_weight=self.likelihood_weight,
         )
-        natural = posterior.natural()
-        params = {
-            name: natural[name][:, None] for name in (*curve_params(population.curve), "asymptote", "sigma")
-        }
-        params["nu"] = np.asarray(prior.nu, dtype=float)
-        curve_draws = CurveDraws.from_model_data(params, data, population.curve)
+        curve_draws = run_curve_draws(posterior, data, population.curve)
         last_step = float(run.points["step"].max())
         logged = run.points["reward"].to_numpy(dtype=float)
         logged = logged[np.isfinite(logged)]
@@ -354,6 +350,29 @@ class LiveForecaster:
                 f"live update of {update.run_id}: {departure.note()}", ForecastDepartureWarning, stacklevel=2
             )
         return dataclasses.replace(update, departure=departure)
+
+
+def run_curve_draws(posterior: RunPosterior, data: ModelData, curve: str) -> CurveDraws:
+    """Draws of one run's curve (and its noise) from its parameter draws.
+
+    Parameters
+    ----------
+    posterior : RunPosterior
+        The run's draws, e.g. :func:`bayesgrpo.model.laplace.condition_run`'s.
+    data : ModelData
+        The run as the draws were conditioned on it: its bounds and horizon scale the curve.
+    curve : str
+        The population's curve family.
+
+    Returns
+    -------
+    CurveDraws
+        What :meth:`LiveForecaster.update` returns as ``curve_draws``.
+    """
+    natural = posterior.natural()
+    params = {name: natural[name][:, None] for name in (*curve_params(curve), "asymptote", "sigma")}
+    params["nu"] = np.asarray(posterior.prior.nu, dtype=float)
+    return CurveDraws.from_model_data(params, data, curve)
 
 
 #: The latest share of a run's logged points :func:`recent_departure` reads.

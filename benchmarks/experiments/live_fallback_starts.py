@@ -205,20 +205,14 @@ def run_ensemble(
 
 def end_draws(case: dict[str, Any], theta: np.ndarray) -> np.ndarray:
     """Draws of the run's expected reward at its horizon from parameter draws ``theta``, as
-    ``LiveForecaster.update`` makes them.
+    ``LiveForecaster.update`` makes them (:func:`bayesgrpo.questions.live.run_curve_draws`).
     """
     from bayesgrpo.model.draws import reward_at
-    from bayesgrpo.model.laplace import RunPosterior
-    from bayesgrpo.model.structure import curve_params
-    from bayesgrpo.questions.stopping import CurveDraws
+    from bayesgrpo.model.laplace import ENSEMBLE, RunPosterior
+    from bayesgrpo.questions.live import run_curve_draws
 
-    prior = case["prior"]
-    posterior = RunPosterior(prior, theta, case["mode"], 0.0, 0.0, 0, 0.0, "ensemble_mcmc")
-    natural = posterior.natural()
-    curve = case["curve"]
-    params = {name: natural[name][:, None] for name in (*curve_params(curve), "asymptote", "sigma")}
-    params["nu"] = np.asarray(prior.nu, dtype=float)
-    curve_draws = CurveDraws.from_model_data(params, case["model_data"], curve)
+    posterior = RunPosterior(case["prior"], theta, case["mode"], 0.0, 0.0, 0, 0.0, ENSEMBLE)
+    curve_draws = run_curve_draws(posterior, case["model_data"], case["curve"])
     return reward_at(curve_draws, np.array([case["horizon_step"]]))[:, 0, 0]
 
 
