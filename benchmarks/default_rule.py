@@ -2,11 +2,14 @@
 
 ``bayesgrpo stop``, ``bayesgrpo watch``, the TRL callback, the verl hook and the fleet decide with
 ``bayesgrpo.questions.stopping.default_rule()`` unless told otherwise. It was
-``PlateauRule(eps=0.01, prob=0.9)``; it is ``GuardedBudgetRule(0.5)`` (its guard at ``prob=0.3``
-since the live update counts a run's points for half, ``LiveForecaster(likelihood_weight=0.5)``:
-the rows below are of that pair). This script reads the rows the
-stopping benchmarks committed (no model is fitted or updated here) and puts the two beside
-``fixed 0.5`` and ``fixed 0.6`` on every set, for runs with and without a stated reward range:
+``PlateauRule(eps=0.01, prob=0.9)``, then ``GuardedBudgetRule(0.5)`` with its early stop at
+``P(gain < 1%) >= 0.95``; it is ``GuardedBudgetRule(0.5)`` with its early stop at 0.9 and the rise
+guard (no stop while the run's logged reward still rises over its latest tenth,
+``experiments/stop_momentum.py``), its guard at ``prob=0.3`` since the live update counts a run's
+points for half (``LiveForecaster(likelihood_weight=0.5)``). This script reads the rows the
+stopping benchmarks committed (no model is fitted or updated here) and puts the default beside the
+two it replaced, ``fixed 0.5`` and ``fixed 0.6`` on every set, for runs with and without a stated
+reward range:
 
 * the 60 bundled runs, leave one source out (``backtest.py --split loso``), each run's range given;
 * the same runs, 5-fold by run (``backtest.py``);
@@ -42,10 +45,11 @@ from stopping_simulated import shape_table
 
 RESULTS = HERE / "results"
 
-OLD_DEFAULT = "plateau eps=0.01 p=0.9"
+OLD_DEFAULT = "guarded budget 0.5, no rise guard"
+FIRST_DEFAULT = "plateau eps=0.01 p=0.9"
 NEW_DEFAULT = "guarded budget 0.5"
 BUDGETS = ("fixed 0.5", "fixed 0.6")
-RULES = (NEW_DEFAULT, OLD_DEFAULT, *BUDGETS)
+RULES = (NEW_DEFAULT, OLD_DEFAULT, FIRST_DEFAULT, *BUDGETS)
 
 #: (set name, the benchmark's rows)
 SETS = (
@@ -172,15 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     table = pd.concat(tables, ignore_index=True)
     pairs = pd.concat(paired, ignore_index=True)
     lines = [
-        "# The default stop rule against the one it replaced and the fixed budgets",
+        "# The default stop rule against the ones it replaced and the fixed budgets",
         "",
         f"Command: `{command_line('default_rule.py', argv)}`  ",
         f"Machine: {machine_line()}; {time.perf_counter() - start:.1f} s (the benchmarks' committed rows "
         "read, nothing refitted).",
         "",
-        f"The default of every interface: `{NEW_DEFAULT}` (`GuardedBudgetRule(0.5)`, guard `prob=0.3`, "
-        "on the live update's tempered likelihood, `likelihood_weight=0.5`); before it "
-        f"`{OLD_DEFAULT}` (`PlateauRule(eps=0.01, prob=0.9)`). Rows: "
+        f"The default of every interface: `{NEW_DEFAULT}` (`GuardedBudgetRule(0.5)`: guard `prob=0.3`, "
+        "early stops at `early_prob=0.9`, held while the run's logged reward rose by more than 1% of the "
+        "range over its latest tenth, `rising_eps=0.01`; on the live update's tempered likelihood, "
+        f"`likelihood_weight=0.5`); before it `{OLD_DEFAULT}` (`GuardedBudgetRule(0.5, early_prob=0.95, "
+        f"rising_eps=None)`) and, first, `{FIRST_DEFAULT}` (`PlateauRule(eps=0.01, prob=0.9)`). Rows: "
         + ", ".join(f"`{p.relative_to(HERE)}`" for _, p in SETS)
         + ". `steps_saved` and `vs_end` (reward given up against the run's own end, a share of the "
         "range; negative: the stop kept more) are means over runs as those benchmarks score them; `dip` "

@@ -26,7 +26,9 @@ from bayesgrpo.questions.stopping import (
 
 def test_the_default_rule_is_the_guarded_budget_at_half_the_run():
     rule = default_rule()
-    assert rule == GuardedBudgetRule(fraction=0.5, eps=0.02, prob=0.3, early_eps=0.01, early_prob=0.95)
+    assert rule == GuardedBudgetRule(
+        fraction=0.5, eps=0.02, prob=0.3, early_eps=0.01, early_prob=0.9, rising_eps=0.01, rising_z=1.645
+    )
     assert rule.relative
 
 

@@ -97,6 +97,11 @@ class CurveDraws:
         *predictive* band); without it only for the expected curve.
     noise_df : float or ndarray of shape (S,)
         The noise's degrees of freedom (infinite: Gaussian).
+    recent_rise, recent_rise_se : ndarray of shape (R,), optional
+        Per run, the rise of its logged reward over its latest window of steps and its standard
+        error, reward units (NaN: not known); not the curve's but the logged points' own
+        (:func:`bayesgrpo.questions.stopping.momentum.with_recent_rise`). A rule may hold a
+        plateau claim that the run's latest points contradict.
 
     Raises
     ------
@@ -114,6 +119,8 @@ class CurveDraws:
     step_offset: float = 0.0
     noise_sd: np.ndarray | None = None
     noise_df: np.ndarray | float = float("inf")
+    recent_rise: np.ndarray | None = None
+    recent_rise_se: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         family = get_curve(self.curve)
@@ -177,6 +184,10 @@ class CurveDraws:
             raise BayesGRPOError(f"{len(run_ids)} run_ids given for {n_runs} runs.")
         object.__setattr__(self, "run_ids", run_ids)
         self._check_noise(first.shape[0], n_runs)
+        for name in ("recent_rise", "recent_rise_se"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, frozen_array(per_run(value, n_runs, name)))
 
     def _check_noise(self, n_draws: int, n_runs: int) -> None:
         """Validate and freeze ``noise_sd`` as (S, R) and ``noise_df`` as (S,)."""
@@ -321,6 +332,8 @@ class CurveDraws:
             horizon_step=None if self.horizon_step is None else np.asarray(self.horizon_step)[index],
             run_ids=tuple(run_ids),
             noise_sd=None if self.noise_sd is None else np.asarray(self.noise_sd)[:, index],
+            recent_rise=None if self.recent_rise is None else np.asarray(self.recent_rise)[index],
+            recent_rise_se=None if self.recent_rise_se is None else np.asarray(self.recent_rise_se)[index],
         )
 
     def to_t(self, steps: np.ndarray) -> np.ndarray:

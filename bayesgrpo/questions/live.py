@@ -70,6 +70,7 @@ from bayesgrpo.model.predict import (
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.structure import OTHER_LEVEL, curve_params, effect_levels
 from bayesgrpo.questions.stopping import CurveDraws
+from bayesgrpo.questions.stopping.momentum import with_recent_rise
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
@@ -330,7 +331,8 @@ class LiveForecaster:
             pareto_k_limit=self.pareto_k_limit,
             likelihood_weight=self.likelihood_weight,
         )
-        curve_draws = run_curve_draws(posterior, data, population.curve)
+        # the run's own latest rise rides along: a rule may hold a plateau claim it contradicts
+        curve_draws = with_recent_rise(run_curve_draws(posterior, data, population.curve), run.points)
         last_step = float(run.points["step"].max())
         logged = run.points["reward"].to_numpy(dtype=float)
         logged = logged[np.isfinite(logged)]

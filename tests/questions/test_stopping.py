@@ -32,6 +32,7 @@ from bayesgrpo.questions.stopping import (
     GuardedBudgetRule,
     PlateauRule,
     TargetRule,
+    momentum,
 )
 from bayesgrpo.questions.stopping import rules as stopping_rules
 
@@ -404,7 +405,7 @@ def test_guarded_budget_goes_past_its_budget_while_the_curve_still_rises(step, d
     if step >= 500.0:
         assert ("past the budget" in d.reason) and (("still rising" in d.reason) == (decision == "continue"))
     else:  # before the budget the reason gives the early stop's probability against its threshold
-        assert f"P(gain < 0.01) = {d.probability:.2f} < 0.95, not a sure plateau" in d.reason
+        assert f"P(gain < 0.01) = {d.probability:.2f} < 0.90, not a sure plateau" in d.reason
 
 
 def test_guarded_budget_stops_a_flat_run_at_its_budget_or_before_it_on_a_sure_plateau():
@@ -416,6 +417,71 @@ def test_guarded_budget_stops_a_flat_run_at_its_budget_or_before_it_on_a_sure_pl
     assert no_early.decide(flat, 500.0, 1000.0)[0].decision == "stop"
     assert no_early.decide(flat, 1000.0, 1000.0)[0].decision == "stop"
     for bad in ({"fraction": 0.0}, {"fraction": 1.5}, {"eps": -0.1}, {"prob": 1.0}, {"early_prob": 0.0}):
+        with pytest.raises(BayesGRPOError):
+            GuardedBudgetRule(**bad)
+
+
+def test_recent_rise_recovers_a_known_slope_and_its_error():
+    rng = np.random.default_rng(0)
+    steps = np.arange(1.0, 1001.0)
+    slope, sd = 2e-4, 0.05  # a rise of 0.02 over the latest 100 steps
+    rises, ses = [], []
+    for _ in range(400):
+        reward = 0.3 + slope * steps + sd * rng.standard_normal(steps.size)
+        found = momentum.recent_rise(steps, reward, 1000.0)
+        rises.append(found.rise)
+        ses.append(found.se)
+        assert found.n_points == 100 and found.window_steps == 100.0
+    # unbiased, and its standard error is the sd of the estimates (the least-squares one: sd
+    # sqrt(12 / n) over a window of n evenly spaced points)
+    assert np.mean(rises) == pytest.approx(slope * 100, abs=3 * np.std(rises) / 20)
+    assert np.mean(ses) == pytest.approx(np.std(rises), rel=0.1)
+    assert np.mean(ses) == pytest.approx(sd * math.sqrt(12 / 100), rel=0.1)
+    # too few points, non-finite rewards left out
+    assert np.isnan(momentum.recent_rise(steps[:4], steps[:4], 1000.0).rise)
+    reward = np.where(steps % 2 == 0, np.nan, 0.001 * steps)
+    found = momentum.recent_rise(steps, reward, 1000.0)
+    assert found.n_points == 50 and found.rise == pytest.approx(0.1)
+    assert found.se == pytest.approx(0.0, abs=1e-12)
+
+
+def test_with_recent_rise_attaches_each_runs_rise_and_select_keeps_it():
+    steps = np.arange(1.0, 201.0)
+    points = pd.concat(
+        [
+            pd.DataFrame({"run_id": "up", "step": steps, "reward": 0.001 * steps}),
+            pd.DataFrame({"run_id": "flat", "step": steps, "reward": 0.5 + 0.0 * steps}),
+        ]
+    )
+    params = {"r0": np.full((3, 3), 0.2), "asymptote": np.full((3, 3), 0.7), "tau": np.full((3, 3), 0.3)}
+    cd = CurveDraws("exp", params, step_scale=200.0, horizon_step=200.0, run_ids=("up", "flat", "none"))
+    attached = momentum.with_recent_rise(cd, points)
+    # a line through the latest 20 steps rises 0.001 x 20 across them; the flat run's residuals are 0
+    assert attached.recent_rise[0] == pytest.approx(0.02)
+    assert attached.recent_rise[1] == pytest.approx(0.0) and attached.recent_rise_se[1] == pytest.approx(0.0)
+    assert np.isnan(attached.recent_rise[2])  # no points: no evidence either way
+    picked = attached.select(["flat", "up"])
+    assert list(picked.recent_rise) == pytest.approx([0.0, 0.02])
+    without_horizon = dataclasses.replace(cd, horizon_step=None)
+    assert momentum.with_recent_rise(without_horizon, points).recent_rise is None
+
+
+def test_guarded_budget_holds_a_sure_plateau_while_the_logged_reward_still_rises():
+    flat = fixed("exp", r0=0.5, asymptote=0.5 + 1e-6, shape={"tau": 0.3}, step_scale=1000.0)
+    rising = dataclasses.replace(flat, recent_rise=np.array([0.05]), recent_rise_se=np.array([0.01]))
+    rule = GuardedBudgetRule(fraction=0.5)
+    for step in (200.0, 600.0):  # an early stop and the budget's stop are both held
+        [held] = rule.decide(rising, step, 1000.0)
+        assert held.decision == "continue" and held.details["held_while_rising"] == 1.0
+        assert "rose +0.05 over the run's latest 10%" in held.reason and "still rises" in held.reason
+        assert held.details["recent_rise_lower"] == pytest.approx(0.05 - 1.645 * 0.01)
+        assert rule.decide(flat, step, 1000.0)[0].decision == "stop"  # no rise attached: not held
+    # a rise whose lower bound is under rising_eps, the guard off, or no step left: not held
+    unsure = dataclasses.replace(flat, recent_rise=np.array([0.05]), recent_rise_se=np.array([0.03]))
+    assert rule.decide(unsure, 600.0, 1000.0)[0].decision == "stop"
+    assert GuardedBudgetRule(rising_eps=None).decide(rising, 600.0, 1000.0)[0].decision == "stop"
+    assert rule.decide(rising, 1000.0, 1000.0)[0].decision == "stop"
+    for bad in ({"rising_eps": -0.1}, {"rising_z": -1.0}, {"rising_z": float("inf")}):
         with pytest.raises(BayesGRPOError):
             GuardedBudgetRule(**bad)
 

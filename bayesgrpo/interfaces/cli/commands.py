@@ -490,6 +490,7 @@ def _fitted_decisions(
 
     from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.questions.stopping import decisions_table
+    from bayesgrpo.questions.stopping.momentum import with_recent_rise
 
     fitted_on = table
     if not args.no_bundled:
@@ -521,7 +522,9 @@ def _fitted_decisions(
         progressbar=not args.json and not args.quiet,
     )
     steps = np.array([last_step[r] for r in table.run_ids], dtype=float)
-    frame = decisions_table(rule.decide(model.curve_draws().select(table.run_ids), steps))
+    # the runs' own latest rise rides along, as on the live path (a rule may hold a stop on it)
+    draws = with_recent_rise(model.curve_draws().select(table.run_ids), table.points)
+    frame = decisions_table(rule.decide(draws, steps))
     # the fit's horizon of each run is the one asked for: its final reward is the forecast there
     final = model.final_reward(include_noise=args.band == "predictive", random_seed=args.seed)
     final = final.set_index("run_id").loc[list(table.run_ids)]

@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
             type=float,
             default=0.5,
             help="guarded-budget: stop at this share of the horizon unless P(gain < 2%% of the reward range) "
-            "< 0.5 (the curve still rises: go on); before it only where P(gain < 1%%) >= 0.95 (default 0.5)",
+            "< 0.3 (the curve still rises: go on); before it only where P(gain < 1%%) >= 0.9; never while "
+            "the logged reward rose by more than 1%% of the range over the run's latest 10%% (default 0.5)",
         )
         p.add_argument(
             "--confirm",

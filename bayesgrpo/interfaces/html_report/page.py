@@ -45,6 +45,7 @@ from bayesgrpo.questions.stopping import (
     default_rule,
     steps_to_fraction,
 )
+from bayesgrpo.questions.stopping.momentum import with_recent_rise
 
 if TYPE_CHECKING:
     from bayesgrpo.logs.table import RunsTable
@@ -213,7 +214,8 @@ def _forecasts(
     live = LiveForecaster(model, random_seed=random_seed) if history_points > 0 else None
     return _Forecasts(
         model,
-        split_by_run(model.curve_draws()),
+        # the runs' own latest rise rides along, as on the live path (the rule may hold a stop on it)
+        split_by_run(with_recent_rise(model.curve_draws(), table.points)),
         {run_id: float(last_step[run_id]) for run_id in table.run_ids},
         {},
         fit_mode_text(model),

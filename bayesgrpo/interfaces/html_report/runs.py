@@ -161,17 +161,6 @@ def run_rows(
 
 
 def split_by_run(cd: CurveDraws) -> dict[str, CurveDraws]:
-    """Curve draws of several runs as one ``CurveDraws`` per run."""
-    out = {}
+    """Curve draws of several runs as one ``CurveDraws`` per run (their noise and recent rise kept)."""
     assert cd.run_ids is not None  # set by CurveDraws.__post_init__
-    for i, run_id in enumerate(cd.run_ids):
-        out[run_id] = CurveDraws(
-            curve=cd.curve,
-            params={name: value[:, [i]] for name, value in cd.params.items()},
-            step_scale=np.asarray(cd.step_scale)[[i]],
-            reward_scale=np.asarray(cd.reward_scale)[[i]],
-            horizon_step=None if cd.horizon_step is None else np.asarray(cd.horizon_step)[[i]],
-            run_ids=(run_id,),
-            step_offset=cd.step_offset,
-        )
-    return out
+    return {run_id: cd.select([run_id]) for run_id in cd.run_ids}

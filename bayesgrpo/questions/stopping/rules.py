@@ -27,6 +27,7 @@ from bayesgrpo.questions.stopping.gain import (
     interval_bounds,
     remaining_gain,
 )
+from bayesgrpo.questions.stopping.momentum import RISE_WINDOW, RISE_Z
 
 #: Later steps at which :class:`BudgetRule` weighs continuing (evenly spaced up to the horizon).
 BUDGET_GRID = 100
@@ -419,6 +420,15 @@ class GuardedBudgetRule:
         (default) goes on only while a gain of ``eps`` is at least 70% likely.
     early_eps, early_prob : float
         Before the budget, the run stops only where ``P(gain < early_eps) >= early_prob``.
+    rising_eps : float or None
+        No stop, early or at the budget, while the run's own logged reward rose by more than
+        this over its latest tenth (:data:`~bayesgrpo.questions.stopping.momentum.RISE_WINDOW`)
+        at the rise's one-sided lower bound (``rise - rising_z se``): a curve fitted through a
+        steep rise can be sure of a plateau the run's latest points contradict. Read from the
+        draws' ``recent_rise`` (the live update attaches it); draws without it are not held.
+        None: never held.
+    rising_z : float
+        The lower bound's normal quantile (1.645: one-sided 95%).
     relative : bool
     interval : float
         Interval of the expected gain reported with the decision.
@@ -426,14 +436,17 @@ class GuardedBudgetRule:
     Notes
     -----
     Measured on the bundled runs under leave one source out and on simulated runs of known truth
-    (``benchmarks/experiments/stop_guarded_budget.py``, ``benchmarks/stopping_simulated.py``).
+    (``benchmarks/experiments/stop_guarded_budget.py``, ``benchmarks/stopping_simulated.py``;
+    the rise guard: ``benchmarks/experiments/stop_momentum.py``).
     """
 
     fraction: float = 0.5
     eps: float = 0.02
     prob: float = 0.3
     early_eps: float = 0.01
-    early_prob: float | None = 0.95
+    early_prob: float | None = 0.9
+    rising_eps: float | None = 0.01
+    rising_z: float = RISE_Z
     relative: bool = True
     interval: float = 0.9
 
@@ -442,6 +455,10 @@ class GuardedBudgetRule:
             raise BayesGRPOError(f"fraction must be in (0, 1]; got {self.fraction}")
         check_eps(self.eps)
         check_eps(self.early_eps)
+        if self.rising_eps is not None:
+            check_eps(self.rising_eps)
+        if not (np.isfinite(self.rising_z) and self.rising_z >= 0):
+            raise BayesGRPOError(f"rising_z must be finite and >= 0; got {self.rising_z}")
         check_prob(self.prob, "prob")
         if self.early_prob is not None:
             check_prob(self.early_prob, "early_prob")
@@ -454,9 +471,15 @@ class GuardedBudgetRule:
             if self.early_prob is not None
             else ""
         )
+        rising = (
+            f"; never while the logged reward rose > {self.rising_eps:g}{unit} over the run's latest "
+            f"{RISE_WINDOW:.0%}"
+            if self.rising_eps is not None
+            else ""
+        )
         return (
             f"GuardedBudgetRule(stop at {self.fraction:g} of the run unless P(gain < {self.eps:g}{unit}) "
-            f"< {self.prob:g}{early})"
+            f"< {self.prob:g}{early}{rising})"
         )
 
     @property
@@ -490,9 +513,25 @@ class GuardedBudgetRule:
             early_eps, p_early, early = eps, p, np.zeros_like(past)
         stop = done | np.where(past, p >= self.prob, early)
         probability = np.where(past, p, p_early)
+        rise, rise_lower, rising_eps = _recent_rise_bounds(cd, self.rising_eps, self.rising_z, self.relative)
+        known = np.isfinite(rise_lower) & np.isfinite(rising_eps)
+        held = stop & ~done & known & (np.where(known, rise_lower - rising_eps, 0.0) > 0)
+        stop = stop & ~held
 
         def explain(i: int, left: float) -> str:
             at = f"at {progress[i]:.0%} of the run"
+            if held[i]:
+                said = (
+                    f"P(gain < {eps[i]:.3g}) = {p[i]:.2f} >= {self.prob:.2f}"
+                    if past[i]
+                    else f"P(gain < {early_eps[i]:.3g}) = {p_early[i]:.2f} >= {self.early_prob:.2f}"
+                )
+                return (
+                    f"{at}: {said}, but the logged reward rose {rise[i]:+.3g} over the run's latest "
+                    f"{RISE_WINDOW:.0%} (at least {rise_lower[i]:+.3g} at the one-sided "
+                    f"{_normal_level(self.rising_z):.0%} bound), more than {rising_eps[i]:.3g}: not a "
+                    "plateau while it still rises, keep training"
+                )
             if past[i]:
                 head = f"{at}, past the budget of {self.fraction:.0%}: P(gain < {eps[i]:.3g}) = {p[i]:.2f}"
                 if stop[i]:
@@ -511,8 +550,34 @@ class GuardedBudgetRule:
             )
 
         reasons = _reasons(s, T, explain)
-        details = {"progress": progress, "p_gain_below_eps": p, "p_gain_below_early_eps": p_early}
+        details = {
+            "progress": progress,
+            "p_gain_below_eps": p,
+            "p_gain_below_early_eps": p_early,
+            "recent_rise": rise,
+            "recent_rise_lower": rise_lower,
+            "held_while_rising": held.astype(float),
+        }
         return _decisions(str(self), cd, s, T, stop, probability, reasons, stats, details)
+
+
+def _recent_rise_bounds(
+    cd: CurveDraws, rising_eps: float | None, z: float, relative: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per run: the logged reward's recent rise, its lower bound ``rise - z se`` and the
+    threshold in reward units; the bound is NaN (never above the threshold) where the draws carry
+    no rise or the guard is off.
+    """
+    nan = np.full(cd.n_runs, np.nan)
+    if rising_eps is None or cd.recent_rise is None or cd.recent_rise_se is None:
+        return nan, nan, nan
+    rise = np.asarray(cd.recent_rise, dtype=float)
+    return rise, rise - z * np.asarray(cd.recent_rise_se, dtype=float), eps_per_run(cd, rising_eps, relative)
+
+
+def _normal_level(z: float) -> float:
+    """The one-sided normal level of quantile ``z`` (0.95 for 1.645)."""
+    return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
 
 
 def default_rule() -> GuardedBudgetRule:
@@ -521,11 +586,18 @@ def default_rule() -> GuardedBudgetRule:
     ``bayesgrpo stop`` and ``watch`` (without ``--rule``, ``--eps``, ``--prob`` or ``--absolute``),
     the TRL callback, the verl hook, the fleet and the HTML report's stop histories use it. Stop at
     half the planned steps unless a gain of 2% of the reward range is still more than 70% likely
-    (``P(gain < 2%) < 0.3``), and before that only on a sure plateau (``P(gain < 1%) >= 0.95``).
-    Its guard (0.3, not 0.5) was chosen with the live update's tempered likelihood
+    (``P(gain < 2%) < 0.3``), and before that only on a sure plateau (``P(gain < 1%) >= 0.9``);
+    neither while the run's own logged reward rose by more than 1% of the range over its latest
+    tenth (at the one-sided 95% bound of its least-squares rise). Its guard (0.3, not 0.5) was
+    chosen with the live update's tempered likelihood
     (:data:`bayesgrpo.questions.live.DEFAULT_LIKELIHOOD_WEIGHT`), whose wider bands would
     otherwise keep runs going past the budget more often
     (``benchmarks/experiments/results/stop_guarded_budget_live_tempered_backtest_w0.5.md``).
+    The rise guard with the early stop at 0.9 (it was 0.95 without the guard) saves more steps
+    at no more reward given up, in the mean over five seeds of the live update, on the bundled
+    runs with and without their stated ranges and on simulated runs without one, and 0.4 points
+    fewer on simulated runs on a stated range
+    (``benchmarks/experiments/results/stop_momentum.md``).
 
     It replaced ``PlateauRule(eps=0.01, prob=0.9)``, which it beats in steps saved on every stopping
     benchmark (6.0-21.5 points more) at a reward given up against the run's end between 0.4 points
