@@ -265,7 +265,7 @@ def main() -> None:
             frames.append(frame)
     rows = pd.concat(frames, ignore_index=True)
     rows.round(5).to_csv(RESULTS / "stop_momentum_runs.csv", index=False)
-    write(rows, time.perf_counter() - start)
+    write(rows, time.perf_counter() - start, calibration_left(bundled))
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
@@ -332,7 +332,47 @@ def summary(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def write(rows: pd.DataFrame, seconds: float) -> None:
+def calibration_left(bundled: Any) -> pd.DataFrame:
+    """The plateau probability's calibration among the checks the guard leaves a stop to.
+
+    The calibration issue asks that of the checks where the rule's P(gain < eps) >= 0.9, at least
+    85% then gain less than eps on the smoothed logged reward. Read from the leave-one-source-out
+    backtest's reliability rows (``results/loso/backtest_calibration_runs.csv``, seed 0) with each
+    check's range from this script's seed-0 records: all such checks, and apart those where the
+    run's logged reward was still rising (the guard, window 0.1, rise > 1%, z 1.645).
+    """
+    from bayesgrpo.evaluate.backtest.cuts import planned_horizon
+    from bayesgrpo.questions.stopping.momentum import recent_rise
+
+    checks = pd.read_csv(BENCHMARKS / "results" / "loso" / "backtest_calibration_runs.csv")
+    scales = pd.read_csv(CACHE / "bundled_ranges_given.csv")[["run_id", "step", "scale"]]
+    checks = checks.merge(scales, on=["run_id", "step"], how="left")
+    lower = []
+    for row in checks.itertuples(index=False):
+        points = bundled.run(row.run_id).sort_values("step")
+        seen = points[points["step"] <= row.step]
+        horizon = planned_horizon(bundled.select([row.run_id]))
+        lower.append(recent_rise(seen["step"].to_numpy(), seen["reward"].to_numpy(), horizon).lower())
+    checks["rising"] = np.nan_to_num(np.asarray(lower), nan=-np.inf) > 0.01 * checks["scale"].to_numpy()
+    out = []
+    for eps, part in checks[checks["probability"] >= 0.9].groupby("eps"):
+        for label, sub in (
+            ("all", part),
+            ("not rising", part[~part["rising"]]),
+            ("rising", part[part["rising"]]),
+        ):
+            out.append(
+                {
+                    "eps": eps,
+                    "checks": label,
+                    "n": len(sub),
+                    "came_true": round(float(sub["below"].mean()), 3),
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def write(rows: pd.DataFrame, seconds: float, calibration: pd.DataFrame) -> None:
     """The result file."""
     table = summary(rows)
     lines = [
@@ -356,6 +396,15 @@ def write(rows: pd.DataFrame, seconds: float) -> None:
         "issue's).",
         "",
         markdown_table(table),
+        "",
+        "## The plateau probability where the guard leaves the stop",
+        "",
+        "Of the leave-one-source-out backtest's checks (ranges given, seed 0) where P(gain < eps) >= 0.9, "
+        "the share whose smoothed logged reward then gained less than eps (the calibration issue asks "
+        ">= 0.85), over all of them and apart for those where the run's logged reward was still rising "
+        "(where the guard holds the stop):",
+        "",
+        markdown_table(calibration),
         "",
     ]
     (RESULTS / "stop_momentum.md").write_text("\n".join(lines))

@@ -41,7 +41,8 @@ nb.cells = [
     md("## Should I stop now?\n\nAt the cut the default rule answers, the one `bayesgrpo stop`, `watch`, the TRL "
        "callback and the verl hook ask unless told otherwise (`default_rule()`, `GuardedBudgetRule(0.5)`): stop at "
        "half the planned steps unless a gain of 2% of the reward range is still more than 70% likely, and before "
-       "that only on a sure plateau (P(gain < 1%) >= 0.95). `PlateauRule(eps, prob)` asks only the plateau "
+       "that only on a sure plateau (P(gain < 1%) >= 0.9); neither while the run's own logged reward still rises "
+       "over its latest tenth (the reason line says so). `PlateauRule(eps, prob)` asks only the plateau "
        "question; `expected_gain` and `phase` say why."),
     code("from bayesgrpo.questions.stopping import PlateauRule, decisions_table, default_rule, expected_gain, phase\n\n"
          "draws = model.curve_draws()\n"

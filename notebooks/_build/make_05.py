@@ -286,8 +286,11 @@ CELLS = [
         and the verl hook decide with unless told otherwise: a budget the posterior may move. Stop at
         half the planned steps, unless a gain of at least 2% of the reward range before the horizon
         is still more than 70% likely (`P(gain < 2%) < 0.3`: the curve is likely still rising); before
-        the budget, stop only on a sure plateau (`P(gain < 1%) >= 0.95`). At 60% of their steps all
-        seven runs are past the budget, so each answer here is the guard's. Why a budget the
+        the budget, stop only on a sure plateau (`P(gain < 1%) >= 0.9`); and never while the run's
+        own logged reward still rises over its latest tenth of steps (a curve fitted through a steep
+        rise can be sure of a plateau the points contradict; the reason line says when this held a
+        stop). At 60% of their steps all seven runs are past the budget, so each answer here is the
+        guard's. Why a budget the
         posterior may move rather than a plateau rule, measured on runs the population never saw:
         `03_when_to_stop.ipynb`.
 

@@ -522,12 +522,14 @@ class GuardedBudgetRule:
             at = f"at {progress[i]:.0%} of the run"
             if held[i]:
                 said = (
-                    f"P(gain < {eps[i]:.3g}) = {p[i]:.2f} >= {self.prob:.2f}"
+                    f"past the budget of {self.fraction:.0%}: P(gain < {eps[i]:.3g}) = {p[i]:.2f} >= "
+                    f"{self.prob:.2f}"
                     if past[i]
-                    else f"P(gain < {early_eps[i]:.3g}) = {p_early[i]:.2f} >= {self.early_prob:.2f}"
+                    else f"before the budget of {self.fraction:.0%}: P(gain < {early_eps[i]:.3g}) = "
+                    f"{p_early[i]:.2f} >= {self.early_prob:.2f}"
                 )
                 return (
-                    f"{at}: {said}, but the logged reward rose {rise[i]:+.3g} over the run's latest "
+                    f"{at}, {said}, but the logged reward rose {rise[i]:+.3g} over the run's latest "
                     f"{RISE_WINDOW:.0%} (at least {rise_lower[i]:+.3g} at the one-sided "
                     f"{_normal_level(self.rising_z):.0%} bound), more than {rising_eps[i]:.3g}: not a "
                     "plateau while it still rises, keep training"
