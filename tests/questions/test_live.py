@@ -22,6 +22,7 @@ from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.structure import bounds_from_data
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import PlateauRule, expected_gain
+from bayesgrpo.questions.stopping.momentum import recent_rise
 
 
 def _prior(curve: str = "weibull", spread: float = 1.0) -> GaussianRunPrior:
@@ -231,6 +232,11 @@ def test_live_forecaster_updates_one_run(population):
     assert len(live._priors) == 1
     live.update(partial, horizon=float(one.points["step"].max()))
     assert len(live._priors) == 1
+    # the run's own latest rise rides along with the draws, as the logged points give it
+    horizon = float(one.points["step"].max())
+    found = recent_rise(cut["step"].to_numpy(), cut["reward"].to_numpy(), horizon)
+    assert update.curve_draws.recent_rise[0] == pytest.approx(found.rise)
+    assert update.curve_draws.recent_rise_se[0] == pytest.approx(found.se)
 
 
 def test_live_forecaster_needs_a_partial_pooling_fit():
