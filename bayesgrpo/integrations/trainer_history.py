@@ -247,7 +247,10 @@ def forecast_metrics(
         the update carries no noise draws) and of the expected curve
         (``bayesgrpo/forecast_final_curve_low``/``_high``), ``bayesgrpo/pareto_k`` (above 0.7 the
         update came from its MCMC fallback), ``bayesgrpo/departed`` (1: the run's latest points
-        have left the update's band, ``LiveUpdate.departure``), ``bayesgrpo/stop``, as Python floats.
+        have left the update's band, ``LiveUpdate.departure``), ``bayesgrpo/recent_rise`` (the
+        rise of the logged reward over the run's latest tenth, where the draws carry it),
+        ``bayesgrpo/held_while_rising`` (1: the rule held a stop because of that rise; rules that
+        have the guard only), ``bayesgrpo/stop``, as Python floats.
     """
     draws = update.curve_draws
     p_plateau = prob_gain_below(draws, update.step, update.horizon_step, eps=eps, relative=relative)[0]
@@ -269,6 +272,11 @@ def forecast_metrics(
         metrics[f"{PREFIX}pareto_k"] = float(update.posterior.pareto_k)
     if update.departure is not None:
         metrics[f"{PREFIX}departed"] = 1.0 if update.departed else 0.0
+    rise = draws.recent_rise
+    if rise is not None and np.isfinite(rise[0]):
+        metrics[f"{PREFIX}recent_rise"] = float(rise[0])
+    if "held_while_rising" in decision.details:
+        metrics[f"{PREFIX}held_while_rising"] = float(decision.details["held_while_rising"])
     metrics[f"{PREFIX}stop"] = 1.0 if decision.stop else 0.0
     return metrics
 

@@ -19,6 +19,10 @@
    ``bayesgrpo/forecast_final_curve_*``      90% band of the expected reward there (narrower)
    ``bayesgrpo/pareto_k``                    the live update's importance-weight diagnostic
                                              (above 0.7 it answered from its MCMC fallback)
+   ``bayesgrpo/recent_rise``                 the logged reward's rise over the run's latest
+                                             tenth (least squares), reward units
+   ``bayesgrpo/held_while_rising``           1.0 when the rule held a stop because of it
+                                             (the default rule's rise guard)
    ``bayesgrpo/stop``                        1.0 when the rule says stop, else 0.0
    ========================================= ==================================================
 

@@ -8,6 +8,7 @@ TensorBoard event files and ``trainer_state.json`` with bayesgrpo's own readers.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -29,19 +30,22 @@ from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions import live as live_module
 from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
-from bayesgrpo.questions.stopping import CurveDraws, PlateauRule
+from bayesgrpo.questions.stopping import CurveDraws, PlateauRule, default_rule
 
-#: What the callback logs from an update that carries curve draws only (a scripted forecaster)
+#: What the callback logs from an update that carries curve draws only (a scripted forecaster),
+#: asked by the default rule (whose rise guard says whether it held a stop)
 METRICS = (
     "p_plateau",
     "expected_gain",
     "forecast_final",
     "forecast_final_curve_low",
     "forecast_final_curve_high",
+    "held_while_rising",
     "stop",
 )
 #: and what a real live update adds: the predictive band, the importance-weight diagnostic and
-#: whether the run's latest points have left the band
+#: whether the run's latest points have left the band (and, from five points in the run's latest
+#: tenth on, their rise: ``recent_rise``)
 LIVE_METRICS = (
     *METRICS,
     "forecast_final_predictive_low",
@@ -306,8 +310,23 @@ def test_forecast_metrics_match_the_closed_form(trl_module):
     assert metrics["bayesgrpo/forecast_final_curve_low"] == pytest.approx(np.quantile(final, 0.05))
     assert metrics["bayesgrpo/forecast_final_curve_high"] == pytest.approx(np.quantile(final, 0.95))
     assert "bayesgrpo/forecast_final_predictive_low" not in metrics  # this update carries no noise
+    assert "bayesgrpo/recent_rise" not in metrics  # nor the run's own rise
     assert metrics["bayesgrpo/stop"] == float(decision.stop)
     assert all(type(v) is float for v in metrics.values())  # what TensorBoard's add_scalar takes
+
+
+def test_forecast_metrics_log_the_rise_that_held_a_stop(trl_module):
+    horizon, step = 200.0, 150.0
+    flat = _exp_draws(0.5, np.full(400, 0.5 + 1e-6), np.full(400, 0.1), horizon)
+    rising = dataclasses.replace(flat, recent_rise=np.array([0.05]), recent_rise_se=np.array([0.01]))
+    for draws, held in ((flat, None), (rising, 1.0)):
+        update = LiveUpdate("r", step, horizon, None, draws)
+        decision = default_rule().decide(draws, step_now=step, horizon_step=horizon)[0]
+        metrics = trl_module.forecast_metrics(update, decision, eps=0.01, relative=True)
+        assert metrics.get("bayesgrpo/held_while_rising") == (held if held else 0.0)
+        assert metrics["bayesgrpo/stop"] == (0.0 if held else 1.0)
+        assert ("bayesgrpo/recent_rise" in metrics) == (held is not None)
+    assert metrics["bayesgrpo/recent_rise"] == 0.05
 
 
 # --------------------------------------------------------------------------------------------
