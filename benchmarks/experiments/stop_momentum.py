@@ -28,6 +28,7 @@ Usage::
 
     python benchmarks/experiments/stop_momentum.py   # -> results/stop_momentum.md (about 12 min;
                                                       #    records cached in _scratch/stop_momentum)
+    python benchmarks/experiments/stop_momentum.py --trace   # -> results/stop_momentum_trace.md
 """
 
 from __future__ import annotations
@@ -227,10 +228,85 @@ def scored(
     return pd.DataFrame(rows)
 
 
+#: The runs traced check by check (``--trace``): the two worst stops of the rule as it was on the
+#: runs that state a range.
+TRACED = (
+    "verldata_ppo_Qwen2.5-0.5B-bsz256_2-prompt512-resp256-0.538",
+    "verl_pr3389_dp_2_gpu_20251111_054534",
+)
+
+
+def trace() -> None:
+    """Write ``results/stop_momentum_trace.md``: for each of :data:`TRACED`, at every 5% check (its
+    leave-one-source-out population, each run's stated range given, the live update seeded 0), the
+    smoothed reward, the gain the update expects to the run's end (median and 90% interval), the
+    default rule's two probabilities, the logged reward's recent rise and its lower bound, and the
+    gain the run then made (smoothed, as the stopping backtest scores it).
+    """
+    from bayesgrpo.evaluate.backtest.cuts import planned_horizon, prefix_table
+    from bayesgrpo.evaluate.backtest.stopping import check_indices, scored_run
+    from bayesgrpo.model.datasets import load_bundled
+    from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.questions.stopping.gain import eps_per_run, remaining_gain
+    from bayesgrpo.questions.stopping.momentum import recent_rise
+
+    bundled = load_bundled(warn=False)
+    populations = loso_populations(bundled)
+    lines = [
+        "# Two runs the rule as it was stopped inside a rise, check by check",
+        "",
+        "Command: `python benchmarks/experiments/stop_momentum.py --trace`  ",
+        "Each run's leave-one-source-out population, its stated range given, "
+        "`LiveForecaster(n_draws=1000, random_seed=0)`, horizon its planned steps, the question's "
+        "horizon its last logged step. `smoothed`: "
+        "the reward smoothed over 5% of the run's points (the backtest's measure); `gain`: the update's "
+        "expected gain to the last step, median (5% to 95%); `then`: the smoothed gain the run made; `rise`: "
+        "the logged reward's least-squares rise over the latest tenth (`recent_rise`) and its one-sided 95% "
+        "lower bound. Shares of the run's reward range where the range is 0 .. 1.",
+        "",
+    ]
+    for run_id in TRACED:
+        run = bundled.select([run_id])
+        points = run.points.reset_index(drop=True)
+        scored = scored_run(bundled, run_id, 0.05)
+        live = LiveForecaster(populations[run_id], n_draws=1000, random_seed=0)
+        steps = points["step"].to_numpy(dtype=float)
+        last, horizon = float(steps[-1]), planned_horizon(run)
+        rows = []
+        for i in check_indices(points, 0.05):
+            update = live.update(prefix_table(run, points.iloc[: i + 1]), horizon=horizon)
+            gain = remaining_gain(update.curve_draws, steps[i], last)[:, 0]
+            low, median, high = np.quantile(gain, [0.05, 0.5, 0.95])
+            eps1, eps2 = (eps_per_run(update.curve_draws, e, True)[0] for e in (0.01, 0.02))
+            seen = points.iloc[: i + 1]
+            rise = recent_rise(seen["step"].to_numpy(), seen["reward"].to_numpy(), horizon)
+            rows.append(
+                {
+                    "progress": steps[i] / last,
+                    "smoothed": scored.smooth[i],
+                    "gain": f"{median:+.3f} ({low:+.3f} to {high:+.3f})",
+                    "then": scored.smooth[-1] - scored.smooth[i],
+                    "P(gain < 1%)": float(np.mean(gain < eps1)),
+                    "P(gain < 2%)": float(np.mean(gain < eps2)),
+                    "rise": rise.rise,
+                    "rise, lower bound": rise.lower(),
+                }
+            )
+        lines += [f"## {run_id}", "", markdown_table(pd.DataFrame(rows).round(3)), ""]
+    (RESULTS / "stop_momentum_trace.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
 def main() -> None:
     """Record every set's checks, decide the variants, write ``results/stop_momentum.md``."""
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.parse_args()
+    parser.add_argument("--trace", action="store_true", help="only trace the two runs of TRACED")
+    args = parser.parse_args()
+    if args.trace:
+        logging.getLogger("bayesgrpo").setLevel(logging.WARNING)
+        warnings.simplefilter("ignore")
+        trace()
+        return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("bayesgrpo").setLevel(logging.WARNING)
     warnings.simplefilter("ignore")

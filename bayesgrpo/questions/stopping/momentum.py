@@ -14,7 +14,6 @@ Pure functions of logged points; the live update attaches the result to its
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -96,15 +95,15 @@ def recent_rise(
     return RecentRise(slope * width, se * width, int(x.size), width)
 
 
-def with_recent_rise(cd: CurveDraws, points: Mapping[str, pd.DataFrame] | pd.DataFrame) -> CurveDraws:
+def with_recent_rise(cd: CurveDraws, points: pd.DataFrame) -> CurveDraws:
     """``cd`` with each run's :func:`recent_rise` attached (``recent_rise``, ``recent_rise_se``).
 
     Parameters
     ----------
     cd : CurveDraws
         Draws with ``horizon_step`` (the window is a share of it); without one nothing is attached.
-    points : DataFrame or mapping of run_id to DataFrame
-        Logged points (``step``, ``reward``; with ``run_id`` when one frame holds several runs).
+    points : DataFrame
+        Logged points (``run_id``, ``step``, ``reward``), e.g. a :class:`RunsTable`'s ``points``.
         A run without points gets NaN (no evidence either way).
 
     Returns
@@ -113,20 +112,15 @@ def with_recent_rise(cd: CurveDraws, points: Mapping[str, pd.DataFrame] | pd.Dat
     """
     if cd.horizon_step is None:
         return cd
-    if isinstance(points, pd.DataFrame):
-        if "run_id" in points.columns:
-            by_run = {str(k): v for k, v in points.groupby("run_id", sort=False)}
-        else:
-            by_run = {str(cd.run_ids[0]): points} if cd.n_runs == 1 and cd.run_ids else {}
-    else:
-        by_run = {str(k): v for k, v in points.items()}
+    run_ids = points["run_id"].astype(str).to_numpy()
+    steps = points["step"].to_numpy(dtype=float)
+    reward = points["reward"].to_numpy(dtype=float)
     horizons = np.asarray(cd.horizon_step, dtype=float)
     rise = np.full(cd.n_runs, np.nan)
     se = np.full(cd.n_runs, np.nan)
     for i, run_id in enumerate(cd.run_ids or ()):  # a loop over runs, not over draws
-        frame = by_run.get(str(run_id))
-        if frame is None or frame.empty:
-            continue
-        found = recent_rise(frame["step"].to_numpy(), frame["reward"].to_numpy(), horizons[i])
-        rise[i], se[i] = found.rise, found.se
+        mine = run_ids == str(run_id)
+        if mine.any():
+            found = recent_rise(steps[mine], reward[mine], horizons[i])
+            rise[i], se[i] = found.rise, found.se
     return replace(cd, recent_rise=rise, recent_rise_se=se)

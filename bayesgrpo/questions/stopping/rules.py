@@ -514,8 +514,7 @@ class GuardedBudgetRule:
         stop = done | np.where(past, p >= self.prob, early)
         probability = np.where(past, p, p_early)
         rise, rise_lower, rising_eps = _recent_rise_bounds(cd, self.rising_eps, self.rising_z, self.relative)
-        known = np.isfinite(rise_lower) & np.isfinite(rising_eps)
-        held = stop & ~done & known & (np.where(known, rise_lower - rising_eps, 0.0) > 0)
+        held = stop & ~done & (np.nan_to_num(rise_lower - rising_eps, nan=-np.inf) > 0)
         stop = stop & ~held
 
         def explain(i: int, left: float) -> str:
