@@ -776,6 +776,8 @@ def main(argv: list[str] | None = None) -> None:
         options = (
             {"domhan_ensemble": {"n_steps": args.domhan_steps}} if "domhan_ensemble" in args.methods else {}
         )
+        from live_band_stretch import cross_fitted_stretches
+
         frame = forecast_backtest(
             table,
             populations,
@@ -786,6 +788,8 @@ def main(argv: list[str] | None = None) -> None:
             random_seed=args.seed,
             workers=args.workers,
             address=args.address,
+            # the live band stretched by factors learnt without each run's source
+            band_stretch=None if populations is None else cross_fitted_stretches(table),
         )
         seconds = time.perf_counter() - start
         frame.to_csv(args.output_dir / "backtest_forecast_runs.csv", index=False)

@@ -98,6 +98,8 @@ def code_hash() -> str:
 
 def forecasts(table, populations, args: argparse.Namespace, methods: list[str]) -> pd.DataFrame:
     """Every run's forecast rows, from the cache where it holds them."""
+    from live_band_stretch import cross_fitted_stretches, stretch_file_hash
+
     from bayesgrpo.evaluate.backtest import forecast_backtest
 
     key = {
@@ -108,7 +110,9 @@ def forecasts(table, populations, args: argparse.Namespace, methods: list[str]) 
         "seed": args.seed,
         "code": code_hash(),
         "populations": str(args.cache),
+        "band_stretch": stretch_file_hash(),
     }
+    stretches = cross_fitted_stretches(table)
     tag = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     folder = SCRATCH / f"forecast_{tag}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,6 +132,7 @@ def forecasts(table, populations, args: argparse.Namespace, methods: list[str]) 
             baseline_options=options,
             n_draws=args.forecast_draws,
             random_seed=args.seed,
+            band_stretch={run_id: stretches[run_id]},  # learnt without the run's source
         )
         frame.to_csv(path, index=False)
         frames.append(frame)

@@ -244,7 +244,9 @@ def forecast_metrics(
         ``bayesgrpo/p_plateau``, ``bayesgrpo/expected_gain``, ``bayesgrpo/forecast_final`` (the
         expected reward at the horizon), the ``interval`` band of a logged reward there
         (``bayesgrpo/forecast_final_predictive_low``/``_high``: noise included; left out when
-        the update carries no noise draws) and of the expected curve
+        the update carries no noise draws; ``bayesgrpo/predictive_stretch_above``: the factor its
+        spread above the median was stretched by, 1 where it was not,
+        :mod:`bayesgrpo.questions.band_stretch`) and of the expected curve
         (``bayesgrpo/forecast_final_curve_low``/``_high``), ``bayesgrpo/pareto_k`` (above 0.7 the
         update came from its MCMC fallback), ``bayesgrpo/departed`` (1: the run's latest points
         have left the update's band, ``LiveUpdate.departure``), ``bayesgrpo/recent_rise`` (the
@@ -265,6 +267,8 @@ def forecast_metrics(
         low, _, high = update.final_interval(interval, band="predictive")
         metrics[f"{PREFIX}forecast_final_predictive_low"] = low
         metrics[f"{PREFIX}forecast_final_predictive_high"] = high
+        stretch = draws.predictive_stretch  # mid-run, no stated range: the band may be widened
+        metrics[f"{PREFIX}predictive_stretch_above"] = 1.0 if stretch is None else float(stretch[0, 1])
     low, high = np.quantile(final, [tail, 1.0 - tail])
     metrics[f"{PREFIX}forecast_final_curve_low"] = float(low)
     metrics[f"{PREFIX}forecast_final_curve_high"] = float(high)

@@ -16,6 +16,9 @@
    ``bayesgrpo/forecast_final``              expected reward at the horizon (posterior mean)
    ``bayesgrpo/forecast_final_predictive_*`` 90% band (``_low``/``_high``: 5% and 95%) of a
                                              logged reward at the horizon, noise included
+   ``bayesgrpo/predictive_stretch_above``    the factor that band's spread above its median was
+                                             stretched by (mid-run, no stated range: learnt on
+                                             held-out sources; 1 where it was not)
    ``bayesgrpo/forecast_final_curve_*``      90% band of the expected reward there (narrower)
    ``bayesgrpo/pareto_k``                    the live update's importance-weight diagnostic
                                              (above 0.7 it answered from its MCMC fallback)

@@ -102,6 +102,11 @@ class CurveDraws:
         error, reward units (NaN: not known); not the curve's but the logged points' own
         (:func:`bayesgrpo.questions.stopping.momentum.with_recent_rise`). A rule may hold a
         plateau claim that the run's latest points contradict.
+    predictive_stretch : ndarray of shape (R, 2), optional
+        Per run, the factors (below, above) by which the predictive band's spread about its
+        median is stretched (:func:`stretch_about_median`; 1, 1: as drawn). The live update sets
+        them where the band was found too narrow on held-out sources
+        (:mod:`bayesgrpo.questions.band_stretch`); the curve band never has them.
 
     Raises
     ------
@@ -121,6 +126,7 @@ class CurveDraws:
     noise_df: np.ndarray | float = float("inf")
     recent_rise: np.ndarray | None = None
     recent_rise_se: np.ndarray | None = None
+    predictive_stretch: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         family = get_curve(self.curve)
@@ -188,6 +194,14 @@ class CurveDraws:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, frozen_array(per_run(value, n_runs, name)))
+        if self.predictive_stretch is not None:
+            stretch = np.asarray(self.predictive_stretch, dtype=float).reshape(-1, 2)
+            if stretch.shape != (n_runs, 2) or not np.all(np.isfinite(stretch) & (stretch > 0)):
+                raise BayesGRPOError(
+                    f"predictive_stretch must be finite, > 0 and of shape ({n_runs}, 2): (below, above) "
+                    f"a run; got {np.shape(self.predictive_stretch)}."
+                )
+            object.__setattr__(self, "predictive_stretch", frozen_array(stretch))
 
     def _check_noise(self, n_draws: int, n_runs: int) -> None:
         """Validate and freeze ``noise_sd`` as (S, R) and ``noise_df`` as (S,)."""
@@ -334,6 +348,9 @@ class CurveDraws:
             noise_sd=None if self.noise_sd is None else np.asarray(self.noise_sd)[:, index],
             recent_rise=None if self.recent_rise is None else np.asarray(self.recent_rise)[index],
             recent_rise_se=None if self.recent_rise_se is None else np.asarray(self.recent_rise_se)[index],
+            predictive_stretch=None
+            if self.predictive_stretch is None
+            else np.asarray(self.predictive_stretch)[index],
         )
 
     def to_t(self, steps: np.ndarray) -> np.ndarray:
@@ -434,7 +451,37 @@ def predictive_at(cd: CurveDraws, steps: Any, rng: np.random.Generator | int | N
     noise = rng.standard_t(np.where(finite, df, 1.0)) if finite.any() else rng.standard_normal(curve.shape)
     if finite.any() and not finite.all():  # Gaussian noise where the degrees of freedom are infinite
         noise = np.where(finite, noise, rng.standard_normal(curve.shape))
-    return np.asarray(curve + noise * np.asarray(cd.noise_sd)[:, :, None])
+    draws = curve + noise * np.asarray(cd.noise_sd)[:, :, None]
+    if cd.predictive_stretch is None:
+        return np.asarray(draws)
+    stretch = np.asarray(cd.predictive_stretch)
+    return stretch_about_median(draws, stretch[:, 0], stretch[:, 1])
+
+
+def stretch_about_median(draws: np.ndarray, below: Any, above: Any) -> np.ndarray:
+    """Draws whose spread about their median is stretched, each side by its own factor.
+
+    ``median + factor (draw - median)`` at every run and step, with ``below`` for draws under
+    the median and ``above`` for the rest: a monotone map, so every quantile of the draws moves
+    the same way (the median stays). The standard post-hoc recalibration of a band's width.
+
+    Parameters
+    ----------
+    draws : ndarray, shape (S, R, N)
+    below, above : float or array_like of shape (R,)
+        Factors, > 0 (1: unchanged).
+
+    Returns
+    -------
+    ndarray, shape (S, R, N)
+    """
+    draws = np.asarray(draws, dtype=float)
+    n_runs = draws.shape[1]
+    low = np.broadcast_to(np.asarray(below, dtype=float), (n_runs,))[None, :, None]
+    high = np.broadcast_to(np.asarray(above, dtype=float), (n_runs,))[None, :, None]
+    median = np.median(draws, axis=0, keepdims=True)
+    offset = draws - median
+    return np.asarray(median + np.where(offset >= 0.0, high, low) * offset)
 
 
 def band_draws(

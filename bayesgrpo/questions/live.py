@@ -16,8 +16,11 @@ Two bands
     the run's own Student-t noise of one logged point. A later logged reward falls inside the
     90% predictive band about 90% of the time; the curve band is narrower and holds fewer of them.
     The stopping rules decide on the curve (a stop is about the gain still to come, not about one
-    noisy point). :meth:`LiveUpdate.reward_draws` gives draws of either at chosen steps,
-    :meth:`LiveUpdate.quantiles` their quantiles.
+    noisy point). In the middle of a run without a stated range the predictive band's spread is
+    stretched about its median by factors learnt on held-out sources, more above where the run's
+    own points still rise (:mod:`bayesgrpo.questions.band_stretch`;
+    :attr:`LiveUpdate.predictive_stretch`). :meth:`LiveUpdate.reward_draws` gives draws of either at
+    chosen steps, :meth:`LiveUpdate.quantiles` their quantiles.
 
 A run without a stated reward range (``reward_min``/``reward_max``) is put on the scale its
 population kin were fitted on: its whole range is estimated from its prefix's range the way the
@@ -69,6 +72,7 @@ from bayesgrpo.model.predict import (
 )
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.structure import OTHER_LEVEL, curve_params, effect_levels
+from bayesgrpo.questions.band_stretch import BandStretch, shipped_band_stretch, with_band_stretch
 from bayesgrpo.questions.stopping import CurveDraws
 from bayesgrpo.questions.stopping.momentum import with_recent_rise
 
@@ -163,6 +167,12 @@ class LiveForecaster:
         population's mean size, as the fit places its runs of unknown size; ``"integrate"`` lets
         it be any of the sizes the population's runs had (``model.predict.unknown_covariate_pool``),
         so its prior carries the spread the size effect makes between runs.
+    band_stretch : BandStretch or None
+        Factors that widen the predictive band of a run without a stated range in the middle of
+        the run, apart for runs whose logged reward still rises (:mod:`bayesgrpo.questions.band_stretch`):
+        default the ones learnt on the bundled runs' held-out sources (:func:`shipped_band_stretch`);
+        ``None`` leaves the band as drawn. The curve band and the stop rules never use them;
+        :attr:`LiveUpdate.predictive_stretch` says what an update's band got.
 
     Examples
     --------
@@ -182,6 +192,7 @@ class LiveForecaster:
     likelihood_weight: float = DEFAULT_LIKELIHOOD_WEIGHT
     range_headroom: float = 0.0
     unknown_covariates: str = "integrate"
+    band_stretch: BandStretch | None = field(default_factory=shipped_band_stretch)
     _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -334,6 +345,11 @@ class LiveForecaster:
         # the run's own latest rise rides along: a rule may hold a plateau claim it contradicts
         curve_draws = with_recent_rise(run_curve_draws(posterior, data, population.curve), run.points)
         last_step = float(run.points["step"].max())
+        if self.band_stretch is not None and data.bounds_source[0] == "data":  # learnt on such runs
+            first_step = float(run.points["step"].min())
+            span = float(data.horizon_step[0]) - first_step
+            progress = (last_step - first_step) / span if span > 0 else float("nan")
+            curve_draws = with_band_stretch(curve_draws, self.band_stretch, [progress])
         logged = run.points["reward"].to_numpy(dtype=float)
         logged = logged[np.isfinite(logged)]
         update = LiveUpdate(
@@ -640,6 +656,33 @@ class LiveUpdate:
     def method(self) -> str:
         """The path that gave the draws (:attr:`RunPosterior.method`)."""
         return self.posterior.method
+
+    @property
+    def predictive_stretch(self) -> tuple[float, float]:
+        """The factors (below, above) the predictive band's spread about its median was stretched by.
+
+        (1, 1): as drawn. A run without a stated range, in the middle of its steps, gets the
+        factors :class:`LiveForecaster`'s ``band_stretch`` learnt on held-out sources, larger
+        above where its logged reward still rises (:mod:`bayesgrpo.questions.band_stretch`).
+        """
+        stretch = self.curve_draws.predictive_stretch
+        if stretch is None:
+            return 1.0, 1.0
+        below, above = np.asarray(stretch, dtype=float)[0]
+        return float(below), float(above)
+
+    def band_note(self, band: str = DEFAULT_BAND) -> str:
+        """One line saying what a band of this update is (and, for the predictive one, its stretch)."""
+        if check_band(band) == "curve":
+            return "curve band: the run's expected reward (its noise left out)"
+        note = "predictive band: a logged reward (the curve plus one logged point's noise)"
+        below, above = self.predictive_stretch
+        if (below, above) != (1.0, 1.0):
+            note += (
+                f", its spread about the median stretched x{below:.2f} below and x{above:.2f} above "
+                "(mid-run, no stated range: learnt on held-out sources)"
+            )
+        return note
 
     @property
     def departed(self) -> bool:

@@ -50,6 +50,7 @@ LIVE_METRICS = (
     *METRICS,
     "forecast_final_predictive_low",
     "forecast_final_predictive_high",
+    "predictive_stretch_above",
     "pareto_k",
     "departed",
 )

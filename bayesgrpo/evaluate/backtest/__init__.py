@@ -31,6 +31,7 @@ No data leak from the run scored
 
 from __future__ import annotations
 
+from bayesgrpo.evaluate.backtest.band_stretch import cross_fitted_band_stretch, learn_band_stretch
 from bayesgrpo.evaluate.backtest.calibration import calibration_table, stop_probability_calibration
 from bayesgrpo.evaluate.backtest.cuts import (
     BAYES_METHOD,
@@ -45,7 +46,7 @@ from bayesgrpo.evaluate.backtest.cuts import (
     planned_horizon,
     run_points,
 )
-from bayesgrpo.evaluate.backtest.forecast import bayes_forecast_draws, forecast_backtest
+from bayesgrpo.evaluate.backtest.forecast import bayes_forecast_draws, forecast_backtest, live_forecasters
 from bayesgrpo.evaluate.backtest.populations import (
     fold_assignment,
     held_out_populations,
@@ -70,6 +71,9 @@ __all__ = [
     "BAYES_METHOD",
     "BacktestError",
     "Cut",
+    "cross_fitted_band_stretch",
+    "learn_band_stretch",
+    "live_forecasters",
     "DEFAULT_CUTS",
     "DEFAULT_METHODS",
     "FINAL_FRACTION",

@@ -10,21 +10,30 @@ it, so the rows are the same whichever engine ran them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from bayesgrpo.evaluate.backtest.cuts import BacktestError, run_seed
 from bayesgrpo.interfaces.fleet import Engine, Population, open_engine
+from bayesgrpo.questions.band_stretch import BandStretch, shipped_band_stretch
 from bayesgrpo.questions.live import LiveForecaster
 
 
 def population_specs(
-    populations: Mapping[str, Any], run_ids: Sequence[str], n_draws: int, random_seed: int
+    populations: Mapping[str, Any],
+    run_ids: Sequence[str],
+    n_draws: int,
+    random_seed: int,
+    band_stretch: Mapping[str, BandStretch | None] | None = None,
 ) -> tuple[list[Population | LiveForecaster], dict[str, int]]:
     """Each distinct population met in ``run_ids`` once, and each run's index into them.
 
     A fitted model becomes a :class:`Population` whose forecaster draws ``n_draws`` and is seeded
     ``run_seed(random_seed, "live", k)`` for the k-th distinct population; a ready
-    :class:`LiveForecaster` is kept as it is.
+    :class:`LiveForecaster` is kept as it is. ``band_stretch`` (run_id -> factors, optional)
+    replaces the shipped stretch of the predictive band
+    (:mod:`bayesgrpo.questions.band_stretch`), for example by one learnt without the run's
+    source; the runs of one population must share it.
     """
     missing = [r for r in run_ids if r not in populations]
     if missing:
@@ -36,11 +45,21 @@ def population_specs(
     index: dict[str, int] = {}
     for run_id in run_ids:
         population = populations[run_id]
+        stretch = shipped_band_stretch() if band_stretch is None else band_stretch[run_id]
         if id(population) not in seen:
             seen[id(population)] = len(specs)
             seed = run_seed(random_seed, "live", len(specs))
-            ready = isinstance(population, LiveForecaster)
-            specs.append(population if ready else Population(population, int(n_draws), seed))
+            if isinstance(population, LiveForecaster):
+                specs.append(
+                    population if band_stretch is None else replace(population, band_stretch=stretch)
+                )
+            else:
+                specs.append(Population(population, int(n_draws), seed, stretch))
+        spec = specs[seen[id(population)]]
+        if spec.band_stretch is not stretch and band_stretch is not None:
+            raise BacktestError(
+                f"run {run_id!r} shares its population with another run but not its band stretch"
+            )
         index[run_id] = seen[id(population)]
     return specs, index
 
@@ -53,6 +72,7 @@ def backtest_engine(
     *,
     workers: int | None = None,
     address: str | None = None,
+    band_stretch: Mapping[str, BandStretch | None] | None = None,
 ) -> tuple[Engine, dict[str, int]]:
     """The engine of a backtest's per-run work and each run's population index.
 
@@ -65,8 +85,12 @@ def backtest_engine(
         Of each population's live forecaster (:func:`population_specs`).
     workers, address : optional
         Ray worker processes or a cluster's address; serial without either.
+    band_stretch : mapping run_id -> BandStretch or None, optional
+        Of each population's forecaster (:func:`population_specs`).
     """
     specs, index = (
-        ([], {}) if populations is None else population_specs(populations, run_ids, n_draws, random_seed)
+        ([], {})
+        if populations is None
+        else population_specs(populations, run_ids, n_draws, random_seed, band_stretch)
     )
     return open_engine(specs, workers=workers, address=address), index

@@ -446,6 +446,9 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
                 final_lower=lower,
                 final_upper=upper,
                 band=args.band,
+                band_note=update.band_note(args.band),
+                band_stretch_below=update.predictive_stretch[0] if args.band == "predictive" else 1.0,
+                band_stretch_above=update.predictive_stretch[1] if args.band == "predictive" else 1.0,
                 pareto_k=update.posterior.pareto_k,
                 method=update.method,
                 eps_range_lower=update.reward_range[0],
@@ -658,6 +661,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
             f"[{row.final_lower:.3g}, {row.final_upper:.3g}] (90% {row.band} band"
             + (", a logged reward: noise included)" if row.band == "predictive" else ", the expected reward)")
         )
+        stretch = (getattr(row, "band_stretch_below", 1.0), getattr(row, "band_stretch_above", 1.0))
+        if row.band == "predictive" and stretch != (1.0, 1.0):
+            print(
+                f"    (the band's spread stretched x{stretch[0]:.2f} below and x{stretch[1]:.2f} above its "
+                "median: mid-run, no stated range, factors learnt on held-out sources)"
+            )
         note = getattr(row, "eps_range_note", None)
         if isinstance(note, str) and not args.absolute:
             print(f"    ({note})")

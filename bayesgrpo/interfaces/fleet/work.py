@@ -20,6 +20,7 @@ from bayesgrpo.logs.readers.load import MLFLOW_SCHEME
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.draws import DEFAULT_BAND
 from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.questions.band_stretch import BandStretch, shipped_band_stretch
 from bayesgrpo.questions.diagnostics import diagnose
 from bayesgrpo.questions.diagnostics.by_run import peer_summaries
 from bayesgrpo.questions.live import LiveForecaster
@@ -51,6 +52,8 @@ FLEET_COLUMNS: tuple[str, ...] = (
     "final_lower",
     "final_upper",
     "band",
+    "band_stretch_below",
+    "band_stretch_above",
     "method",
     "departed",
     "worst_finding",
@@ -74,10 +77,13 @@ class Population:
     model: RewardModel
     n_draws: int = 2000
     random_seed: int | None = 1
+    band_stretch: BandStretch | None = field(default_factory=shipped_band_stretch)
 
     def forecaster(self) -> LiveForecaster:
-        """The live forecaster of this population."""
-        return LiveForecaster(self.model, n_draws=self.n_draws, random_seed=self.random_seed)
+        """The live forecaster of this population (its predictive band stretched by ``band_stretch``)."""
+        return LiveForecaster(
+            self.model, n_draws=self.n_draws, random_seed=self.random_seed, band_stretch=self.band_stretch
+        )
 
 
 @dataclass(frozen=True)
@@ -260,6 +266,9 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         "final_median": median,
         "final_lower": lower,
         "final_upper": upper,
+        # the predictive band's spread stretched about its median (mid-run, no stated range)
+        "band_stretch_below": update.predictive_stretch[0] if settings.band == "predictive" else 1.0,
+        "band_stretch_above": update.predictive_stretch[1] if settings.band == "predictive" else 1.0,
         "method": update.method,
         "departed": update.departed,
     }

@@ -1,0 +1,181 @@
+"""The live predictive band widened where held-out sources found it too narrow: mid-run, still rising.
+
+A saturating curve fitted through a rise reads the rise's latest points as its shoulder, and its
+band sits under where the run goes. On the bundled runs updated by populations fitted without
+their source (no stated range given, the live path as users meet it), the updates whose own
+points still rose over their latest tenth held 30-39% of their later points in the 90% predictive
+band at 40-50% of a run, the others 91-92% (``benchmarks/experiments/live_rise_recalibration.py``).
+Their band stretched upward, by factors learnt on other sources, holds 90% with a *lower* CRPS:
+the proper score agrees the wider band is the better forecast there. Before about a third of a
+run the misses are runs whose rise has not begun (the flag does not carry them, and a stretch
+that reached them would cost every run twice the CRPS); after about two thirds the band holds
+90% as drawn. So the stretch is used in the middle of a run only (:attr:`BandStretch.window`).
+
+:class:`BandStretch` holds the factors by progress and by whether the run still rises; the
+shipped one (:func:`shipped_band_stretch`) was learnt by ``benchmarks/live_band_stretch.py`` on
+the bundled runs (:func:`bayesgrpo.evaluate.backtest.band_stretch.learn_band_stretch`), and the
+backtests use ones learnt without the held-out run's source. :func:`with_band_stretch` attaches
+the factors to a run's :class:`~bayesgrpo.model.draws.CurveDraws` (``predictive_stretch``), which
+the predictive band then applies (:func:`bayesgrpo.model.draws.stretch_about_median`); the curve
+band and the stop rules, which decide on the curve, are unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.draws import CurveDraws
+from bayesgrpo.questions.stopping.momentum import RISE_Z
+
+__all__ = [
+    "RISING_EPS",
+    "SHIPPED_BAND_STRETCH",
+    "BandStretch",
+    "rising_runs",
+    "shipped_band_stretch",
+    "with_band_stretch",
+]
+
+#: A run rises when its logged reward's rise over its latest tenth, at the one-sided 95% bound,
+#: exceeds this share of its reward range (the default stop rule's guard, ``GuardedBudgetRule``).
+RISING_EPS = 0.01
+#: The factors learnt on the bundled runs (``python benchmarks/live_band_stretch.py``).
+SHIPPED_BAND_STRETCH = Path(__file__).resolve().parents[1] / "_data" / "live_band_stretch.json"
+
+
+@dataclass(frozen=True)
+class BandStretch:
+    """Stretch factors of the live predictive band by progress and by whether the run still rises.
+
+    Attributes
+    ----------
+    knots : tuple of float
+        Progress (share of the run's steps logged) at which the factors were learnt, increasing.
+    rising_below, rising_above, other_below, other_above : tuple of float
+        At each knot, the factor of the band's spread below and above its median, for runs whose
+        logged reward still rises (:func:`rising_runs`) and for the others. Between knots the
+        factors are interpolated linearly; from the window's edge to the nearest knot they are
+        the knot's.
+    window : (float, float)
+        Progress inside which the band is stretched; outside it the band is as drawn.
+    rising_eps, rising_z : float
+        What "still rises" means: the rise over the latest tenth of the run, at ``rising_z``
+        standard errors below its estimate, exceeds ``rising_eps`` of the run's reward range.
+    learnt_on : str
+        Where the factors come from (the command and data that learnt them).
+    """
+
+    knots: tuple[float, ...]
+    rising_below: tuple[float, ...]
+    rising_above: tuple[float, ...]
+    other_below: tuple[float, ...]
+    other_above: tuple[float, ...]
+    window: tuple[float, float]
+    rising_eps: float = RISING_EPS
+    rising_z: float = RISE_Z
+    learnt_on: str = ""
+
+    def __post_init__(self) -> None:
+        knots = tuple(float(k) for k in self.knots)
+        if not knots or any(b <= a for a, b in zip(knots, knots[1:], strict=False)):
+            raise BayesGRPOError(
+                f"BandStretch knots must be one or more increasing progress values; got {knots}."
+            )
+        object.__setattr__(self, "knots", knots)
+        for name in ("rising_below", "rising_above", "other_below", "other_above"):
+            values = tuple(float(v) for v in getattr(self, name))
+            if len(values) != len(knots) or not all(np.isfinite(v) and v > 0 for v in values):
+                raise BayesGRPOError(
+                    f"BandStretch.{name} must hold one finite factor > 0 per knot ({len(knots)}); "
+                    f"got {values}."
+                )
+            object.__setattr__(self, name, values)
+        low, high = (float(v) for v in self.window)
+        if not 0.0 <= low < high <= 1.0:
+            raise BayesGRPOError(f"BandStretch.window must be 0 <= start < end <= 1; got {self.window}.")
+        object.__setattr__(self, "window", (low, high))
+
+    def factors(self, progress: float, rising: bool) -> tuple[float, float]:
+        """The (below, above) factors of a run at ``progress`` (1, 1 outside the window)."""
+        low, high = self.window
+        if not (np.isfinite(progress) and low <= progress <= high):
+            return 1.0, 1.0
+        below, above = (
+            (self.rising_below, self.rising_above) if rising else (self.other_below, self.other_above)
+        )
+        return float(np.interp(progress, self.knots, below)), float(np.interp(progress, self.knots, above))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping (:meth:`from_dict` reads it back)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, mapping: Mapping[str, Any]) -> BandStretch:
+        """A :class:`BandStretch` from :meth:`to_dict`'s mapping (unknown keys are an error)."""
+        known = {"knots", "rising_below", "rising_above", "other_below", "other_above", "window"}
+        known |= {"rising_eps", "rising_z", "learnt_on"}
+        unknown = sorted(set(mapping) - known)
+        if unknown:
+            raise BayesGRPOError(f"unknown BandStretch fields {unknown}; known: {sorted(known)}.")
+        fields: dict[str, Any] = {key: tuple(v) if isinstance(v, list) else v for key, v in mapping.items()}
+        return cls(**fields)
+
+
+@functools.cache
+def shipped_band_stretch() -> BandStretch:
+    """The factors learnt on the bundled runs (:data:`SHIPPED_BAND_STRETCH`), read once."""
+    document = json.loads(SHIPPED_BAND_STRETCH.read_text())
+    return BandStretch.from_dict(document["all_sources"])
+
+
+def rising_runs(cd: CurveDraws, rising_eps: float = RISING_EPS, z: float = RISE_Z) -> np.ndarray:
+    """Per run, whether its logged reward still rises (``False`` where its rise is not attached).
+
+    The rise over the run's latest tenth (``cd.recent_rise``, attached by
+    :func:`~bayesgrpo.questions.stopping.momentum.with_recent_rise`) minus ``z`` standard errors
+    exceeds ``rising_eps`` times the run's reward range.
+    """
+    if cd.recent_rise is None or cd.recent_rise_se is None:
+        return np.zeros(cd.n_runs, dtype=bool)
+    lower = np.asarray(cd.recent_rise, dtype=float) - z * np.asarray(cd.recent_rise_se, dtype=float)
+    margin = rising_eps * np.asarray(cd.reward_scale, dtype=float)
+    return np.asarray(np.nan_to_num(lower - margin, nan=-np.inf) > 0)
+
+
+def with_band_stretch(
+    cd: CurveDraws, stretch: BandStretch, progress: Sequence[float] | np.ndarray, applies: Any = True
+) -> CurveDraws:
+    """``cd`` with each run's predictive-band factors attached (``predictive_stretch``).
+
+    Parameters
+    ----------
+    cd : CurveDraws
+        With the runs' recent rise attached (otherwise every run counts as not rising).
+    stretch : BandStretch
+    progress : array_like of shape (R,)
+        Each run's share of its steps logged so far.
+    applies : bool or array_like of bool, shape (R,)
+        Runs whose band the factors were learnt for (the live path stretches runs whose reward
+        range was estimated from their points, as the factors were learnt); the others keep
+        factors 1.
+
+    Returns
+    -------
+    CurveDraws
+    """
+    progress = np.broadcast_to(np.asarray(progress, dtype=float), (cd.n_runs,))
+    applies = np.broadcast_to(np.asarray(applies, dtype=bool), (cd.n_runs,))
+    rising = rising_runs(cd, stretch.rising_eps, stretch.rising_z)
+    factors = np.ones((cd.n_runs, 2))
+    for i in range(cd.n_runs):  # a loop over runs, not draws
+        if applies[i]:
+            factors[i] = stretch.factors(float(progress[i]), bool(rising[i]))
+    return replace(cd, predictive_stretch=factors)

@@ -1,0 +1,85 @@
+"""Learning the live band's stretch from held-out forecasts: known factors recovered, cross-fitted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayesgrpo.evaluate.backtest import BacktestError, cross_fitted_band_stretch, learn_band_stretch
+from bayesgrpo.evaluate.backtest.band_stretch import coverage_matched_factor, side_share
+
+Z95 = 1.6448536269514722
+
+
+def _forecasts(
+    sd_rising: float, sd_other: float, n_runs: int = 30, sources: int = 3, seed: int = 0
+) -> pd.DataFrame:
+    """Standard-normal forecasts (q05, q50, q95 = -1.645, 0, 1.645) of points whose true sd differs
+    above the median: ``sd_rising`` for the rising runs, ``sd_other`` for the rest; 1 below.
+    """
+    rng = np.random.default_rng(seed)
+    frames = []
+    for cut in (0.4, 0.5):
+        for i in range(n_runs):
+            rising = i % 2 == 0
+            z = rng.standard_normal(400)
+            y = np.where(z > 0, (sd_rising if rising else sd_other) * z, z)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "run_id": f"run{i}",
+                        "source": f"s{i % sources}",
+                        "cut": cut,
+                        "rising": rising,
+                        "y": y,
+                        "q05": -Z95,
+                        "q50": 0.0,
+                        "q95": Z95,
+                    }
+                )
+            )
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_known_factors_are_recovered_apart_for_rising_and_other_runs():
+    stretch = learn_band_stretch(_forecasts(4.0, 1.5), (0.35, 0.65), learnt_on="simulated")
+    assert stretch.knots == (0.4, 0.5)
+    np.testing.assert_allclose(stretch.rising_above, 4.0, atol=0.3)
+    np.testing.assert_allclose(stretch.other_above, 1.5, atol=0.1)
+    np.testing.assert_allclose(stretch.rising_below, 1.0, atol=0.1)
+    np.testing.assert_allclose(stretch.other_below, 1.0, atol=0.1)
+    assert stretch.learnt_on == "simulated"
+
+
+def test_a_matched_side_leaves_five_percent_beyond_it():
+    frame = _forecasts(3.0, 3.0)
+    factor = coverage_matched_factor(frame, "above")
+    assert side_share(frame, factor, "above") == pytest.approx(0.05, abs=0.01)
+    assert side_share(frame, 1.0, "above") > 0.2  # as drawn, far too narrow above
+    with pytest.raises(BacktestError, match="side"):
+        side_share(frame, 1.0, "up")
+
+
+def test_too_few_runs_keep_factor_1():
+    frame = _forecasts(4.0, 1.5, n_runs=6)  # three rising runs a cut
+    stretch = learn_band_stretch(frame, (0.35, 0.65))
+    assert stretch.rising_above == (1.0, 1.0)
+    assert stretch.other_above == (1.0, 1.0)  # three other runs too
+    assert learn_band_stretch(frame, (0.35, 0.65), min_runs=3).rising_above != (1.0, 1.0)
+
+
+def test_cross_fitted_factors_never_see_the_held_out_source():
+    frame = _forecasts(2.0, 2.0)
+    wide = frame["source"] == "s0"
+    frame.loc[wide & (frame["y"] > 0), "y"] *= 4.0  # one source far wider above than the others
+    sources = dict(zip(frame["run_id"], frame["source"], strict=False))
+    stretches = cross_fitted_band_stretch(frame, sources, (0.35, 0.65), learnt_on="sim")
+    assert set(stretches) == {"s0", "s1", "s2"}
+    np.testing.assert_allclose(stretches["s0"].rising_above, 2.0, atol=0.25)  # learnt on s1, s2 alone
+    assert min(stretches["s1"].rising_above) > 2.5  # s0 among what it was learnt on
+    assert stretches["s0"].learnt_on == "sim without source s0"
+    with pytest.raises(BacktestError, match="no source"):
+        cross_fitted_band_stretch(frame, {"run0": "s0"}, (0.35, 0.65))
+    with pytest.raises(BacktestError, match="lack columns"):
+        learn_band_stretch(frame.drop(columns="rising"), (0.35, 0.65))

@@ -1,0 +1,168 @@
+"""The live predictive band's stretch: the factors by progress and rise, and where the update uses them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model.draws import CurveDraws, predictive_at, reward_at, stretch_about_median
+from bayesgrpo.questions.band_stretch import (
+    BandStretch,
+    rising_runs,
+    shipped_band_stretch,
+    with_band_stretch,
+)
+from bayesgrpo.questions.live import LiveForecaster
+
+
+def _stretch(**changes) -> BandStretch:
+    fields = {
+        "knots": (0.4, 0.6),
+        "rising_below": (1.0, 0.8),
+        "rising_above": (5.0, 3.0),
+        "other_below": (0.9, 0.9),
+        "other_above": (1.5, 1.1),
+        "window": (0.35, 0.65),
+    }
+    return BandStretch(**(fields | changes))
+
+
+def _draws(n_runs: int = 2, n_draws: int = 4001, **extra) -> CurveDraws:  # odd: the median is one draw
+    rng = np.random.default_rng(0)
+    return CurveDraws(
+        curve="exp",
+        params={
+            "r0": np.full((n_draws, n_runs), 0.1),
+            "asymptote": 0.8 + 0.05 * rng.standard_normal((n_draws, n_runs)),
+            "tau": np.full((n_draws, n_runs), 0.3),
+        },
+        step_scale=100.0,
+        horizon_step=100.0,
+        noise_sd=np.full((n_draws, n_runs), 0.05),
+        **extra,
+    )
+
+
+def test_a_stretch_about_the_median_scales_each_side_and_keeps_the_median():
+    draws = np.random.default_rng(1).standard_normal((20001, 2, 3))  # odd: the median is one draw
+    out = stretch_about_median(draws, [1.0, 0.5], [2.0, 3.0])
+    for run, (below, above) in enumerate([(1.0, 2.0), (0.5, 3.0)]):
+        q05, q50, q95 = np.quantile(out[:, run, :], [0.05, 0.5, 0.95], axis=0)
+        raw05, raw50, raw95 = np.quantile(draws[:, run, :], [0.05, 0.5, 0.95], axis=0)
+        np.testing.assert_allclose(q50, raw50, atol=1e-12)
+        np.testing.assert_allclose(q95 - q50, above * (raw95 - raw50), rtol=1e-6)
+        np.testing.assert_allclose(q50 - q05, below * (raw50 - raw05), rtol=1e-6)
+
+
+def test_the_predictive_band_applies_the_attached_stretch_and_the_curve_band_never():
+    plain = _draws()
+    stretched = _draws(predictive_stretch=np.array([[1.0, 1.0], [1.0, 3.0]]))
+    steps = np.array([50.0, 90.0])
+    a, b = predictive_at(plain, steps, 7), predictive_at(stretched, steps, 7)
+    np.testing.assert_allclose(a[:, 0], b[:, 0])  # factors 1: the same draws
+    width_plain = np.quantile(a[:, 1], 0.95, axis=0) - np.median(a[:, 1], axis=0)
+    width_stretched = np.quantile(b[:, 1], 0.95, axis=0) - np.median(b[:, 1], axis=0)
+    np.testing.assert_allclose(width_stretched, 3.0 * width_plain, rtol=1e-6)
+    np.testing.assert_allclose(reward_at(plain, steps), reward_at(stretched, steps))
+    assert stretched.select(["1"]).predictive_stretch.tolist() == [[1.0, 3.0]]
+
+
+@pytest.mark.parametrize(
+    "bad", [np.ones((3, 2)), np.array([[1.0, 0.0], [1.0, 1.0]]), np.full((2, 2), np.nan)]
+)
+def test_a_stretch_of_the_wrong_shape_or_not_positive_is_an_error(bad):
+    with pytest.raises(BayesGRPOError, match="predictive_stretch"):
+        _draws(predictive_stretch=bad)
+
+
+def test_factors_are_interpolated_inside_the_window_and_1_outside():
+    stretch = _stretch()
+    assert stretch.factors(0.5, rising=True) == pytest.approx((0.9, 4.0))
+    assert stretch.factors(0.5, rising=False) == pytest.approx((0.9, 1.3))
+    assert stretch.factors(0.37, rising=True) == (1.0, 5.0)  # the nearest knot's, inside the window
+    assert stretch.factors(0.3, rising=True) == (1.0, 1.0)
+    assert stretch.factors(0.7, rising=False) == (1.0, 1.0)
+    assert stretch.factors(float("nan"), rising=True) == (1.0, 1.0)
+    assert BandStretch.from_dict(stretch.to_dict()) == stretch
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"knots": (0.6, 0.4)}, "increasing"),
+        ({"rising_above": (1.0,)}, "one finite factor"),
+        ({"other_below": (1.0, -1.0)}, "one finite factor"),
+        ({"window": (0.7, 0.3)}, "window"),
+    ],
+)
+def test_bad_factors_are_errors(changes, message):
+    with pytest.raises(BayesGRPOError, match=message):
+        _stretch(**changes)
+    with pytest.raises(BayesGRPOError, match="unknown BandStretch fields"):
+        BandStretch.from_dict(_stretch().to_dict() | {"cuts": [0.5]})
+
+
+def test_the_shipped_factors_load_and_say_where_they_come_from():
+    shipped = shipped_band_stretch()
+    assert 0.0 < shipped.window[0] < shipped.window[1] < 1.0
+    assert "benchmarks/live_band_stretch.py" in shipped.learnt_on
+
+
+def test_a_run_rises_when_its_rise_clears_eps_of_its_range_at_the_bound():
+    cd = _draws(
+        n_runs=3, reward_scale=1.0, recent_rise=[0.10, 0.10, np.nan], recent_rise_se=[0.02, 0.06, 0.01]
+    )
+    # 0.10 - 1.645 * 0.02 = 0.067 > 0.01; 0.10 - 1.645 * 0.06 = 0.0013 < 0.01; NaN: not known
+    assert rising_runs(cd).tolist() == [True, False, False]
+    assert rising_runs(_draws()).tolist() == [False, False]
+    stretched = with_band_stretch(cd, _stretch(), [0.5, 0.5, 0.5], applies=[True, True, False])
+    np.testing.assert_allclose(stretched.predictive_stretch, [[0.9, 4.0], [0.9, 1.3], [1.0, 1.0]])
+
+
+def _no_range_prefix(sim, share: float) -> RunsTable:
+    run_id = sim.table.run_ids[0]
+    run = sim.table.select([run_id])
+    steps = run.points["step"]
+    cut = steps.min() + share * (steps.max() - steps.min())
+    runs = run.runs.assign(reward_min=np.nan, reward_max=np.nan, total_steps=float(steps.max()))
+    return RunsTable(points=run.points[steps <= cut].reset_index(drop=True), runs=runs, report=run.report)
+
+
+def test_the_live_update_stretches_the_band_of_a_run_without_a_stated_range_mid_run(population):
+    model, sim = population
+    stretch = _stretch(rising_above=(5.0, 5.0), other_above=(2.0, 2.0), rising_below=(1.0, 1.0))
+    prefix = _no_range_prefix(sim, 0.5)
+    horizon = float(sim.table.select([sim.table.run_ids[0]]).points["step"].max())
+    update = LiveForecaster(model, random_seed=3, band_stretch=stretch).update(prefix, horizon=horizon)
+    plain = LiveForecaster(model, random_seed=3, band_stretch=None).update(prefix, horizon=horizon)
+    rising = bool(rising_runs(update.curve_draws)[0])
+    first = float(prefix.points["step"].min())
+    progress = (update.step - first) / (update.horizon_step - first)
+    assert 0.35 < progress <= 0.5
+    assert update.predictive_stretch == stretch.factors(progress, rising)
+    assert plain.predictive_stretch == (1.0, 1.0)
+    above = update.predictive_stretch[1]
+    q_update = update.quantiles([horizon], (0.5, 0.95)).iloc[0]
+    q_plain = plain.quantiles([horizon], (0.5, 0.95)).iloc[0]
+    # (an even number of draws: their median is between two, which the stretch moves a little)
+    assert q_update["q50"] == pytest.approx(q_plain["q50"], rel=1e-3)
+    assert q_update["q95"] - q_update["q50"] == pytest.approx(
+        above * (q_plain["q95"] - q_plain["q50"]), rel=1e-2
+    )
+    assert update.quantiles([horizon], band="curve").equals(plain.quantiles([horizon], band="curve"))
+    assert f"x{above:.2f} above" in update.band_note() and "curve band" in update.band_note("curve")
+    # early in the run, or with the range stated, the band is as drawn
+    early = LiveForecaster(model, random_seed=3, band_stretch=stretch).update(
+        _no_range_prefix(sim, 0.2), horizon=horizon
+    )
+    assert early.predictive_stretch == (1.0, 1.0)
+    run = sim.table.select([sim.table.run_ids[0]])
+    stated = RunsTable(points=prefix.points, runs=run.runs, report=run.report)
+    assert LiveForecaster(model, random_seed=3, band_stretch=stretch).update(
+        stated, horizon=horizon
+    ).predictive_stretch == (
+        1.0,
+        1.0,
+    )
