@@ -60,13 +60,16 @@ def cross_fitted_stretches(table) -> dict:
     path = RESULTS / "live_band_stretch.json"
     if not path.exists():
         raise SystemExit(f"{path} is missing: run `{COMMAND}` first")
-    without = json.loads(path.read_text())["without_source"]
+    without = {
+        source: BandStretch.from_dict(mapping)
+        for source, mapping in json.loads(path.read_text())["without_source"].items()
+    }
     stretches = {}
     for row in table.runs.to_dict("records"):
         source = source_group(row)
         if source not in without:
             raise SystemExit(f"{path} has no factors learnt without source {source!r}: rerun `{COMMAND}`")
-        stretches[str(row["run_id"])] = BandStretch.from_dict(without[source])
+        stretches[str(row["run_id"])] = without[source]
     return stretches
 
 

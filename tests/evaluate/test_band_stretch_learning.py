@@ -8,6 +8,8 @@ import pytest
 
 from bayesgrpo.evaluate.backtest import BacktestError, cross_fitted_band_stretch, learn_band_stretch
 from bayesgrpo.evaluate.backtest.band_stretch import coverage_matched_factor, side_share
+from bayesgrpo.evaluate.backtest.engine import population_specs
+from bayesgrpo.questions.band_stretch import shipped_band_stretch
 
 Z95 = 1.6448536269514722
 
@@ -83,3 +85,28 @@ def test_cross_fitted_factors_never_see_the_held_out_source():
         cross_fitted_band_stretch(frame, {"run0": "s0"}, (0.35, 0.65))
     with pytest.raises(BacktestError, match="lack columns"):
         learn_band_stretch(frame.drop(columns="rising"), (0.35, 0.65))
+
+
+def test_a_backtests_forecasters_take_each_runs_stretch_and_one_population_takes_one():
+    frame = _forecasts(2.0, 2.0)
+    stretches = cross_fitted_band_stretch(
+        frame, dict(zip(frame["run_id"], frame["source"], strict=False)), (0.35, 0.65)
+    )
+    shared, other = object(), object()
+    populations = {"a": shared, "b": shared, "c": other}
+    specs, index = population_specs(
+        populations,
+        ["a", "b", "c"],
+        100,
+        0,
+        {"a": stretches["s0"], "b": stretches["s0"], "c": stretches["s1"]},
+    )
+    assert [spec.band_stretch for spec in specs] == [stretches["s0"], stretches["s1"]] and index == {
+        "a": 0,
+        "b": 0,
+        "c": 1,
+    }
+    default, _ = population_specs(populations, ["a", "c"], 100, 0)
+    assert all(spec.band_stretch == shipped_band_stretch() for spec in default)
+    with pytest.raises(BacktestError, match="not its band stretch"):
+        population_specs(populations, ["a", "b"], 100, 0, {"a": stretches["s0"], "b": stretches["s1"]})

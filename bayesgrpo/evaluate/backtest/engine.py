@@ -56,7 +56,7 @@ def population_specs(
             else:
                 specs.append(Population(population, int(n_draws), seed, stretch))
         spec = specs[seen[id(population)]]
-        if spec.band_stretch is not stretch and band_stretch is not None:
+        if band_stretch is not None and spec.band_stretch != stretch:
             raise BacktestError(
                 f"run {run_id!r} shares its population with another run but not its band stretch"
             )
