@@ -472,6 +472,8 @@ def by_kind_of_run(table, stops: pd.DataFrame) -> pd.DataFrame:
 
 def calibration_section(table, populations, args: argparse.Namespace) -> list[str]:
     """Reliability of the stop probability: stated P(gain < eps) against how often it came true."""
+    from live_band_stretch import cross_fitted_stretches
+
     from bayesgrpo.evaluate.backtest import calibration_table, stop_probability_calibration
 
     start = time.perf_counter()
@@ -482,6 +484,7 @@ def calibration_section(table, populations, args: argparse.Namespace) -> list[st
         check_every_fraction=args.check_every,
         n_draws=args.forecast_draws,
         random_seed=args.seed,
+        band_stretch=cross_fitted_stretches(table),  # the predictive band learnt without the source
     )
     seconds = time.perf_counter() - start
     checks.to_csv(args.output_dir / "backtest_calibration_runs.csv", index=False)

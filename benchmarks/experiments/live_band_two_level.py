@@ -1,0 +1,155 @@
+"""The live band's stretch by quantile level: the 50% band and the 90% band's tails each matched.
+
+The shipped stretch (``bayesgrpo.questions.band_stretch``, ``benchmarks/live_band_stretch.py``)
+scales each side of the predictive band about its median by one factor, matched so that 5% of later
+points lie beyond the 90% band's side. It brings the 90% band to 89-90% in the middle of a run, and
+widens the 50% band too (0.52 -> 0.61 at the 50% cut), which was already wide on the runs that do
+not rise. Here each side gets two factors instead: one for the offset of the 25/75% quantile (matched
+so that 25% of later points lie beyond it) and one for the 5/95% quantile (5% beyond), the offsets
+between and beyond them mapped piecewise-linearly (a monotone map of the draws, so still draws).
+Same forecasts (``live_band_stretch.py``'s cache), same groups (rising or not, per knot), same
+cross-fitting by source.
+
+Usage::
+
+    python benchmarks/live_band_stretch.py                  # the forecasts, cached (once)
+    python benchmarks/experiments/live_band_two_level.py   # -> results/live_band_two_level.md
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = HERE.parent
+sys.path.insert(0, str(BENCHMARKS))
+from _markdown import markdown_table  # noqa: E402
+from live_band_stretch import LEVELS, cached_forecasts, per_run_scores, stretched_quantiles  # noqa: E402
+
+from bayesgrpo.evaluate.backtest.band_stretch import FACTOR_GRID, MIN_RUNS  # noqa: E402
+
+RESULTS = HERE / "results"
+#: Quantile columns: the median, the 50% band's edges, the 90% band's edges.
+MEDIAN, INNER, OUTER = 49, {"below": 24, "above": 74}, {"below": 4, "above": 94}
+
+
+def share_beyond(frame: pd.DataFrame, column: int, factor: float, side: str) -> float:
+    """Mean over runs of the share of later points beyond ``median + factor (q_column - median)``."""
+    y, q, median = frame["y"].to_numpy(), frame[f"q{column}"].to_numpy(), frame[f"q{MEDIAN}"].to_numpy()
+    edge = median + factor * (q - median)
+    beyond = y > edge if side == "above" else y < edge
+    return float(pd.Series(beyond).groupby(frame["run_id"].to_numpy()).mean().mean())
+
+
+def matched(frame: pd.DataFrame, column: int, side: str, target: float) -> float:
+    """The grid factor whose edge leaves ``target`` of the points beyond it."""
+    shares = np.array([share_beyond(frame, column, float(f), side) for f in FACTOR_GRID])
+    return float(FACTOR_GRID[int(np.argmin(np.abs(shares - target)))])
+
+
+def learnt(frame: pd.DataFrame, two_level: bool) -> dict[tuple[float, bool, str], tuple[float, float]]:
+    """Per (knot, rising, side): (inner, outer) factors; one-level: the outer factor for both."""
+    out = {}
+    for (cut, rising), part in frame.groupby(["cut", "rising"]):
+        for side in ("below", "above"):
+            if part["run_id"].nunique() < MIN_RUNS:
+                out[(cut, rising, side)] = (1.0, 1.0)
+                continue
+            outer = matched(part, OUTER[side], side, 0.05)
+            inner = matched(part, INNER[side], side, 0.25) if two_level else outer
+            out[(cut, rising, side)] = (inner, outer)
+    return out
+
+
+def mapped_quantiles(frame: pd.DataFrame, factors: np.ndarray) -> np.ndarray:
+    """The 99 quantiles mapped: offsets up to the inner edge times its factor, then linear to the
+    outer edge's stretched offset and on beyond it. ``factors``: (N, 4) below-inner, below-outer,
+    above-inner, above-outer.
+    """
+    q = frame[[f"q{i}" for i in range(len(LEVELS))]].to_numpy()
+    median = q[:, [MEDIAN]]
+    out = np.empty_like(q)
+    for side, (inner_col, outer_col, columns) in {
+        "below": (INNER["below"], OUTER["below"], slice(0, MEDIAN)),
+        "above": (INNER["above"], OUTER["above"], slice(MEDIAN, None)),
+    }.items():
+        k = 0 if side == "below" else 2
+        a, c = factors[:, [k]], factors[:, [k + 1]]
+        o50, o90 = q[:, [inner_col]] - median, q[:, [outer_col]] - median
+        d = q[:, columns] - median
+        span = np.where(np.abs(o90 - o50) > 1e-12, o90 - o50, 1e-12)
+        b = np.maximum((c * o90 - a * o50) / span, 0.05)
+        inside = np.abs(d) <= np.abs(o50)
+        out[:, columns] = median + np.where(inside, a * d, a * o50 + b * (d - o50))
+    return out
+
+
+def main() -> None:
+    """Cross-fit both maps by source, score them beside the band as drawn, write the table."""
+    start = time.perf_counter()
+    frame = cached_forecasts(0, 1000)
+    rows = []
+    for cut, at in frame.groupby("cut"):
+        at = at.reset_index(drop=True)
+        for label, two_level in (("one factor a side (shipped)", False), ("two factors a side", True)):
+            factors = np.ones((len(at), 4))
+            for source in at["source"].unique():
+                held = (at["source"] == source).to_numpy()
+                table = learnt(at[~held], two_level)
+                for i in np.flatnonzero(held):
+                    key = (cut, bool(at.at[i, "rising"]))
+                    factors[i] = [*table[(*key, "below")], *table[(*key, "above")]]
+            if not two_level:
+                quantiles = stretched_quantiles(at, factors[:, [1, 3]])
+            else:
+                quantiles = mapped_quantiles(at, factors)
+            for band, q in (("as drawn", stretched_quantiles(at, np.ones((len(at), 2)))), (label, quantiles)):
+                if band == "as drawn" and two_level:
+                    continue
+                scored = per_run_scores(at, q)
+                for runs, part in (
+                    ("all", scored),
+                    ("no stated range", scored[scored["range"] == "unstated"]),
+                    ("stated range", scored[scored["range"] == "stated"]),
+                ):
+                    rows.append(
+                        {
+                            "cut": cut,
+                            "band": band,
+                            "runs": runs,
+                            "n": len(part),
+                            "cover50": part["cover50"].mean(),
+                            "cover90": part["cover90"].mean(),
+                            "crps_median": part["crps"].median(),
+                            "crps_mean": part["crps"].mean(),
+                        }
+                    )
+    lines = [
+        "# The live band's stretch by quantile level",
+        "",
+        "Command: `python benchmarks/experiments/live_band_two_level.py` "
+        f"({time.perf_counter() - start:.0f} s; "
+        "the forecasts of `benchmarks/live_band_stretch.py`, seed 0)",
+        "",
+        "60 bundled runs, live path, no range given, cut at 40/50/60% of their steps. Factors learnt per "
+        "cut, for rising and other updates apart, on the other sources' runs (cross-fitted by source). "
+        "`one factor a side`: the shipped stretch (5% beyond each side of the 90% band). `two factors a "
+        "side`: the 25/75% quantile's offset matched to 25% beyond it and the 5/95% quantile's to 5%, the "
+        "offsets mapped piecewise-linearly. Coverage: mean over runs; CRPS: per-run mean over 99 quantiles, "
+        "units of the run's logged range.",
+        "",
+        markdown_table(pd.DataFrame(rows)),
+        "",
+    ]
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "live_band_two_level.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
