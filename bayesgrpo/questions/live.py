@@ -345,11 +345,6 @@ class LiveForecaster:
         # the run's own latest rise rides along: a rule may hold a plateau claim it contradicts
         curve_draws = with_recent_rise(run_curve_draws(posterior, data, population.curve), run.points)
         last_step = float(run.points["step"].max())
-        if self.band_stretch is not None and data.bounds_source[0] == "data":  # learnt on such runs
-            first_step = float(run.points["step"].min())
-            span = float(data.horizon_step[0]) - first_step
-            progress = (last_step - first_step) / span if span > 0 else float("nan")
-            curve_draws = with_band_stretch(curve_draws, self.band_stretch, [progress])
         logged = run.points["reward"].to_numpy(dtype=float)
         logged = logged[np.isfinite(logged)]
         update = LiveUpdate(
@@ -362,12 +357,17 @@ class LiveForecaster:
             noise_seed=int(np.random.default_rng(self.random_seed).integers(2**31)),
             logged_span=(float(logged.min()), float(logged.max())) if logged.size else None,
         )
-        departure = recent_departure(update, run.points)
+        departure = recent_departure(update, run.points)  # the band as drawn, about the points it read
         if departure.departed:
             warnings.warn(
                 f"live update of {update.run_id}: {departure.note()}", ForecastDepartureWarning, stacklevel=2
             )
-        return dataclasses.replace(update, departure=departure)
+        if self.band_stretch is not None and data.bounds_source[0] == "data":  # learnt on such runs
+            first_step = float(run.points["step"].min())
+            span = float(data.horizon_step[0]) - first_step
+            progress = (last_step - first_step) / span if span > 0 else float("nan")
+            curve_draws = with_band_stretch(curve_draws, self.band_stretch, [progress])
+        return dataclasses.replace(update, curve_draws=curve_draws, departure=departure)
 
 
 def run_curve_draws(posterior: RunPosterior, data: ModelData, curve: str) -> CurveDraws:
@@ -410,8 +410,10 @@ class Departure:
     every such curve (a late jump, a collapse): the Student-t noise then reads its latest points
     as outliers and the forecast stays with the curve. Or its noise can grow past what the update
     estimated from all its points. Here the latest logged points are set against the update's own
-    90% predictive band at their steps: a calibrated band leaves about 5% of them above and 5%
-    below. A binomial tail probability under :data:`DEPARTURE_LEVEL` says it does not.
+    90% predictive band at their steps, as drawn (before any stretch for the steps ahead,
+    :mod:`bayesgrpo.questions.band_stretch`: that is learnt on points not yet logged): a
+    calibrated band leaves about 5% of them above and 5% below. A binomial tail probability under
+    :data:`DEPARTURE_LEVEL` says it does not.
 
     Attributes
     ----------

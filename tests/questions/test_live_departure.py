@@ -14,6 +14,7 @@ from bayesgrpo.interfaces.cli import main
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.datasets import bundled_population
+from bayesgrpo.questions.band_stretch import BandStretch
 from bayesgrpo.questions.live import (
     DEPARTURE_LEVEL,
     MIN_RECENT_POINTS,
@@ -103,6 +104,17 @@ def test_the_live_update_warns_when_a_run_jumps_past_its_forecast(tmp_path):
         update = live.update(_run(tmp_path, jumped), horizon=400)
     assert update.departure.kind == "above"
     assert issubclass(ForecastDepartureWarning, LiveUpdateWarning)  # one filter silences both
+
+
+def test_the_departure_is_read_on_the_band_as_drawn_not_its_stretch_for_the_steps_ahead(tmp_path):
+    wide = BandStretch((0.5,), (12.0,), (12.0,), (12.0,), (12.0,), window=(0.3, 0.7))
+    jumped = _saturating(200, seed=4)
+    jumped[160:] += 0.6
+    with pytest.warns(ForecastDepartureWarning):
+        update = LiveForecaster(bundled_population(), random_seed=0, band_stretch=wide).update(
+            _run(tmp_path, jumped), horizon=400
+        )
+    assert update.departure.kind == "above" and update.predictive_stretch == (12.0, 12.0)
 
 
 def test_stop_prints_the_departure_in_the_run_row(tmp_path, capsys):
