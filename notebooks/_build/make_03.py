@@ -421,7 +421,7 @@ CELLS = [
     """),
     ("md", """
         The model is nearly honest about what it can see: of the checks where its predictive
-        probability was at least 0.9, 89.7% (eps 1%) and 94.1% (eps 2%) came true. The rules'
+        probability was at least 0.9, 90.1% (eps 1%) and 95.4% (eps 2%) came true. The rules'
         probability promises more than the logged reward delivers, most in the middle: checks at
         0.5-0.8 came true 36-37% of the time, at 0.8-0.9 48-54%. At checks where it said at least
         0.9 (0.98 on average) the run then gained less than eps 77.5% (eps 1%) and 86.1% (eps 2%)
