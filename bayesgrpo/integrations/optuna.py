@@ -171,6 +171,10 @@ class RewardCurvePruner(BasePruner):
         half). On the replayed studies of ``benchmarks/optuna_pruning.py`` 1 (every value in
         full) saved more steps and pruned a late-rising best trial from its flat start
         (``benchmarks/results/optuna_pruning_w1.md``).
+
+    The pruner's live updates draw the band as it comes (``LiveForecaster(band_stretch=None)``):
+    it decides on the curve and, with ``final_points``, on each draw's own noise, which a
+    recalibration of the band's quantiles (:mod:`bayesgrpo.questions.band_stretch`) does not give.
     """
 
     def __init__(
@@ -358,6 +362,7 @@ class RewardCurvePruner(BasePruner):
                 n_draws=self.n_draws,
                 random_seed=self.random_seed,
                 likelihood_weight=self.likelihood_weight,
+                band_stretch=None,  # one value's own noise per draw, not a recalibrated band
             )
             self._fitted_on = len(finished)
         if self._forecaster is None:
@@ -366,6 +371,7 @@ class RewardCurvePruner(BasePruner):
                 n_draws=self.n_draws,
                 random_seed=self.random_seed,
                 likelihood_weight=self.likelihood_weight,
+                band_stretch=None,
             )
         return self._forecaster
 

@@ -227,6 +227,7 @@ def test_the_pruner_tempers_its_live_update_as_the_live_path_does_unless_told(cu
         study.optimize(objective, n_trials=3)
         assert study.pruner._forecaster is not None
         assert study.pruner._forecaster.likelihood_weight == expected
+        assert study.pruner._forecaster.band_stretch is None  # each draw's own noise, unstretched
     assert PRUNER_LIKELIHOOD_WEIGHT == DEFAULT_LIKELIHOOD_WEIGHT == 0.5
 
 
