@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
+import tomllib
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,6 +13,7 @@ from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.draws import CurveDraws, predictive_at, reward_at, stretch_about_median
 from bayesgrpo.questions.band_stretch import (
+    SHIPPED_BAND_STRETCH,
     BandStretch,
     rising_runs,
     shipped_band_stretch,
@@ -108,6 +113,15 @@ def test_the_shipped_factors_load_and_say_where_they_come_from():
     shipped = shipped_band_stretch()
     assert 0.0 < shipped.window[0] < shipped.window[1] < 1.0
     assert "benchmarks/live_band_stretch.py" in shipped.learnt_on
+
+
+def test_the_shipped_factors_are_package_data():
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "bayesgrpo"
+    ]
+    relative = SHIPPED_BAND_STRETCH.relative_to(root / "bayesgrpo").as_posix()
+    assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), (relative, patterns)
 
 
 def test_a_run_rises_when_its_rise_clears_eps_of_its_range_at_the_bound():
