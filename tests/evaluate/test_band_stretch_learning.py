@@ -87,26 +87,18 @@ def test_cross_fitted_factors_never_see_the_held_out_source():
         learn_band_stretch(frame.drop(columns="rising"), (0.35, 0.65))
 
 
-def test_a_backtests_forecasters_take_each_runs_stretch_and_one_population_takes_one():
+def test_a_backtests_forecasters_take_each_runs_stretch_one_per_population_and_stretch():
     frame = _forecasts(2.0, 2.0)
     stretches = cross_fitted_band_stretch(
         frame, dict(zip(frame["run_id"], frame["source"], strict=False)), (0.35, 0.65)
     )
     shared, other = object(), object()
-    populations = {"a": shared, "b": shared, "c": other}
-    specs, index = population_specs(
-        populations,
-        ["a", "b", "c"],
-        100,
-        0,
-        {"a": stretches["s0"], "b": stretches["s0"], "c": stretches["s1"]},
-    )
-    assert [spec.band_stretch for spec in specs] == [stretches["s0"], stretches["s1"]] and index == {
-        "a": 0,
-        "b": 0,
-        "c": 1,
-    }
-    default, _ = population_specs(populations, ["a", "c"], 100, 0)
-    assert all(spec.band_stretch == shipped_band_stretch() for spec in default)
-    with pytest.raises(BacktestError, match="not its band stretch"):
-        population_specs(populations, ["a", "b"], 100, 0, {"a": stretches["s0"], "b": stretches["s1"]})
+    populations = {"a": shared, "b": shared, "c": other, "d": shared}
+    given = {"a": stretches["s0"], "b": stretches["s0"], "c": stretches["s1"], "d": stretches["s1"]}
+    specs, index = population_specs(populations, ["a", "b", "c", "d"], 100, 0, given)
+    # a and b share one forecaster; d, of a's population but learnt without another source, its own
+    assert index == {"a": 0, "b": 0, "c": 1, "d": 2}
+    assert [spec.band_stretch for spec in specs] == [stretches["s0"], stretches["s1"], stretches["s1"]]
+    assert specs[0].model is specs[2].model is shared
+    default, index = population_specs(populations, ["a", "c", "d"], 100, 0)
+    assert all(spec.band_stretch == shipped_band_stretch() for spec in default) and len(default) == 2

@@ -33,7 +33,7 @@ def population_specs(
     :class:`LiveForecaster` is kept as it is. ``band_stretch`` (run_id -> factors, optional)
     replaces the shipped stretch of the predictive band
     (:mod:`bayesgrpo.questions.band_stretch`), for example by one learnt without the run's
-    source; the runs of one population must share it.
+    source; runs of one population with different stretches get one forecaster each.
     """
     missing = [r for r in run_ids if r not in populations]
     if missing:
@@ -41,13 +41,14 @@ def population_specs(
             f"no population for runs {missing[:5]} ({len(missing)} in all); fit them with kfold_populations"
         )
     specs: list[Population | LiveForecaster] = []
-    seen: dict[int, int] = {}
+    seen: dict[tuple[int, BandStretch | None], int] = {}
     index: dict[str, int] = {}
     for run_id in run_ids:
         population = populations[run_id]
         stretch = shipped_band_stretch() if band_stretch is None else band_stretch[run_id]
-        if id(population) not in seen:
-            seen[id(population)] = len(specs)
+        key = (id(population), stretch)  # runs of one population with another stretch get their own
+        if key not in seen:
+            seen[key] = len(specs)
             seed = run_seed(random_seed, "live", len(specs))
             if isinstance(population, LiveForecaster):
                 specs.append(
@@ -55,12 +56,7 @@ def population_specs(
                 )
             else:
                 specs.append(Population(population, int(n_draws), seed, stretch))
-        spec = specs[seen[id(population)]]
-        if band_stretch is not None and spec.band_stretch != stretch:
-            raise BacktestError(
-                f"run {run_id!r} shares its population with another run but not its band stretch"
-            )
-        index[run_id] = seen[id(population)]
+        index[run_id] = seen[key]
     return specs, index
 
 

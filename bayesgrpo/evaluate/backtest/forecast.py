@@ -172,7 +172,8 @@ def live_forecasters(
 ) -> dict[str, LiveForecaster]:
     """One live forecaster per distinct population object (its new-run prior is cached), seeded
     as :func:`population_specs` seeds it, its predictive band stretched as ``band_stretch`` says
-    (run_id -> factors; default the shipped ones, :mod:`bayesgrpo.questions.band_stretch`).
+    (run_id -> factors; default the shipped ones, :mod:`bayesgrpo.questions.band_stretch`; one
+    forecaster per population and stretch).
     """
     specs, index = population_specs(populations, run_ids, n_draws, random_seed, band_stretch)
     built = [spec.forecaster() if isinstance(spec, Population) else spec for spec in specs]
