@@ -168,6 +168,30 @@ def per_run_scores(frame: pd.DataFrame, q: np.ndarray) -> pd.DataFrame:
     return scored.groupby(["run_id", "rising", "range"], as_index=False).mean()
 
 
+def summary_rows(cut: float, band: str, scored: pd.DataFrame, by_rise: bool = True) -> list[dict]:
+    """Coverage and CRPS of one band at one cut over all runs, by rise (``by_rise``) and by range."""
+    groups = [("all", scored)]
+    if by_rise:
+        groups += [("rising", scored[scored["rising"]]), ("not rising", scored[~scored["rising"]])]
+    groups += [
+        ("no stated range", scored[scored["range"] == "unstated"]),
+        ("stated range", scored[scored["range"] == "stated"]),
+    ]
+    return [
+        {
+            "cut": cut,
+            "band": band,
+            "runs": runs,
+            "n": len(part),
+            "cover50": part["cover50"].mean(),
+            "cover90": part["cover90"].mean(),
+            "crps_median": part["crps"].median(),
+            "crps_mean": part["crps"].mean(),
+        }
+        for runs, part in groups
+    ]
+
+
 def main() -> None:
     """Forecast (cached), learn, cross-fit, score, write the factors and the report."""
     from bayesgrpo.evaluate.backtest import cross_fitted_band_stretch, learn_band_stretch
@@ -213,26 +237,7 @@ def main() -> None:
             ]
         )
         for band, factors in (("as drawn", np.ones((len(at), 2))), ("stretched, cross-fitted", cross)):
-            scored = per_run_scores(at, stretched_quantiles(at, factors))
-            for runs, part in (
-                ("all", scored),
-                ("rising", scored[scored["rising"]]),
-                ("not rising", scored[~scored["rising"]]),
-                ("no stated range", scored[scored["range"] == "unstated"]),
-                ("stated range", scored[scored["range"] == "stated"]),
-            ):
-                rows.append(
-                    {
-                        "cut": cut,
-                        "band": band,
-                        "runs": runs,
-                        "n": len(part),
-                        "cover50": part["cover50"].mean(),
-                        "cover90": part["cover90"].mean(),
-                        "crps_median": part["crps"].median(),
-                        "crps_mean": part["crps"].mean(),
-                    }
-                )
+            rows += summary_rows(cut, band, per_run_scores(at, stretched_quantiles(at, factors)))
     progress = frame.groupby(["run_id", "cut"])["progress"].first()
     lines = [
         "# The live predictive band's stretch, learnt on held-out sources",

@@ -33,7 +33,7 @@ import numpy as np
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.draws import CurveDraws
-from bayesgrpo.questions.stopping.momentum import RISE_Z
+from bayesgrpo.questions.stopping.momentum import RISE_Z, rising_runs
 
 __all__ = [
     "RISING_EPS",
@@ -134,20 +134,6 @@ def shipped_band_stretch() -> BandStretch:
     """The factors learnt on the bundled runs (:data:`SHIPPED_BAND_STRETCH`), read once."""
     document = json.loads(SHIPPED_BAND_STRETCH.read_text())
     return BandStretch.from_dict(document["all_sources"])
-
-
-def rising_runs(cd: CurveDraws, rising_eps: float = RISING_EPS, z: float = RISE_Z) -> np.ndarray:
-    """Per run, whether its logged reward still rises (``False`` where its rise is not attached).
-
-    The rise over the run's latest tenth (``cd.recent_rise``, attached by
-    :func:`~bayesgrpo.questions.stopping.momentum.with_recent_rise`) minus ``z`` standard errors
-    exceeds ``rising_eps`` times the run's reward range.
-    """
-    if cd.recent_rise is None or cd.recent_rise_se is None:
-        return np.zeros(cd.n_runs, dtype=bool)
-    lower = np.asarray(cd.recent_rise, dtype=float) - z * np.asarray(cd.recent_rise_se, dtype=float)
-    margin = rising_eps * np.asarray(cd.reward_scale, dtype=float)
-    return np.asarray(np.nan_to_num(lower - margin, nan=-np.inf) > 0)
 
 
 def with_band_stretch(

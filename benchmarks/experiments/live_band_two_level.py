@@ -29,7 +29,13 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
 sys.path.insert(0, str(BENCHMARKS))
 from _markdown import markdown_table  # noqa: E402
-from live_band_stretch import LEVELS, cached_forecasts, per_run_scores, stretched_quantiles  # noqa: E402
+from live_band_stretch import (  # noqa: E402
+    LEVELS,
+    cached_forecasts,
+    per_run_scores,
+    stretched_quantiles,
+    summary_rows,
+)
 
 from bayesgrpo.evaluate.backtest.band_stretch import FACTOR_GRID, MIN_RUNS  # noqa: E402
 
@@ -111,24 +117,7 @@ def main() -> None:
             for band, q in (("as drawn", stretched_quantiles(at, np.ones((len(at), 2)))), (label, quantiles)):
                 if band == "as drawn" and two_level:
                     continue
-                scored = per_run_scores(at, q)
-                for runs, part in (
-                    ("all", scored),
-                    ("no stated range", scored[scored["range"] == "unstated"]),
-                    ("stated range", scored[scored["range"] == "stated"]),
-                ):
-                    rows.append(
-                        {
-                            "cut": cut,
-                            "band": band,
-                            "runs": runs,
-                            "n": len(part),
-                            "cover50": part["cover50"].mean(),
-                            "cover90": part["cover90"].mean(),
-                            "crps_median": part["crps"].median(),
-                            "crps_mean": part["crps"].mean(),
-                        }
-                    )
+                rows += summary_rows(cut, band, per_run_scores(at, q), by_rise=False)
     lines = [
         "# The live band's stretch by quantile level",
         "",

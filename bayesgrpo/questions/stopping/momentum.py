@@ -124,3 +124,21 @@ def with_recent_rise(cd: CurveDraws, points: pd.DataFrame) -> CurveDraws:
             found = recent_rise(steps[mine], reward[mine], horizons[i])
             rise[i], se[i] = found.rise, found.se
     return replace(cd, recent_rise=rise, recent_rise_se=se)
+
+
+def rising_runs(
+    cd: CurveDraws, rising_eps: float = 0.01, z: float = RISE_Z, *, relative: bool = True
+) -> np.ndarray:
+    """Per run, whether its logged reward still rises (``False`` where its rise is not attached).
+
+    The rise over the run's latest window (``cd.recent_rise``, attached by
+    :func:`with_recent_rise`) minus ``z`` standard errors exceeds ``rising_eps`` (a share of the
+    run's reward range when ``relative``, else reward units). What
+    :class:`~bayesgrpo.questions.stopping.rules.GuardedBudgetRule` will not call a plateau, and
+    where the live band is stretched upward (:mod:`bayesgrpo.questions.band_stretch`).
+    """
+    if cd.recent_rise is None or cd.recent_rise_se is None:
+        return np.zeros(cd.n_runs, dtype=bool)
+    lower = np.asarray(cd.recent_rise, dtype=float) - z * np.asarray(cd.recent_rise_se, dtype=float)
+    margin = rising_eps * (np.asarray(cd.reward_scale, dtype=float) if relative else 1.0)
+    return np.asarray(np.nan_to_num(lower - margin, nan=-np.inf) > 0)

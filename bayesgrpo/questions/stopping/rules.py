@@ -27,7 +27,7 @@ from bayesgrpo.questions.stopping.gain import (
     interval_bounds,
     remaining_gain,
 )
-from bayesgrpo.questions.stopping.momentum import RISE_WINDOW, RISE_Z
+from bayesgrpo.questions.stopping.momentum import RISE_WINDOW, RISE_Z, rising_runs
 
 #: Later steps at which :class:`BudgetRule` weighs continuing (evenly spaced up to the horizon).
 BUDGET_GRID = 100
@@ -514,7 +514,12 @@ class GuardedBudgetRule:
         stop = done | np.where(past, p >= self.prob, early)
         probability = np.where(past, p, p_early)
         rise, rise_lower, rising_eps = _recent_rise_bounds(cd, self.rising_eps, self.rising_z, self.relative)
-        held = stop & ~done & (np.nan_to_num(rise_lower - rising_eps, nan=-np.inf) > 0)
+        rising = (
+            np.zeros(cd.n_runs, dtype=bool)
+            if self.rising_eps is None
+            else rising_runs(cd, self.rising_eps, self.rising_z, relative=self.relative)
+        )
+        held = stop & ~done & rising
         stop = stop & ~held
 
         def explain(i: int, left: float) -> str:
