@@ -107,6 +107,15 @@ class CurveDraws:
         median is stretched (:func:`stretch_about_median`; 1, 1: as drawn). The live update sets
         them where the band was found too narrow on held-out sources
         (:mod:`bayesgrpo.questions.band_stretch`); the curve band never has them.
+    level_shift : ndarray of shape (S, R), optional
+        Per draw and run, a level added to the curve from ``level_from_step`` on (reward units):
+        where a run has left every curve of its update (a late jump, a collapse), the live
+        update's forecast follows the run's latest level
+        (:func:`bayesgrpo.questions.live.departure_level`). It moves the expected reward there and
+        so both bands, never a gain between two such steps: the stop rules' gains are unchanged.
+    level_from_step : ndarray of shape (R,), optional
+        The step from which each run's ``level_shift`` applies (NaN or infinite: never); needed
+        with ``level_shift``.
 
     Raises
     ------
@@ -127,6 +136,8 @@ class CurveDraws:
     recent_rise: np.ndarray | None = None
     recent_rise_se: np.ndarray | None = None
     predictive_stretch: np.ndarray | None = None
+    level_shift: np.ndarray | None = None
+    level_from_step: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         family = get_curve(self.curve)
@@ -202,6 +213,27 @@ class CurveDraws:
                     f"a run; got {np.shape(self.predictive_stretch)}."
                 )
             object.__setattr__(self, "predictive_stretch", frozen_array(stretch))
+        self._check_level(first.shape[0], n_runs)
+
+    def _check_level(self, n_draws: int, n_runs: int) -> None:
+        """Validate and freeze ``level_shift`` as (S, R) and ``level_from_step`` as (R,)."""
+        if self.level_shift is None:
+            if self.level_from_step is not None:
+                raise BayesGRPOError("level_from_step was given without level_shift.")
+            return
+        shift = np.asarray(self.level_shift, dtype=float)
+        if shift.ndim == 1:
+            shift = shift[:, None]
+        if shift.shape != (n_draws, n_runs) or not np.all(np.isfinite(shift)):
+            raise BayesGRPOError(
+                f"level_shift must be finite and of shape ({n_draws}, {n_runs}); got shape {shift.shape}."
+            )
+        if self.level_from_step is None:
+            raise BayesGRPOError("level_shift needs level_from_step: the step each run's level applies from.")
+        start = per_run(self.level_from_step, n_runs, "level_from_step")
+        start = np.where(np.isnan(start), np.inf, start)
+        object.__setattr__(self, "level_shift", frozen_array(shift))
+        object.__setattr__(self, "level_from_step", frozen_array(start))
 
     def _check_noise(self, n_draws: int, n_runs: int) -> None:
         """Validate and freeze ``noise_sd`` as (S, R) and ``noise_df`` as (S,)."""
@@ -351,6 +383,8 @@ class CurveDraws:
             predictive_stretch=None
             if self.predictive_stretch is None
             else np.asarray(self.predictive_stretch)[index],
+            level_shift=None if self.level_shift is None else np.asarray(self.level_shift)[:, index],
+            level_from_step=None if self.level_from_step is None else np.asarray(self.level_from_step)[index],
         )
 
     def to_t(self, steps: np.ndarray) -> np.ndarray:
@@ -400,7 +434,32 @@ def reward_at(cd: CurveDraws, steps: Any) -> np.ndarray:
     if not np.all(np.isfinite(steps) & (steps >= 0)):
         raise BayesGRPOError("steps must be finite and >= 0.")
     g = gain_share(cd, cd.to_t(steps))
-    return np.asarray(cd.params["r0"][:, :, None] + cd.total_gain[:, :, None] * g)
+    return np.asarray(cd.params["r0"][:, :, None] + cd.total_gain[:, :, None] * g + level_at(cd, steps))
+
+
+def level_at(cd: CurveDraws, steps: Any) -> np.ndarray:
+    """The level :attr:`CurveDraws.level_shift` adds to the curve at steps (0 where none applies).
+
+    Parameters
+    ----------
+    cd : CurveDraws
+    steps : array_like
+        Shape ``(R,)`` (one step a run) or ``(R, N)``.
+
+    Returns
+    -------
+    ndarray
+        ``(S, R)`` for ``(R,)`` steps, ``(S, R, N)`` for ``(R, N)``; zeros without a level.
+    """
+    steps = np.asarray(steps, dtype=float)
+    shape = (cd.n_draws, *steps.shape)
+    if cd.level_shift is None or cd.level_from_step is None:
+        return np.zeros(shape)
+    start = np.asarray(cd.level_from_step)
+    shift = np.asarray(cd.level_shift)
+    if steps.ndim == 1:
+        return np.asarray(shift * (steps >= start)[None, :])
+    return np.asarray(shift[:, :, None] * (steps >= start[:, None])[None, :, :])
 
 
 #: The two bands draws answer for: a logged reward (curve plus noise) and the expected curve.

@@ -48,7 +48,7 @@ from scipy import special
 from bayesgrpo.errors import BayesGRPOError, ForecastDepartureWarning, NotFittedError
 from bayesgrpo.model.data import UNKNOWN, prepare
 from bayesgrpo.model.datasets import bundled_population
-from bayesgrpo.model.draws import BANDS, DEFAULT_BAND, band_draws, check_band
+from bayesgrpo.model.draws import BANDS, DEFAULT_BAND, band_draws, check_band, reward_at
 from bayesgrpo.model.laplace import (
     PARETO_K_LIMIT,
     GaussianRunPrior,
@@ -88,6 +88,7 @@ __all__ = [
     "check_band",
     "Departure",
     "recent_departure",
+    "departure_level",
     "run_curve_draws",
     "LiveForecaster",
     "LiveUpdate",
@@ -173,6 +174,11 @@ class LiveForecaster:
         default the ones learnt on the bundled runs' held-out sources (:func:`shipped_band_stretch`);
         ``None`` leaves the band as drawn. The curve band and the stop rules never use them;
         :attr:`LiveUpdate.predictive_stretch` says what an update's band got.
+    follow_departure : bool
+        Where the run's latest points have left every curve of its update on one side
+        (:func:`recent_departure`: a late jump, a collapse), carry their level forward on the
+        curve's shape (:func:`departure_level`; both bands move, the stop rules' gains do not).
+        Default True; False leaves the forecast with the curve (the departure is still reported).
 
     Examples
     --------
@@ -193,6 +199,7 @@ class LiveForecaster:
     range_headroom: float = 0.0
     unknown_covariates: str = "integrate"
     band_stretch: BandStretch | None = field(default_factory=shipped_band_stretch)
+    follow_departure: bool = True
     _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -358,6 +365,14 @@ class LiveForecaster:
             logged_span=(float(logged.min()), float(logged.max())) if logged.size else None,
         )
         departure = recent_departure(update, run.points)  # the band as drawn, about the points it read
+        if self.follow_departure and departure.kind in ("above", "below"):
+            shift, from_step = departure_level(curve_draws, run.points, update.noise_seed + 1)
+            curve_draws = dataclasses.replace(
+                curve_draws, level_shift=shift[:, None], level_from_step=np.array([from_step])
+            )
+            departure = dataclasses.replace(
+                departure, level=float(np.median(shift)), level_from_step=from_step
+            )
         if departure.departed:
             warnings.warn(
                 f"live update of {update.run_id}: {departure.note()}", ForecastDepartureWarning, stacklevel=2
@@ -408,8 +423,9 @@ class Departure:
 
     The update fits a curve the population finds plausible to the run's points. A run can leave
     every such curve (a late jump, a collapse): the Student-t noise then reads its latest points
-    as outliers and the forecast stays with the curve. Or its noise can grow past what the update
-    estimated from all its points. Here the latest logged points are set against the update's own
+    as outliers and the curve stays where it was (so :class:`LiveForecaster` then carries the
+    run's latest level forward, :func:`departure_level`). Or its noise can grow past what the
+    update estimated from all its points. Here the latest logged points are set against the update's own
     90% predictive band at their steps, as drawn (before any stretch for the steps ahead,
     :mod:`bayesgrpo.questions.band_stretch`: that is learnt on points not yet logged): a
     calibrated band leaves about 5% of them above and 5% below. A binomial tail probability under
@@ -424,6 +440,10 @@ class Departure:
     p_above, p_below, p_outside : float
         Binomial tail probabilities of at least that many above (5% each), below, and outside
         (10%) a calibrated band (1 when not assessed).
+    level, level_from_step : float
+        Where the update follows a run that left its curve (:func:`departure_level`): the
+        median level added to the curve, in reward units, and the step it applies from (NaN: the
+        forecast stays with the curve).
     """
 
     n_points: int = 0
@@ -432,6 +452,13 @@ class Departure:
     p_above: float = 1.0
     p_below: float = 1.0
     p_outside: float = 1.0
+    level: float = float("nan")
+    level_from_step: float = float("nan")
+
+    @property
+    def followed(self) -> bool:
+        """Whether the forecast follows the run's latest level rather than its curve."""
+        return bool(np.isfinite(self.level))
 
     @property
     def kind(self) -> str:
@@ -459,6 +486,12 @@ class Departure:
             f"of the last {self.n_points} logged points {self.above} lie above the forecast's 90% band and "
             f"{self.below} below (a calibrated band leaves about {0.05 * self.n_points:.0f} each side)"
         )
+        if self.kind in ("above", "below") and self.followed:
+            return (
+                f"{counts}: the run has left every curve the population finds plausible ({self.kind} "
+                f"it); the forecast follows its latest level, {self.level:+.3g} off the curve from step "
+                f"{self.level_from_step:g} on (the stop rules' gains still come from the curve's shape)"
+            )
         if self.kind in ("above", "below"):
             return (
                 f"{counts}: the run has left every curve the population finds plausible ({self.kind} "
@@ -506,6 +539,64 @@ def recent_departure(update: LiveUpdate, points: pd.DataFrame) -> Departure:
         return float(special.bdtrc(count - 1, n, share)) if count > 0 else 1.0
 
     return Departure(n, above, below, tail(above, 0.05), tail(below, 0.05), tail(above + below, 0.10))
+
+
+#: The latest share of a run's logged points whose level a departed forecast follows (as the
+#: persistence baseline reads a run's level, ``evaluate.baselines.persistence``).
+LEVEL_SHARE = 0.1
+#: Fewest latest points that level is read from.
+MIN_LEVEL_POINTS = 5
+
+
+def departure_level(
+    cd: CurveDraws, points: pd.DataFrame, rng: np.random.Generator | int | None = None
+) -> tuple[np.ndarray, float]:
+    """The level a run that left its curve sits at, off the curve, per draw of one run's update.
+
+    The run's latest :data:`LEVEL_SHARE` of logged points (at least :data:`MIN_LEVEL_POINTS`):
+    per draw, the mean of their residuals about the draw's curve, plus a normal error of the
+    standard error of that mean (the residuals' own sd over the square root of their number):
+    the level given the draw's curve under a flat prior on it. Added to the curve from the first
+    of those points on, it carries the run's latest level forward on the curve's shape.
+
+    Parameters
+    ----------
+    cd : CurveDraws
+        One run's draws (a live update's).
+    points : DataFrame
+        The run's points (``step``, ``reward``); rows without a finite reward are not read.
+    rng : numpy Generator or seed, optional
+
+    Returns
+    -------
+    shift : ndarray of shape (S,)
+        The level per draw, reward units.
+    from_step : float
+        The first step of the points it was read from.
+
+    Raises
+    ------
+    BayesGRPOError
+        For draws of more than one run, or fewer than :data:`MIN_LEVEL_POINTS` finite points.
+    """
+    if cd.n_runs != 1:
+        raise BayesGRPOError(f"departure_level reads one run's draws; got {cd.n_runs} runs")
+    steps = points["step"].to_numpy(dtype=float)
+    rewards = points["reward"].to_numpy(dtype=float)
+    finite = np.isfinite(steps) & np.isfinite(rewards)
+    order = np.argsort(steps[finite], kind="stable")
+    steps, rewards = steps[finite][order], rewards[finite][order]
+    if len(steps) < MIN_LEVEL_POINTS:
+        raise BayesGRPOError(
+            f"departure_level needs at least {MIN_LEVEL_POINTS} finite points; got {len(steps)}"
+        )
+    n = min(max(int(np.ceil(LEVEL_SHARE * len(steps))), MIN_LEVEL_POINTS), len(steps))
+    steps, rewards = steps[-n:], rewards[-n:]
+    residual = rewards[None, :] - reward_at(cd, steps)[:, 0, :]  # (S, n)
+    standard_error = residual.std(axis=1, ddof=1) / np.sqrt(n)
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    shift = residual.mean(axis=1) + standard_error * rng.standard_normal(cd.n_draws)
+    return np.asarray(shift), float(steps[0])
 
 
 #: Fewest population runs normalised by their own range that :func:`prefix_placement` reads.

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.errors import ForecastDepartureWarning, LiveUpdateWarning
+from bayesgrpo.errors import BayesGRPOError, ForecastDepartureWarning, LiveUpdateWarning
 from bayesgrpo.interfaces.cli import main
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.datasets import bundled_population
+from bayesgrpo.model.draws import CurveDraws, predictive_at, reward_at
 from bayesgrpo.questions.band_stretch import BandStretch
 from bayesgrpo.questions.live import (
     DEPARTURE_LEVEL,
+    MIN_LEVEL_POINTS,
     MIN_RECENT_POINTS,
     Departure,
     LiveForecaster,
+    departure_level,
     recent_departure,
 )
+from bayesgrpo.questions.stopping import TargetRule, expected_gain
 
 
 class _StandardNormalBand:
@@ -133,3 +138,101 @@ def test_stop_prints_the_departure_in_the_run_row(tmp_path, capsys):
 
 def test_a_departure_note_without_points_says_so():
     assert "too few" in Departure().note()
+
+
+# --------------------------------------------------------------------------------------------
+# The forecast follows a run that left its curve: departure_level and the update
+# --------------------------------------------------------------------------------------------
+
+
+def _flat_draws(n_draws: int = 4000, level: float = 0.5, noise: float = 0.05) -> CurveDraws:
+    """Draws of a flat curve at ``level`` (every draw alike), with normal noise of sd ``noise``."""
+    ones = np.ones(n_draws)
+    return CurveDraws(
+        "exp",
+        {"r0": level * ones, "asymptote": level * ones, "tau": 0.2 * ones},
+        step_scale=200.0,
+        horizon_step=400.0,
+        noise_sd=noise * ones,
+    )
+
+
+def test_departure_level_recovers_a_known_jump_and_its_uncertainty():
+    rng = np.random.default_rng(3)
+    rewards = 0.5 + 0.05 * rng.standard_normal(200)
+    rewards[150:] += 0.3  # the run sits 0.3 above its curve for its last 50 points
+    shift, from_step = departure_level(_flat_draws(), _points(rewards), rng=1)
+    assert from_step == 181.0  # the latest 10% of 200 points: steps 181..200
+    assert np.median(shift) == pytest.approx(rewards[-20:].mean() - 0.5, abs=0.005)
+    assert np.median(shift) == pytest.approx(0.3, abs=0.03)
+    assert shift.std() == pytest.approx(0.05 / np.sqrt(20), rel=0.35)  # the mean of 20 points' error
+
+
+def test_departure_level_needs_one_run_and_enough_points():
+    with pytest.raises(BayesGRPOError, match="at least"):
+        departure_level(_flat_draws(), _points(np.full(MIN_LEVEL_POINTS - 1, 0.5)))
+    two = CurveDraws("exp", {"r0": np.zeros((5, 2)), "asymptote": np.ones((5, 2)), "tau": np.ones((5, 2))})
+    with pytest.raises(BayesGRPOError, match="one run"):
+        departure_level(two, _points(np.zeros(50)))
+
+
+def test_a_level_moves_both_bands_from_its_step_on_and_no_gain():
+    draws = _flat_draws(n_draws=50)
+    shifted = replace(draws, level_shift=np.full((50, 1), 0.3), level_from_step=[100.0])
+    assert np.allclose(reward_at(shifted, [50.0, 99.0])[:, 0, :], 0.5)  # before the level: the curve
+    assert np.allclose(reward_at(shifted, [100.0, 400.0])[:, 0, :], 0.8)
+    assert np.median(predictive_at(shifted, [300.0], rng=0)) == pytest.approx(0.8, abs=0.02)
+    gains = [expected_gain(d, step_now=150.0)["mean"] for d in (shifted, draws)]
+    assert np.allclose(*gains)
+    # a target is read on the level the run is at
+    reached = TargetRule(target=0.7, prob=0.9).decide(shifted, step_now=150.0)[0]
+    assert reached.stop and "target reached" in reached.reason
+    assert "out of reach" in TargetRule(target=0.7, prob=0.9).decide(draws, step_now=150.0)[0].reason
+    assert shifted.select(["0"]).level_from_step[0] == 100.0
+
+
+def test_a_level_is_checked():
+    draws = _flat_draws(n_draws=10)
+    with pytest.raises(BayesGRPOError, match="needs level_from_step"):
+        replace(draws, level_shift=np.zeros((10, 1)))
+    with pytest.raises(BayesGRPOError, match="without level_shift"):
+        replace(draws, level_from_step=[1.0])
+    with pytest.raises(BayesGRPOError, match="shape"):
+        replace(draws, level_shift=np.zeros((9, 1)), level_from_step=[1.0])
+    with pytest.raises(BayesGRPOError, match="finite"):
+        replace(draws, level_shift=np.full((10, 1), np.nan), level_from_step=[1.0])
+    never = replace(draws, level_shift=np.ones((10, 1)), level_from_step=[np.nan])  # NaN: never applies
+    assert np.allclose(reward_at(never, [400.0]), 0.5)
+
+
+def _jumped_run(seed: int, n: int = 200, jump: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
+    """A saturating run that jumps ``jump`` at 80% of its prefix and stays there, with its future."""
+    whole = _saturating(2 * n, seed=seed)
+    whole[int(0.8 * n) :] += jump
+    return whole[:n], whole[n:]
+
+
+def test_the_update_follows_a_jumped_run_and_its_predictive_band_holds_its_later_points(tmp_path):
+    """Known noise and a known jump: followed, the 90% band holds about 90% of the later points;
+    left with the curve, it holds almost none. The stop rules' gains are the same either way.
+    """
+    followed, kept = [], []
+    for seed in range(6):
+        prefix, future = _jumped_run(seed)
+        run = _run(tmp_path, prefix)
+        later = np.arange(201, 401, dtype=float)
+        with pytest.warns(ForecastDepartureWarning, match="follows its latest level"):
+            update = LiveForecaster(bundled_population(), random_seed=seed).update(run, horizon=400)
+        with pytest.warns(ForecastDepartureWarning, match="stays with the curve"):
+            still = LiveForecaster(bundled_population(), random_seed=seed, follow_departure=False).update(
+                run, horizon=400
+            )
+        assert update.departure.followed and update.departure.level == pytest.approx(0.6, abs=0.15)
+        for target, answer in ((followed, update), (kept, still)):
+            low, high = np.quantile(answer.reward_draws(later), [0.05, 0.95], axis=0)
+            target.append(np.mean((future >= low) & (future <= high)))
+        assert np.allclose(
+            expected_gain(update.curve_draws, step_now=update.step)["mean"],
+            expected_gain(still.curve_draws, step_now=still.step)["mean"],
+        )
+    assert np.mean(followed) > 0.8 and np.mean(kept) < 0.2

@@ -444,9 +444,14 @@ def compute_status(
             "above": (departure.above, "above"),
             "below": (departure.below, "below"),
         }.get(departure.kind, (departure.above + departure.below, "outside"))
+        follows = (
+            f"; the forecast follows its latest level, {departure.level:+.3g} off the curve"
+            if getattr(departure, "followed", False)
+            else ""
+        )
         reason += (
             f" [the run has left its forecast: {count} of its last {departure.n_points} points lie "
-            f"{where} the 90% band]"
+            f"{where} the 90% band{follows}]"
         )
     return RunStatus(
         **base,
