@@ -249,7 +249,9 @@ def forecast_metrics(
         :mod:`bayesgrpo.questions.band_stretch`) and of the expected curve
         (``bayesgrpo/forecast_final_curve_low``/``_high``), ``bayesgrpo/pareto_k`` (above 0.7 the
         update came from its MCMC fallback), ``bayesgrpo/departed`` (1: the run's latest points
-        have left the update's band, ``LiveUpdate.departure``), ``bayesgrpo/recent_rise`` (the
+        have left the update's band, ``LiveUpdate.departure``), ``bayesgrpo/departure_level`` (the
+        level off the curve the forecast then follows, reward units; 0 where it follows none),
+        ``bayesgrpo/recent_rise`` (the
         rise of the logged reward over the run's latest tenth, where the draws carry it),
         ``bayesgrpo/held_while_rising`` (1: the rule held a stop because of that rise; rules that
         have the guard only), ``bayesgrpo/stop``, as Python floats.
@@ -276,6 +278,9 @@ def forecast_metrics(
         metrics[f"{PREFIX}pareto_k"] = float(update.posterior.pareto_k)
     if update.departure is not None:
         metrics[f"{PREFIX}departed"] = 1.0 if update.departed else 0.0
+        # the level the forecast follows where the run left its curve on one side (0: none)
+        followed = update.departure.followed
+        metrics[f"{PREFIX}departure_level"] = float(update.departure.level) if followed else 0.0
     rise = draws.recent_rise
     if rise is not None and np.isfinite(rise[0]):
         metrics[f"{PREFIX}recent_rise"] = float(rise[0])

@@ -53,6 +53,7 @@ LIVE_METRICS = (
     "predictive_stretch_above",
     "pareto_k",
     "departed",
+    "departure_level",
 )
 
 
@@ -803,5 +804,7 @@ def test_a_run_that_leaves_its_forecast_is_said_once_and_logged_at_every_forecas
             _log(cb, state, args, _train_row(int(step), float(rewards[step - 1])), int(step))
     assert cb.failures == 0 and len(cb.history) == 4
     assert [record.metrics["bayesgrpo/departed"] for record in cb.history] == [1.0] * 4
+    levels = [record.metrics["bayesgrpo/departure_level"] for record in cb.history]
+    assert all(0.45 < level < 0.75 for level in levels)  # the jump of 0.6 the forecast follows
     said = [r.getMessage() for r in caplog.records if "left every curve" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("bayesgrpo: at step 199 of the last")

@@ -134,6 +134,7 @@ def test_stop_prints_the_departure_in_the_run_row(tmp_path, capsys):
     assert main(["stop", str(path), "--horizon", "400", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["departed"] is True and "left every curve" in row["departure_note"]
+    assert row["departure_level"] == pytest.approx(0.6, abs=0.15)  # the level the forecast follows
 
 
 def test_a_departure_note_without_points_says_so():

@@ -457,6 +457,7 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
                 eps_range_note=update.range_note(),
                 departed=update.departed,
                 departure_note=update.departure.note() if update.departure is not None else "",
+                departure_level=update.departure.level if update.departure is not None else float("nan"),
             )
         )
     return pd.concat(rows, ignore_index=True)

@@ -56,6 +56,7 @@ FLEET_COLUMNS: tuple[str, ...] = (
     "band_stretch_above",
     "method",
     "departed",
+    "departure_level",
     "worst_finding",
     "worst_severity",
     "findings",
@@ -271,6 +272,8 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         "band_stretch_above": update.predictive_stretch[1] if settings.band == "predictive" else 1.0,
         "method": update.method,
         "departed": update.departed,
+        # where the run left its curve on one side: the level the forecast follows, off the curve
+        "departure_level": update.departure.level if update.departure is not None else float("nan"),
     }
 
 
