@@ -48,7 +48,7 @@ from scipy import special
 from bayesgrpo.errors import BayesGRPOError, ForecastDepartureWarning, NotFittedError
 from bayesgrpo.model.data import UNKNOWN, prepare
 from bayesgrpo.model.datasets import bundled_population
-from bayesgrpo.model.draws import BANDS, DEFAULT_BAND, band_draws, check_band, reward_at
+from bayesgrpo.model.draws import BANDS, DEFAULT_BAND, band_draws, check_band, predictive_at, reward_at
 from bayesgrpo.model.laplace import (
     PARETO_K_LIMIT,
     GaussianRunPrior,
@@ -89,6 +89,7 @@ __all__ = [
     "Departure",
     "recent_departure",
     "departure_level",
+    "noise_widening",
     "run_curve_draws",
     "LiveForecaster",
     "LiveUpdate",
@@ -177,8 +178,11 @@ class LiveForecaster:
     follow_departure : bool
         Where the run's latest points have left every curve of its update on one side
         (:func:`recent_departure`: a late jump, a collapse), carry their level forward on the
-        curve's shape (:func:`departure_level`; both bands move, the stop rules' gains do not).
-        Default True; False leaves the forecast with the curve (the departure is still reported).
+        curve's shape (:func:`departure_level`; both bands move, the stop rules' gains do not);
+        where they scatter on both sides more than the band allows, widen the noise of the
+        predictive band until they fit it (:func:`noise_widening`; the curve and the stop rules'
+        gains are unchanged). Default True; False leaves the forecast as fitted (the departure is
+        still reported).
 
     Examples
     --------
@@ -373,6 +377,11 @@ class LiveForecaster:
             departure = dataclasses.replace(
                 departure, level=float(np.median(shift)), level_from_step=from_step
             )
+        elif self.follow_departure and departure.kind == "noise":
+            factor = noise_widening(curve_draws, run.points, update.noise_seed + 1)
+            assert curve_draws.noise_sd is not None  # a live update's draws carry their noise
+            curve_draws = dataclasses.replace(curve_draws, noise_sd=curve_draws.noise_sd * factor)
+            departure = dataclasses.replace(departure, noise_factor=factor)
         if departure.departed:
             warnings.warn(
                 f"live update of {update.run_id}: {departure.note()}", ForecastDepartureWarning, stacklevel=2
@@ -444,6 +453,9 @@ class Departure:
         Where the update follows a run that left its curve (:func:`departure_level`): the
         median level added to the curve, in reward units, and the step it applies from (NaN: the
         forecast stays with the curve).
+    noise_factor : float
+        Where the latest points scatter on both sides more than the band allows: the factor the
+        update's noise was widened by so that they fit it (:func:`noise_widening`; 1: not widened).
     """
 
     n_points: int = 0
@@ -454,6 +466,7 @@ class Departure:
     p_outside: float = 1.0
     level: float = float("nan")
     level_from_step: float = float("nan")
+    noise_factor: float = 1.0
 
     @property
     def followed(self) -> bool:
@@ -498,12 +511,34 @@ class Departure:
                 "it), and the forecast stays with the curve; trust it less than its band says until the "
                 "run settles"
             )
+        if self.kind == "noise" and self.noise_factor != 1.0:
+            return (
+                f"{counts}: the run's latest points scatter more than the noise the update estimated "
+                f"from all of them; the band's noise is widened x{self.noise_factor:.2f} so that they fit it"
+            )
         if self.kind == "noise":
             return (
                 f"{counts}: the run's latest points scatter more than the noise the update estimated "
                 "from all of them; the band is too narrow for them"
             )
         return f"{counts}: the forecast follows the run"
+
+
+def logged_points(points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """A run's ``step`` and ``reward`` as arrays in step order, rows without a finite value left out."""
+    steps = points["step"].to_numpy(dtype=float)
+    rewards = points["reward"].to_numpy(dtype=float)
+    finite = np.isfinite(steps) & np.isfinite(rewards)
+    order = np.argsort(steps[finite], kind="stable")
+    return steps[finite][order], rewards[finite][order]
+
+
+def recent_points(steps: np.ndarray, rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The latest :data:`RECENT_SHARE` of step-ordered points (at least :data:`MIN_RECENT_POINTS`,
+    at most :data:`MAX_RECENT_POINTS`): those the departure checks read.
+    """
+    n = min(max(int(np.ceil(RECENT_SHARE * len(steps))), MIN_RECENT_POINTS), MAX_RECENT_POINTS)
+    return steps[-n:], rewards[-n:]
 
 
 def recent_departure(update: LiveUpdate, points: pd.DataFrame) -> Departure:
@@ -522,15 +557,11 @@ def recent_departure(update: LiveUpdate, points: pd.DataFrame) -> Departure:
         The latest :data:`RECENT_SHARE` of the points (at least :data:`MIN_RECENT_POINTS`, at
         most :data:`MAX_RECENT_POINTS`; not assessed below the minimum).
     """
-    steps = points["step"].to_numpy(dtype=float)
-    rewards = points["reward"].to_numpy(dtype=float)
-    finite = np.isfinite(steps) & np.isfinite(rewards)
-    order = np.argsort(steps[finite], kind="stable")
-    steps, rewards = steps[finite][order], rewards[finite][order]
+    steps, rewards = logged_points(points)
     if len(steps) < 2 * MIN_RECENT_POINTS:
         return Departure()
-    n = min(max(int(np.ceil(RECENT_SHARE * len(steps))), MIN_RECENT_POINTS), MAX_RECENT_POINTS)
-    steps, rewards = steps[-n:], rewards[-n:]
+    steps, rewards = recent_points(steps, rewards)
+    n = len(steps)
     low, high = np.quantile(update.reward_draws(steps), [0.05, 0.95], axis=0)
     above, below = int((rewards > high).sum()), int((rewards < low).sum())
 
@@ -581,11 +612,7 @@ def departure_level(
     """
     if cd.n_runs != 1:
         raise BayesGRPOError(f"departure_level reads one run's draws; got {cd.n_runs} runs")
-    steps = points["step"].to_numpy(dtype=float)
-    rewards = points["reward"].to_numpy(dtype=float)
-    finite = np.isfinite(steps) & np.isfinite(rewards)
-    order = np.argsort(steps[finite], kind="stable")
-    steps, rewards = steps[finite][order], rewards[finite][order]
+    steps, rewards = logged_points(points)
     if len(steps) < MIN_LEVEL_POINTS:
         raise BayesGRPOError(
             f"departure_level needs at least {MIN_LEVEL_POINTS} finite points; got {len(steps)}"
@@ -597,6 +624,55 @@ def departure_level(
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     shift = residual.mean(axis=1) + standard_error * rng.standard_normal(cd.n_draws)
     return np.asarray(shift), float(steps[0])
+
+
+#: The factors :func:`noise_widening` tries (the smallest that fits is taken; the largest caps it).
+NOISE_FACTORS = np.arange(1.0, 8.0 + 1e-9, 0.25)
+
+
+def noise_widening(
+    cd: CurveDraws, points: pd.DataFrame, rng: np.random.Generator | int | None = None
+) -> float:
+    """The factor by which one run's noise must grow for its latest points to fit its 90% band.
+
+    The points :func:`recent_departure` reads (the latest :data:`RECENT_SHARE`, at least
+    :data:`MIN_RECENT_POINTS`, at most :data:`MAX_RECENT_POINTS`) against the predictive band as
+    drawn (no stretch) with each draw's noise scale times a factor of :data:`NOISE_FACTORS`: the
+    smallest with at most 10% of the points outside (the band's own share); the largest where none
+    is. The same noise draws serve every factor, so a larger factor never holds fewer points.
+
+    Parameters
+    ----------
+    cd : CurveDraws
+        One run's draws with their noise (a live update's).
+    points : DataFrame
+        The run's points (``step``, ``reward``); rows without a finite reward are not read.
+    rng : numpy Generator or seed, optional
+
+    Returns
+    -------
+    float
+        1 when the points already fit (or are too few to say).
+
+    Raises
+    ------
+    BayesGRPOError
+        For draws of more than one run, or without noise.
+    """
+    if cd.n_runs != 1 or cd.noise_sd is None:
+        raise BayesGRPOError("noise_widening reads one run's draws with their noise")
+    steps, rewards = logged_points(points)
+    if len(steps) < 2 * MIN_RECENT_POINTS:
+        return 1.0
+    steps, rewards = recent_points(steps, rewards)
+    plain = dataclasses.replace(cd, predictive_stretch=None)
+    curve = reward_at(plain, steps)[:, 0, :]  # (S, n)
+    noise = predictive_at(plain, steps, rng)[:, 0, :] - curve  # one logged point's noise, per draw
+    for factor in NOISE_FACTORS:
+        low, high = np.quantile(curve + factor * noise, [0.05, 0.95], axis=0)
+        if np.mean((rewards < low) | (rewards > high)) <= 0.10:
+            return float(factor)
+    return float(NOISE_FACTORS[-1])
 
 
 #: Fewest population runs normalised by their own range that :func:`prefix_placement` reads.

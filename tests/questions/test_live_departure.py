@@ -24,6 +24,7 @@ from bayesgrpo.questions.live import (
     Departure,
     LiveForecaster,
     departure_level,
+    noise_widening,
     recent_departure,
 )
 from bayesgrpo.questions.stopping import TargetRule, expected_gain
@@ -237,3 +238,46 @@ def test_the_update_follows_a_jumped_run_and_its_predictive_band_holds_its_later
             expected_gain(still.curve_draws, step_now=still.step)["mean"],
         )
     assert np.mean(followed) > 0.8 and np.mean(kept) < 0.2
+
+
+def test_noise_widening_recovers_a_known_growth_of_the_noise():
+    rng = np.random.default_rng(5)
+    rewards = 0.5 + 0.05 * rng.standard_normal(200)
+    rewards[-40:] = 0.5 + 0.15 * rng.standard_normal(40)  # the latest points scatter 3x as much
+    factor = noise_widening(_flat_draws(), _points(rewards), rng=1)
+    assert 2.25 <= factor <= 3.75
+    assert noise_widening(_flat_draws(), _points(0.5 + 0.05 * rng.standard_normal(200)), rng=1) <= 1.25
+    assert noise_widening(_flat_draws(), _points(np.full(2 * MIN_RECENT_POINTS - 1, 0.5))) == 1.0
+    with pytest.raises(BayesGRPOError, match="with their noise"):
+        noise_widening(replace(_flat_draws(), noise_sd=None), _points(rewards))
+
+
+def test_the_update_widens_the_noise_of_a_run_whose_points_scatter_more_and_keeps_its_curve(tmp_path):
+    """The latest 40 of 200 points and every later one scatter five times the run's noise: the
+    widened band holds most of the later points, the band as fitted far fewer; the curve (and so
+    every stop rule's gain) is the same either way.
+    """
+    held, kept = [], []
+    for seed in range(4):
+        whole = _saturating(400, seed=seed)
+        whole[160:] = (whole[160:] - 0.2 - 0.5 * (1 - np.exp(-np.arange(161, 401) / 40.0))) * 5 + (
+            0.2 + 0.5 * (1 - np.exp(-np.arange(161, 401) / 40.0))
+        )
+        prefix, future = whole[:200], whole[200:]
+        run = _run(tmp_path, prefix)
+        later = np.arange(201, 401, dtype=float)
+        with pytest.warns(ForecastDepartureWarning, match="noise is widened"):
+            update = LiveForecaster(bundled_population(), random_seed=seed).update(run, horizon=400)
+        with pytest.warns(ForecastDepartureWarning, match="too narrow"):
+            still = LiveForecaster(bundled_population(), random_seed=seed, follow_departure=False).update(
+                run, horizon=400
+            )
+        assert update.departure.kind == "noise" and update.departure.noise_factor >= 1.5
+        assert not update.departure.followed  # no level: the points scatter about the curve
+        for target, answer in ((held, update), (kept, still)):
+            low, high = np.quantile(answer.reward_draws(later), [0.05, 0.95], axis=0)
+            target.append(np.mean((future >= low) & (future <= high)))
+        assert np.allclose(
+            reward_at(update.curve_draws, later), reward_at(still.curve_draws, later)
+        )  # the curve band and every gain: unchanged
+    assert np.mean(held) > 0.8 and np.mean(kept) < np.mean(held) - 0.2

@@ -458,6 +458,7 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
                 departed=update.departed,
                 departure_note=update.departure.note() if update.departure is not None else "",
                 departure_level=update.departure.level if update.departure is not None else float("nan"),
+                departure_noise_factor=update.departure.noise_factor if update.departure is not None else 1.0,
             )
         )
     return pd.concat(rows, ignore_index=True)

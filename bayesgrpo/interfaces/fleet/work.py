@@ -57,6 +57,7 @@ FLEET_COLUMNS: tuple[str, ...] = (
     "method",
     "departed",
     "departure_level",
+    "departure_noise_factor",
     "worst_finding",
     "worst_severity",
     "findings",
@@ -274,6 +275,8 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         "departed": update.departed,
         # where the run left its curve on one side: the level the forecast follows, off the curve
         "departure_level": update.departure.level if update.departure is not None else float("nan"),
+        # where its latest points scatter more than the band allows: the factor its noise was widened by
+        "departure_noise_factor": update.departure.noise_factor if update.departure is not None else 1.0,
     }
 
 

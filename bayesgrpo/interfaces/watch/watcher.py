@@ -449,6 +449,9 @@ def compute_status(
             if getattr(departure, "followed", False)
             else ""
         )
+        factor = getattr(departure, "noise_factor", 1.0)
+        if factor != 1.0:
+            follows = f"; the band's noise widened x{factor:.2f} to fit them"
         reason += (
             f" [the run has left its forecast: {count} of its last {departure.n_points} points lie "
             f"{where} the 90% band{follows}]"
