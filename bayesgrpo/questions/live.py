@@ -841,10 +841,20 @@ class LiveUpdate:
         return float(below), float(above)
 
     def band_note(self, band: str = DEFAULT_BAND) -> str:
-        """One line saying what a band of this update is (and, for the predictive one, its stretch)."""
+        """One line saying what a band of this update is: its stretch, and what it follows of a run
+        that left its band (:class:`Departure`).
+        """
+        departure = self.departure if self.departure is not None else Departure()
+        level = (
+            f", at the run's latest level ({departure.level:+.3g} off the fitted curve)"
+            if departure.followed
+            else ""
+        )
         if check_band(band) == "curve":
-            return "curve band: the run's expected reward (its noise left out)"
-        note = "predictive band: a logged reward (the curve plus one logged point's noise)"
+            return f"curve band: the run's expected reward (its noise left out){level}"
+        note = f"predictive band: a logged reward (the curve plus one logged point's noise){level}"
+        if departure.noise_factor != 1.0:
+            note += f", the noise widened x{departure.noise_factor:.2f} to fit the run's latest points"
         below, above = self.predictive_stretch
         if (below, above) != (1.0, 1.0):
             note += (

@@ -230,6 +230,10 @@ def test_the_update_follows_a_jumped_run_and_its_predictive_band_holds_its_later
                 run, horizon=400
             )
         assert update.departure.followed and update.departure.level == pytest.approx(0.6, abs=0.15)
+        assert "at the run's latest level (+" in update.band_note() and "latest level" in update.band_note(
+            "curve"
+        )
+        assert "latest level" not in still.band_note()
         for target, answer in ((followed, update), (kept, still)):
             low, high = np.quantile(answer.reward_draws(later), [0.05, 0.95], axis=0)
             target.append(np.mean((future >= low) & (future <= high)))
@@ -274,6 +278,7 @@ def test_the_update_widens_the_noise_of_a_run_whose_points_scatter_more_and_keep
             )
         assert update.departure.kind == "noise" and update.departure.noise_factor >= 1.5
         assert not update.departure.followed  # no level: the points scatter about the curve
+        assert "noise widened x" in update.band_note() and "widened" not in update.band_note("curve")
         for target, answer in ((held, update), (kept, still)):
             low, high = np.quantile(answer.reward_draws(later), [0.05, 0.95], axis=0)
             target.append(np.mean((future >= low) & (future <= high)))
