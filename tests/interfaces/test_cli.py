@@ -8,12 +8,13 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import bayesgrpo.model.datasets
 from bayesgrpo.errors import FitWarning
-from bayesgrpo.interfaces.cli import EXIT_USER_ERROR, build_parser, main
+from bayesgrpo.interfaces.cli import EXIT_USER_ERROR, build_parser, commands, main
 from bayesgrpo.logs.writers.verl import write_verl_console
 from bayesgrpo.model import reward_model
 from bayesgrpo.model.datasets import load_bundled
@@ -203,6 +204,40 @@ def test_stop_without_a_population_uses_the_shipped_one(tmp_path, capsys, monkey
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 3 and all(row["step"] == 60 and row["horizon_step"] == 200 for row in rows)
     assert all(row["pareto_k"] is not None for row in rows)  # answered by a live update, not a fit
+
+
+@pytest.mark.parametrize(
+    ("values", "digits"),
+    [
+        ((0.577, 0.137, 0.994), 3),  # an ordinary band: three digits, as before
+        ((1_101_300.0, 1_097_100.0, 1_110_000.0), 5),  # a band far narrower than its level
+        ((0.5, 0.5, 0.5), 3),  # nothing to tell apart
+        ((1.0, float("nan"), 2.0), 3),  # non-finite values are left out
+        ((1.0, 1.0 + 1e-12, 2.0), 10),  # capped
+    ],
+)
+def test_distinguishing_digits_tell_a_band_apart(values, digits):
+    assert commands.distinguishing_digits(*values) == digits
+
+
+def test_format_interval_keeps_the_ends_of_a_narrow_band_apart():
+    text = commands.format_interval(1_101_300.0, 1_097_100.0, 1_110_000.0)
+    median, lower, upper = (float(x) for x in text.replace("[", "").replace("]", "").replace(",", "").split())
+    assert lower < median < upper  # with 3 digits all three read 1.1e+06
+    assert commands.format_interval(0.577, 0.137, 0.994, width=8) == "   0.577 [0.137, 0.994]"
+
+
+def test_stop_prints_a_band_far_from_zero_with_digits_that_tell_its_ends_apart(tmp_path, capsys):
+    steps = np.arange(1, 101)
+    rng = np.random.default_rng(0)
+    reward = 1e6 + 1e5 * (1.0 - np.exp(-steps / 20.0)) + rng.normal(0.0, 1e3, steps.size)
+    path = tmp_path / "big.csv"
+    pd.DataFrame({"step": steps, "reward": reward}).to_csv(path, index=False)
+    assert main(["stop", str(path), "--horizon", "200"]) == 0
+    line = next(text for text in capsys.readouterr().out.splitlines() if "reward at step 200:" in text)
+    numbers = line.split(":", 1)[1].split("(")[0].replace("[", "").replace("]", "").replace(",", "").split()
+    median, lower, upper = (float(x) for x in numbers)
+    assert lower < median < upper
 
 
 def test_stop_with_the_gain_rate_rule(tmp_path, capsys, monkeypatch, population):

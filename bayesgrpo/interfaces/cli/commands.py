@@ -45,6 +45,28 @@ def _format_number(value: Any, digits: int = 3) -> str:
     return f"{number:.{digits}g}"
 
 
+def distinguishing_digits(*values: float, least: int = 3, most: int = 10) -> int:
+    """Significant digits that tell ``values`` apart: at least ``least``, more where they share
+    their leading digits (a band of 1,098,000 .. 1,108,000 about 1,101,000 needs 5), at most
+    ``most``. Non-finite values are left out.
+    """
+    finite = [float(v) for v in values if math.isfinite(float(v))]
+    gaps = [abs(a - b) for i, a in enumerate(finite) for b in finite[i + 1 :] if a != b]
+    if not gaps:
+        return least
+    largest = max(abs(v) for v in finite)
+    need = math.ceil(math.log10(largest / min(gaps))) + 2 if largest > 0 else least
+    return int(min(max(least, need), most))
+
+
+def format_interval(median: float, lower: float, upper: float, width: int = 0) -> str:
+    """``median [lower, upper]``, each with :func:`distinguishing_digits` significant digits (the
+    median right-aligned in ``width`` characters).
+    """
+    digits = distinguishing_digits(median, lower, upper)
+    return f"{median:{width or ''}.{digits}g} [{lower:.{digits}g}, {upper:.{digits}g}]"
+
+
 def _run_lines(summary: Any) -> list[str]:
     """One fixed-width line per run."""
     header = (
@@ -253,7 +275,7 @@ def _fleet_forecast(args: argparse.Namespace) -> int:
         if row.status != "ok":
             print(f"{run_id:<44} ERROR {row.error}")
             continue
-        interval = f"{row.final_median:8.3g} [{row.final_lower:.3g}, {row.final_upper:.3g}]"
+        interval = format_interval(row.final_median, row.final_lower, row.final_upper, width=8)
         print(
             f"{run_id:<44} {row.step:>7.0f} {row.horizon_step:>7.0f} {interval:>32} {row.phase} "
             f"(P={row.phase_probability:.2f})"
@@ -372,7 +394,7 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
     print(header)
     for row in final.itertuples(index=False):
         run_id = row.run_id if len(row.run_id) <= 44 else row.run_id[:41] + "..."
-        interval = f"{row.q50:8.3g} [{row.q05:.3g}, {row.q95:.3g}]"
+        interval = format_interval(row.q50, row.q05, row.q95, width=8)
         size = _format_number(row.size_b)
         family = row.family[:8] if isinstance(row.family, str) else "-"  # no family in the metadata
         line = f"{run_id:<44} {family:<8} {size:>6} {row.horizon_step:>7} {interval:>30}"
@@ -654,13 +676,13 @@ def cmd_stop(args: argparse.Namespace) -> int:
     for row in frame.itertuples(index=False):
         print(
             f"{row.run_id}: {row.decision.upper()} at step {row.step:.0f} of {row.horizon_step:.0f} "
-            f"(probability {row.probability:.2f}; expected remaining gain {row.expected_gain:.3g} "
-            f"[{row.gain_lower:.3g}, {row.gain_upper:.3g}])"
+            f"(probability {row.probability:.2f}; expected remaining gain "
+            f"{format_interval(row.expected_gain, row.gain_lower, row.gain_upper)})"
         )
         print(f"    {row.reason}")
         print(
-            f"    reward at step {row.horizon_step:.0f}: {row.final_median:.3g} "
-            f"[{row.final_lower:.3g}, {row.final_upper:.3g}] (90% {row.band} band"
+            f"    reward at step {row.horizon_step:.0f}: "
+            f"{format_interval(row.final_median, row.final_lower, row.final_upper)} (90% {row.band} band"
             + (", a logged reward: noise included)" if row.band == "predictive" else ", the expected reward)")
         )
         stretch = (getattr(row, "band_stretch_below", 1.0), getattr(row, "band_stretch_above", 1.0))
@@ -706,7 +728,7 @@ def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
             print(
                 f"{row.run_id}: {str(row.decision).upper()} at step {row.step:.0f} of {row.horizon_step:.0f} "
                 f"(probability {row.probability:.2f}); reward at step {row.horizon_step:.0f}: "
-                f"{row.final_median:.3g} [{row.final_lower:.3g}, {row.final_upper:.3g}] (90% {row.band} band)"
+                f"{format_interval(row.final_median, row.final_lower, row.final_upper)} (90% {row.band} band)"
             )
             print(f"    {row.reason}")
             print(
