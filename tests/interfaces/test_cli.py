@@ -14,7 +14,8 @@ import pytest
 
 import bayesgrpo.model.datasets
 from bayesgrpo.errors import FitWarning
-from bayesgrpo.interfaces.cli import EXIT_USER_ERROR, build_parser, commands, main
+from bayesgrpo.interfaces.cli import EXIT_USER_ERROR, build_parser, main
+from bayesgrpo.interfaces.text import distinguishing_digits, format_interval
 from bayesgrpo.logs.writers.verl import write_verl_console
 from bayesgrpo.model import reward_model
 from bayesgrpo.model.datasets import load_bundled
@@ -217,14 +218,14 @@ def test_stop_without_a_population_uses_the_shipped_one(tmp_path, capsys, monkey
     ],
 )
 def test_distinguishing_digits_tell_a_band_apart(values, digits):
-    assert commands.distinguishing_digits(*values) == digits
+    assert distinguishing_digits(*values) == digits
 
 
 def test_format_interval_keeps_the_ends_of_a_narrow_band_apart():
-    text = commands.format_interval(1_101_300.0, 1_097_100.0, 1_110_000.0)
+    text = format_interval(1_101_300.0, 1_097_100.0, 1_110_000.0)
     median, lower, upper = (float(x) for x in text.replace("[", "").replace("]", "").replace(",", "").split())
     assert lower < median < upper  # with 3 digits all three read 1.1e+06
-    assert commands.format_interval(0.577, 0.137, 0.994, width=8) == "   0.577 [0.137, 0.994]"
+    assert format_interval(0.577, 0.137, 0.994, width=8) == "   0.577 [0.137, 0.994]"
 
 
 def test_stop_prints_a_band_far_from_zero_with_digits_that_tell_its_ends_apart(tmp_path, capsys):

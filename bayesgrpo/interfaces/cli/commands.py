@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesgrpo.interfaces.logs_input import read_logs, report_lines
+from bayesgrpo.interfaces.text import format_interval
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
@@ -43,28 +44,6 @@ def _format_number(value: Any, digits: int = 3) -> str:
     if math.isnan(number):
         return "-"
     return f"{number:.{digits}g}"
-
-
-def distinguishing_digits(*values: float, least: int = 3, most: int = 10) -> int:
-    """Significant digits that tell ``values`` apart: at least ``least``, more where they share
-    their leading digits (a band of 1,098,000 .. 1,108,000 about 1,101,000 needs 5), at most
-    ``most``. Non-finite values are left out.
-    """
-    finite = [float(v) for v in values if math.isfinite(float(v))]
-    gaps = [abs(a - b) for i, a in enumerate(finite) for b in finite[i + 1 :] if a != b]
-    if not gaps:
-        return least
-    largest = max(abs(v) for v in finite)
-    need = math.ceil(math.log10(largest / min(gaps))) + 2 if largest > 0 else least
-    return int(min(max(least, need), most))
-
-
-def format_interval(median: float, lower: float, upper: float, width: int = 0) -> str:
-    """``median [lower, upper]``, each with :func:`distinguishing_digits` significant digits (the
-    median right-aligned in ``width`` characters).
-    """
-    digits = distinguishing_digits(median, lower, upper)
-    return f"{median:{width or ''}.{digits}g} [{lower:.{digits}g}, {upper:.{digits}g}]"
 
 
 def _run_lines(summary: Any) -> list[str]:

@@ -16,6 +16,7 @@ from rich.table import Table
 from bayesgrpo.errors import (
     BayesGRPOError,
 )
+from bayesgrpo.interfaces.text import format_interval
 from bayesgrpo.interfaces.watch.follow import ReadSettings
 from bayesgrpo.interfaces.watch.watcher import INTERVAL, RunStatus, Watcher
 
@@ -48,7 +49,11 @@ def render_table(statuses: Sequence[RunStatus], *, title: str | None = None) -> 
             advice = {"stop": "[bold red]STOP[/]", "undecided": "[yellow]undecided[/]"}.get(
                 str(s.decision), "[green]continue[/]"
             )
-            final = f"{_num(s.final_median)} [{_num(s.final_lower)}, {_num(s.final_upper)}]"
+            final = (
+                "-"
+                if s.final_median is None or s.final_lower is None or s.final_upper is None
+                else format_interval(s.final_median, s.final_lower, s.final_upper)
+            )
         else:
             advice = f"[dim]{s.state}[/]"
             final = "-"
