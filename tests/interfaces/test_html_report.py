@@ -20,6 +20,7 @@ import pytest
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.cli import main
 from bayesgrpo.interfaces.html_report import transfer_specs, write_report
+from bayesgrpo.interfaces.html_report.markup import fmt_band
 from bayesgrpo.interfaces.html_report.sections import run_anchor as _anchor
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.table import RunsTable
@@ -255,3 +256,11 @@ def test_cli_writes_the_report(population, tmp_path, capsys):
     assert "PlateauRule(eps=0.02 of the reward range, prob=0.8)" in text
     transfer = next(t for t in parsed.tables if t[0][0] == "new run")
     assert transfer[1][1] == "llama" and transfer[1][3] == "3"
+
+
+def test_a_band_far_from_zero_is_printed_with_digits_that_tell_its_ends_apart():
+    assert fmt_band(0.577, 0.137, 0.994) == "0.577 [0.137, 0.994]"
+    text = fmt_band(1_101_300.0, 1_097_100.0, 1_110_000.0)
+    median, lower, upper = (float(x) for x in text.replace("[", "").replace("]", "").replace(",", "").split())
+    assert lower < median < upper  # with 3 digits: 1.1e+06 [1.1e+06, 1.11e+06]
+    assert fmt_band(None, 0.1, float("nan")) == "- [0.1, -]"

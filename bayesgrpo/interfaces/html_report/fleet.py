@@ -43,7 +43,7 @@ from bayesgrpo.interfaces.fleet import (
     open_engine,
 )
 from bayesgrpo.interfaces.fleet.work import RUN_ERRORS, read_source
-from bayesgrpo.interfaces.html_report.markup import CSS, esc, fmt_number, html_cell, img_tag
+from bayesgrpo.interfaces.html_report.markup import CSS, band_digits, esc, fmt_number, html_cell, img_tag
 from bayesgrpo.interfaces.html_report.sections import run_anchor
 from bayesgrpo.logs.readers import Source
 from bayesgrpo.model.laplace import LiveUpdateWarning
@@ -314,13 +314,14 @@ def _runs_table(frame: pd.DataFrame, where: dict[int, str]) -> str:
             ]
         else:
             severity = str(row.worst_severity or "")
+            digits = band_digits(row.final_median, row.final_lower, row.final_upper)
             cells = [
                 html_cell(esc(row.run_id), "run"),
                 html_cell(fmt_number(row.step, 6), "num"),
                 html_cell(fmt_number(row.horizon_step, 6), "num"),
-                html_cell(fmt_number(row.final_median), "num"),
+                html_cell(fmt_number(row.final_median, digits), "num"),
                 f'<td class="num" data-sort="{row.final_upper - row.final_lower:.6g}">'
-                f"{fmt_number(row.final_lower)} - {fmt_number(row.final_upper)}</td>",
+                f"{fmt_number(row.final_lower, digits)} - {fmt_number(row.final_upper, digits)}</td>",
                 html_cell(esc(row.decision), str(row.decision)),
                 html_cell(fmt_number(row.probability, 2), "num"),
                 html_cell(esc(str(row.phase).replace("_", " "))),

@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from bayesgrpo.interfaces.text import distinguishing_digits
+
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
        color: #222; line-height: 1.4; padding: 0 1em; }
@@ -53,6 +55,23 @@ def fmt_number(value: Any, digits: int = 3) -> str:
     if not math.isfinite(number):
         return "-"
     return f"{number:.{digits}g}"
+
+
+def band_digits(median: Any, lower: Any, upper: Any) -> int:
+    """Significant digits that tell a band's median and ends apart
+    (:func:`~bayesgrpo.interfaces.text.distinguishing_digits`; 3 where one is missing).
+    """
+    try:
+        values = [float(median), float(lower), float(upper)]
+    except (TypeError, ValueError):
+        return 3
+    return distinguishing_digits(*values)
+
+
+def fmt_band(median: Any, lower: Any, upper: Any) -> str:
+    """``median [lower, upper]`` with the digits that tell them apart; dashes where missing."""
+    digits = band_digits(median, lower, upper)
+    return f"{fmt_number(median, digits)} [{fmt_number(lower, digits)}, {fmt_number(upper, digits)}]"
 
 
 def fmt_text(value: Any) -> str | None:

@@ -9,7 +9,15 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.interfaces import plotting
-from bayesgrpo.interfaces.html_report.markup import esc, fmt_number, fmt_text, html_cell, html_table, img_tag
+from bayesgrpo.interfaces.html_report.markup import (
+    esc,
+    fmt_band,
+    fmt_number,
+    fmt_text,
+    html_cell,
+    html_table,
+    img_tag,
+)
 from bayesgrpo.interfaces.html_report.runs import RECENT_POINTS, ReportRun
 from bayesgrpo.questions.diagnostics import diagnose
 from bayesgrpo.questions.stopping import steps_to_fraction
@@ -166,7 +174,7 @@ def transfer_section(
                 html_cell(fmt_number(metadata.get("size_b")), "num"),
                 html_cell(fmt_number(planned, 6), "num"),
                 html_cell(
-                    f"{fmt_number(final['mean'])} [{fmt_number(final['q05'])}, {fmt_number(final['q95'])}]",
+                    fmt_band(final["mean"], final["q05"], final["q95"]),
                     "num",
                 ),
                 html_cell(
@@ -267,8 +275,7 @@ def summary_table(rows: Sequence[ReportRun], rule: StoppingRule) -> str:
                 html_cell(f"{fmt_number(r.step, 6)} / {fmt_number(r.horizon_step, 6)}", "num"),
                 html_cell(fmt_number(r.reward_now), "num"),
                 html_cell(
-                    f"{fmt_number(r.final_median)} [{fmt_number(r.final_lower)}, "
-                    f"{fmt_number(r.final_upper)}]",
+                    fmt_band(r.final_median, r.final_lower, r.final_upper),
                     "num",
                 ),
                 html_cell(
