@@ -10,9 +10,9 @@ import math
 
 
 def distinguishing_digits(*values: float, least: int = 3, most: int = 10) -> int:
-    """Significant digits that tell ``values`` apart: at least ``least``, more where they share
-    their leading digits (a band of 1,098,000 .. 1,108,000 about 1,101,000 needs 5), at most
-    ``most``.
+    """The fewest significant digits, at least ``least``, that print different ``values``
+    differently (a band of 1,097,100 .. 1,110,000 about 1,101,300 needs 4: with 3 the median and
+    the lower end both read ``1.1e+06``); at most ``most``.
 
     Parameters
     ----------
@@ -25,13 +25,11 @@ def distinguishing_digits(*values: float, least: int = 3, most: int = 10) -> int
     -------
     int
     """
-    finite = [float(v) for v in values if math.isfinite(float(v))]
-    gaps = [abs(a - b) for i, a in enumerate(finite) for b in finite[i + 1 :] if a != b]
-    if not gaps:
-        return least
-    largest = max(abs(v) for v in finite)
-    need = math.ceil(math.log10(largest / min(gaps))) + 2 if largest > 0 else least
-    return int(min(max(least, need), most))
+    distinct = sorted({float(v) for v in values if math.isfinite(float(v))})
+    for digits in range(least, most):
+        if len({f"{v:.{digits}g}" for v in distinct}) == len(distinct):
+            return digits
+    return most
 
 
 def format_interval(median: float, lower: float, upper: float, width: int = 0) -> str:
@@ -47,8 +45,8 @@ def format_interval(median: float, lower: float, upper: float, width: int = 0) -
     Returns
     -------
     str
-        E.g. ``"0.577 [0.137, 0.994]"``, or ``"1.1013e+06 [1.0971e+06, 1.11e+06]"`` where three
-        digits would print all three as ``1.1e+06``.
+        E.g. ``"0.577 [0.137, 0.994]"``, or ``"1.101e+06 [1.097e+06, 1.11e+06]"`` where three
+        digits would print the median and the lower end alike (``1.1e+06``).
     """
     digits = distinguishing_digits(median, lower, upper)
     return f"{median:{width or ''}.{digits}g} [{lower:.{digits}g}, {upper:.{digits}g}]"

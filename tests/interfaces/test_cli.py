@@ -211,7 +211,8 @@ def test_stop_without_a_population_uses_the_shipped_one(tmp_path, capsys, monkey
     ("values", "digits"),
     [
         ((0.577, 0.137, 0.994), 3),  # an ordinary band: three digits, as before
-        ((1_101_300.0, 1_097_100.0, 1_110_000.0), 5),  # a band far narrower than its level
+        ((1_101_300.0, 1_097_100.0, 1_110_000.0), 4),  # a band far narrower than its level
+        ((0.982, 0.956, 1.01), 3),  # across a power of ten, still told apart at 3
         ((0.5, 0.5, 0.5), 3),  # nothing to tell apart
         ((1.0, float("nan"), 2.0), 3),  # non-finite values are left out
         ((1.0, 1.0 + 1e-12, 2.0), 10),  # capped
@@ -224,7 +225,7 @@ def test_distinguishing_digits_tell_a_band_apart(values, digits):
 def test_format_interval_keeps_the_ends_of_a_narrow_band_apart():
     text = format_interval(1_101_300.0, 1_097_100.0, 1_110_000.0)
     median, lower, upper = (float(x) for x in text.replace("[", "").replace("]", "").replace(",", "").split())
-    assert lower < median < upper  # with 3 digits all three read 1.1e+06
+    assert lower < median < upper  # with 3 digits the median and the lower end read 1.1e+06
     assert format_interval(0.577, 0.137, 0.994, width=8) == "   0.577 [0.137, 0.994]"
 
 
