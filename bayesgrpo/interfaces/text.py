@@ -1,7 +1,8 @@
 """Numbers as interfaces print them: a band whose ends can be told apart.
 
-Pure functions, no I/O; the command line (:mod:`bayesgrpo.interfaces.cli`) and ``bayesgrpo
-watch``'s table (:mod:`bayesgrpo.interfaces.watch.terminal`) print bands with them.
+Pure functions, no I/O; the command line (:mod:`bayesgrpo.interfaces.cli`), ``bayesgrpo
+watch``'s table (:mod:`bayesgrpo.interfaces.watch.terminal`) and the HTML pages
+(:mod:`bayesgrpo.interfaces.html_report.markup`) print bands with them.
 """
 
 from __future__ import annotations
