@@ -78,6 +78,7 @@ class Flat:
     p_min: float | None = None
     past_budget: bool = True
     ar1_se: bool = False
+    stated_only: bool = False
 
 
 #: (name, flat evidence or None): the shipped default, and with flat evidence.
@@ -94,6 +95,7 @@ VARIANTS: tuple[tuple[str, Flat | None], ...] = (
     ("flat 0.2, rise < 1%, from 0.2, AR(1) se", Flat(0.2, 0.01, 0.2, ar1_se=True)),
     ("flat 0.2, rise < 2%, from 0.2, AR(1) se", Flat(0.2, 0.02, 0.2, ar1_se=True)),
     ("flat 0.3, rise < 2%, from 0.3, AR(1) se", Flat(0.3, 0.02, 0.3, ar1_se=True)),
+    ("flat 0.2, rise < 2%, from 0.2, stated range only", Flat(0.2, 0.02, 0.2, stated_only=True)),
 )
 
 
@@ -128,7 +130,12 @@ def ar1_inflation(steps: np.ndarray, reward: np.ndarray, horizon: float, window:
 
 
 def stop_step(
-    run: pd.DataFrame, steps: np.ndarray, reward: np.ndarray, horizon: float, flat: Flat | None
+    run: pd.DataFrame,
+    steps: np.ndarray,
+    reward: np.ndarray,
+    horizon: float,
+    flat: Flat | None,
+    stated: bool = False,
 ) -> tuple[float | None, str]:
     """The emulated default rule's stop on one run's records, with flat evidence (None: it never
     stops), and what stopped it (``curve`` or ``flat``).
@@ -144,6 +151,7 @@ def stop_step(
             return float(row.step), "curve"
         if (
             flat is not None
+            and (stated or not flat.stated_only)
             and progress >= flat.min_progress - 1e-9
             and (flat.past_budget or not past)
             and (flat.p_min is None or row.p_early >= flat.p_min)
@@ -171,7 +179,12 @@ def scored(
         last = float(steps[-1])
         run = recs[recs["run_id"] == run_id].sort_values("step")
         horizon = planned_horizon(table.select([run_id]))
-        stops = {variant: stop_step(run, steps, reward, horizon, flat) for variant, flat in VARIANTS}
+        meta = table.runs.set_index("run_id").loc[run_id]
+        stated = bool(
+            all(column in meta.index for column in ("reward_min", "reward_max"))
+            and np.isfinite(pd.to_numeric(meta[["reward_min", "reward_max"]], errors="coerce")).all()
+        )
+        stops = {variant: stop_step(run, steps, reward, horizon, flat, stated) for variant, flat in VARIANTS}
         for fraction in FIXED:
             stops[f"fixed {fraction:g}"] = (
                 float(steps[np.searchsorted(steps, fraction * last - 1e-9)]),
@@ -275,15 +288,16 @@ def main() -> None:
         f"{time.strftime('%Y-%m-%d')}, {seconds:.0f} s (records cached in "
         "`benchmarks/_scratch/stop_momentum`). Raw rows: `stop_flat_evidence_runs.csv`.",
         "",
-        "`default`: the shipped `GuardedBudgetRule(0.5)` emulated on each set's checks. `flat W, rise < X, "
-        "from F`: it also stops, from F of the run on, where the logged reward's least-squares rise over "
-        "the latest W of the run's planned steps is below X of the rule's range at its one-sided 95% upper "
-        "bound (z 1.645 unless said); `P >= 0.5`: only where the curve's P(gain < 1%) is at least 0.5 too; "
-        "`before budget`: not past the budget; `past budget only`: only there. Means over runs (then over "
-        "seeds, min to max): steps saved, given up against the run's end, the dip at the stop; "
-        "`stopped_flat`: the share of runs stopped by the flat evidence. The last columns count seeds "
-        "in which a variant dominates a fixed budget, saves 50% at <= 1%, and 45% at <= 1% with a "
-        "mean dip within 1%.",
+        "`default`: the shipped `GuardedBudgetRule(0.5)` emulated on each set's checks. `flat W, rise < "
+        "X, from F`: it also stops, from F of the run on, where the logged reward's least-squares rise "
+        "over the latest W of the run's planned steps is below X of the rule's range at its one-sided 95%"
+        " upper bound (z 1.645 unless said); `P >= 0.5`: only where the curve's P(gain < 1%) is at least "
+        "0.5 too; `before budget`: not past the budget; `past budget only`: only there; `stated range "
+        "only`: only for a run whose range is given to the update (metadata `reward_min`/`reward_max`). "
+        "Means over runs (then over seeds, min to max): steps saved, given up against the run's end, the "
+        "dip at the stop; `stopped_flat`: the share of runs stopped by the flat evidence. The last "
+        "columns count seeds in which a variant dominates a fixed budget, saves 50% at <= 1%, and 45% at "
+        "<= 1% with a mean dip within 1%.",
         "",
         markdown_table(table),
         "",
