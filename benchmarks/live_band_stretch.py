@@ -151,6 +151,18 @@ def stretched_quantiles(frame: pd.DataFrame, factors: np.ndarray) -> np.ndarray:
     return median + factor * (q - median)
 
 
+def stretch_factors(frame: pd.DataFrame, stretches: list) -> np.ndarray:
+    """Per row of ``frame``: the (below, above) factors its :class:`BandStretch` (``stretches``,
+    one a row) gives at the row's progress and rise flag.
+    """
+    return np.array(
+        [
+            stretch.factors(float(progress), bool(rising))
+            for stretch, progress, rising in zip(stretches, frame["progress"], frame["rising"], strict=True)
+        ]
+    )
+
+
 def per_run_scores(frame: pd.DataFrame, q: np.ndarray) -> pd.DataFrame:
     """Per run: 50% and 90% coverage and the mean CRPS (quantile-score average)."""
     y = frame["y"].to_numpy()[:, None]
@@ -230,12 +242,7 @@ def main() -> None:
     rows = []
     for cut, at in frame.groupby("cut"):
         at = at.reset_index(drop=True)
-        cross = np.array(
-            [
-                without[source].factors(float(progress), bool(rising))
-                for source, progress, rising in zip(at["source"], at["progress"], at["rising"], strict=True)
-            ]
-        )
+        cross = stretch_factors(at, [without[source] for source in at["source"]])
         for band, factors in (("as drawn", np.ones((len(at), 2))), ("stretched, cross-fitted", cross)):
             rows += summary_rows(cut, band, per_run_scores(at, stretched_quantiles(at, factors)))
     progress = frame.groupby(["run_id", "cut"])["progress"].first()

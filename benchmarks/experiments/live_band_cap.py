@@ -43,6 +43,7 @@ from live_band_stretch import (  # noqa: E402
     cached_forecasts,
     cross_fitted_stretches,
     per_run_scores,
+    stretch_factors,
     stretched_quantiles,
     summary_rows,
 )
@@ -112,12 +113,7 @@ def main() -> None:
     beyond = []
     for cut, at in frame.groupby("cut"):
         at = at.reset_index(drop=True)
-        factors = np.array(
-            [
-                stretches[run_id].factors(float(progress), bool(rising))
-                for run_id, progress, rising in zip(at["run_id"], at["progress"], at["rising"], strict=True)
-            ]
-        )
+        factors = stretch_factors(at, [stretches[run_id] for run_id in at["run_id"]])
         drawn = stretched_quantiles(at, np.ones((len(at), 2)))
         stretched = stretched_quantiles(at, factors)
         inside = held_inside(drawn, stretched, at["lower"].to_numpy(), at["upper"].to_numpy())

@@ -49,11 +49,12 @@ from _loso import loso_populations  # noqa: E402
 from _markdown import markdown_table  # noqa: E402
 from stop_momentum import (  # noqa: E402
     BUDGET,
-    FIXED,
     PROB,
     Guard,
+    fixed_stops,
     records,
     rise_lower_bound,
+    score_stop,
     summary,
 )
 
@@ -167,37 +168,23 @@ def scored(
     """Every variant's stop (and the fixed budgets') on every run, scored as ``stop_momentum.py``
     scores it (its measures: steps saved, given up against the end, the dip).
     """
-    from stopping_simulated import dip_at
+    from live_backtest import range_kinds
 
     from bayesgrpo.evaluate.backtest.cuts import planned_horizon
     from bayesgrpo.evaluate.backtest.stopping import scored_run
 
+    kinds = range_kinds(table)  # the range given to the update, not the one the run has
     rows = []
     for run_id in table.run_ids:
         run_scored = scored_run(table, run_id, 0.05)
         steps, reward = run_scored.steps, run_scored.rewards
-        last = float(steps[-1])
         run = recs[recs["run_id"] == run_id].sort_values("step")
         horizon = planned_horizon(table.select([run_id]))
-        meta = table.runs.set_index("run_id").loc[run_id]
-        stated = bool(
-            all(column in meta.index for column in ("reward_min", "reward_max"))
-            and np.isfinite(pd.to_numeric(meta[["reward_min", "reward_max"]], errors="coerce")).all()
-        )
+        stated = kinds[run_id] == "stated"
         stops = {variant: stop_step(run, steps, reward, horizon, flat, stated) for variant, flat in VARIANTS}
-        for fraction in FIXED:
-            stops[f"fixed {fraction:g}"] = (
-                float(steps[np.searchsorted(steps, fraction * last - 1e-9)]),
-                "fixed",
-            )
+        stops.update({variant: (stop, "fixed") for variant, stop in fixed_stops(steps).items()})
         for variant, (stop, by) in stops.items():
-            at = last if stop is None else stop
-            i = min(max(int(np.searchsorted(steps, at, side="right") - 1), 0), len(steps) - 1)
-            if truth is None:
-                vs_end = (run_scored.smooth[-1] - run_scored.smooth[i]) / run_scored.spread
-            else:
-                mean = truth[run_id]
-                vs_end = (mean[-1] - mean[i]) / float(reward.max() - reward.min())
+            measures = score_stop(run_scored, stop, None if truth is None else truth[run_id])
             rows.append(
                 {
                     "set": name,
@@ -205,9 +192,7 @@ def scored(
                     "run_id": run_id,
                     "variant": variant,
                     "stopped_by": by,
-                    "steps_saved": (last - at) / last,
-                    "vs_end": vs_end,
-                    "dip": dip_at(steps, reward, at) if stop is not None else 0.0,
+                    **measures,
                 }
             )
     return pd.DataFrame(rows)

@@ -188,8 +188,6 @@ def scored(
     """Every variant's stop (and the fixed budgets') on every run, scored as the set's benchmark
     scores it.
     """
-    from stopping_simulated import dip_at
-
     from bayesgrpo.evaluate.backtest.cuts import planned_horizon
     from bayesgrpo.evaluate.backtest.stopping import scored_run
 
@@ -197,35 +195,50 @@ def scored(
     for run_id in table.run_ids:
         run_scored = scored_run(table, run_id, 0.05)
         steps, reward = run_scored.steps, run_scored.rewards
-        last = float(steps[-1])
         run = recs[recs["run_id"] == run_id].sort_values("step")
         horizon = planned_horizon(table.select([run_id]))
         stops: dict[str, float | None] = {
             variant: stop_step(run, steps, reward, horizon, guard, early_prob, budget)
             for variant, guard, early_prob, budget in VARIANTS
         }
-        for fraction in FIXED:  # the backtest's fixed rule: the first logged point at the fraction
-            stops[f"fixed {fraction:g}"] = float(steps[np.searchsorted(steps, fraction * last - 1e-9)])
+        stops.update(fixed_stops(steps))
         for variant, stop in stops.items():
-            at = last if stop is None else stop
-            i = min(max(int(np.searchsorted(steps, at, side="right") - 1), 0), len(steps) - 1)
-            if truth is None:
-                vs_end = (run_scored.smooth[-1] - run_scored.smooth[i]) / run_scored.spread
-            else:
-                mean = truth[run_id]
-                vs_end = (mean[-1] - mean[i]) / float(reward.max() - reward.min())
-            rows.append(
-                {
-                    "set": name,
-                    "seed": seed,
-                    "run_id": run_id,
-                    "variant": variant,
-                    "steps_saved": (last - at) / last,
-                    "vs_end": vs_end,
-                    "dip": dip_at(steps, reward, at) if stop is not None else 0.0,
-                }
-            )
+            measures = score_stop(run_scored, stop, None if truth is None else truth[run_id])
+            rows.append({"set": name, "seed": seed, "run_id": run_id, "variant": variant, **measures})
     return pd.DataFrame(rows)
+
+
+def fixed_stops(steps: np.ndarray) -> dict[str, float]:
+    """The fixed budgets of :data:`FIXED` as the backtest stops them: the first logged step at the
+    fraction of the last one.
+    """
+    last = float(steps[-1])
+    return {
+        f"fixed {fraction:g}": float(steps[np.searchsorted(steps, fraction * last - 1e-9)])
+        for fraction in FIXED
+    }
+
+
+def score_stop(run_scored: Any, stop: float | None, truth: np.ndarray | None) -> dict[str, float]:
+    """One stop of one run (None: never stopped) as the stopping sets score it: steps saved, given
+    up against the run's end (bundled: its smoothed logged reward; simulated: ``truth``, the true
+    mean by logged point) and the dip at the stop, shares of the run's range.
+    """
+    from stopping_simulated import dip_at
+
+    steps, reward = run_scored.steps, run_scored.rewards
+    last = float(steps[-1])
+    at = last if stop is None else stop
+    i = min(max(int(np.searchsorted(steps, at, side="right") - 1), 0), len(steps) - 1)
+    if truth is None:
+        vs_end = (run_scored.smooth[-1] - run_scored.smooth[i]) / run_scored.spread
+    else:
+        vs_end = (truth[-1] - truth[i]) / float(reward.max() - reward.min())
+    return {
+        "steps_saved": (last - at) / last,
+        "vs_end": vs_end,
+        "dip": dip_at(steps, reward, at) if stop is not None else 0.0,
+    }
 
 
 #: The runs traced check by check (``--trace``): the two worst stops of the rule as it was on the
