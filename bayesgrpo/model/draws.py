@@ -102,6 +102,10 @@ class CurveDraws:
         error, reward units (NaN: not known); not the curve's but the logged points' own
         (:func:`bayesgrpo.questions.stopping.momentum.with_recent_rise`). A rule may hold a
         plateau claim that the run's latest points contradict.
+    long_rise, long_rise_se : ndarray of shape (R,), optional
+        The same over a longer window of the run's latest steps
+        (:data:`bayesgrpo.questions.stopping.momentum.FLAT_WINDOW`): the evidence a rule asking
+        for a flat run reads (a short window's slope is too noisy to say "no longer rises").
     predictive_stretch : ndarray of shape (R, 2), optional
         Per run, the factors (below, above) by which the predictive band's spread about its
         median is stretched (:func:`stretch_about_median`; 1, 1: as drawn). The live update sets
@@ -135,6 +139,8 @@ class CurveDraws:
     noise_df: np.ndarray | float = float("inf")
     recent_rise: np.ndarray | None = None
     recent_rise_se: np.ndarray | None = None
+    long_rise: np.ndarray | None = None
+    long_rise_se: np.ndarray | None = None
     predictive_stretch: np.ndarray | None = None
     level_shift: np.ndarray | None = None
     level_from_step: np.ndarray | None = None
@@ -201,7 +207,7 @@ class CurveDraws:
             raise BayesGRPOError(f"{len(run_ids)} run_ids given for {n_runs} runs.")
         object.__setattr__(self, "run_ids", run_ids)
         self._check_noise(first.shape[0], n_runs)
-        for name in ("recent_rise", "recent_rise_se"):
+        for name in ("recent_rise", "recent_rise_se", "long_rise", "long_rise_se"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, frozen_array(per_run(value, n_runs, name)))
@@ -380,6 +386,8 @@ class CurveDraws:
             noise_sd=None if self.noise_sd is None else np.asarray(self.noise_sd)[:, index],
             recent_rise=None if self.recent_rise is None else np.asarray(self.recent_rise)[index],
             recent_rise_se=None if self.recent_rise_se is None else np.asarray(self.recent_rise_se)[index],
+            long_rise=None if self.long_rise is None else np.asarray(self.long_rise)[index],
+            long_rise_se=None if self.long_rise_se is None else np.asarray(self.long_rise_se)[index],
             predictive_stretch=None
             if self.predictive_stretch is None
             else np.asarray(self.predictive_stretch)[index],

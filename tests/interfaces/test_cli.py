@@ -272,6 +272,23 @@ def test_stop_with_the_guarded_budget_rule(tmp_path, capsys, monkeypatch, popula
     assert all("past the budget of 25%" in row["reason"] for row in rows)
     with pytest.raises(SystemExit, match="--budget"):
         main([*argv, "--rule", "guarded-budget", "--budget", "1.5"])
+    # the opt-in flat stop: named in the rule, its evidence in every row, refused by other rules
+    assert main([*argv, "--flat-stop", "0.02", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all("stop where the logged reward rose < 0.02" in row["rule"] for row in rows)
+    assert all(np.isfinite(row["flat_rise_upper"]) and row["stopped_flat"] in (0.0, 1.0) for row in rows)
+    assert all((row["stopped_flat"] == 1.0) == ("no longer climbs" in row["reason"]) for row in rows)
+    # every run rose less than its whole range: each stops unless the rise guard holds it
+    assert main([*argv, "--flat-stop", "1.0", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert any(row["stopped_flat"] == 1.0 for row in rows)
+    for row in rows:
+        rising = row["recent_rise_lower"] > 0.01 * (row["eps_range_upper"] - row["eps_range_lower"])
+        assert (row["decision"] == "stop") != rising, row
+    with pytest.raises(SystemExit, match="--flat-stop goes with --rule guarded-budget"):
+        main([*argv, "--rule", "plateau", "--flat-stop", "0.02"])
+    with pytest.raises(SystemExit, match="--flat-stop"):
+        main([*argv, "--flat-stop", "-1"])
 
 
 def test_stop_decides_with_the_default_rule_unless_a_plateau_option_is_given(

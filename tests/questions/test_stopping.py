@@ -486,6 +486,90 @@ def test_guarded_budget_holds_a_sure_plateau_while_the_logged_reward_still_rises
             GuardedBudgetRule(**bad)
 
 
+def test_with_recent_rise_attaches_the_long_window_a_flat_stop_reads():
+    steps = np.arange(1.0, 201.0)
+    # flat for the first 160 steps, then a rise of 0.001 a step: the latest 10% (20 steps) and the
+    # latest 20% (40 steps) both lie on the rise; a run rising from step 170 on differs between them
+    bent = np.where(steps > 170.0, 0.001 * (steps - 170.0), 0.0)
+    points = pd.DataFrame({"run_id": "bent", "step": steps, "reward": 0.5 + bent})
+    params = {"r0": np.full((2, 1), 0.2), "asymptote": np.full((2, 1), 0.7), "tau": np.full((2, 1), 0.3)}
+    cd = CurveDraws("exp", params, step_scale=200.0, horizon_step=200.0, run_ids=("bent",))
+    attached = momentum.with_recent_rise(cd, points)
+    short = momentum.recent_rise(steps, points["reward"].to_numpy(), 200.0, momentum.RISE_WINDOW)
+    long = momentum.recent_rise(steps, points["reward"].to_numpy(), 200.0, momentum.FLAT_WINDOW)
+    assert attached.recent_rise[0] == pytest.approx(short.rise) and attached.long_rise[0] == pytest.approx(
+        long.rise
+    )
+    assert attached.long_rise_se[0] == pytest.approx(long.se) and long.n_points == 40
+    assert attached.recent_rise[0] == pytest.approx(0.02) and attached.long_rise[0] != pytest.approx(0.04)
+    assert list(attached.select(["bent"]).long_rise) == pytest.approx([long.rise])
+
+
+def test_flat_stop_is_opt_in_and_reads_the_long_rise_upper_bound():
+    # the curve expects a gain of 0.023 left at 800 and more before: the default rule goes on
+    rising_curve = fixed("exp", r0=0.1, asymptote=0.8, shape={"tau": 0.3}, step_scale=1000.0)
+    flat_points = dataclasses.replace(
+        rising_curve,
+        recent_rise=np.array([0.0]),
+        recent_rise_se=np.array([0.005]),
+        long_rise=np.array([0.001]),
+        long_rise_se=np.array([0.005]),
+    )
+    default = GuardedBudgetRule(fraction=0.5, eps=0.02, prob=0.5)
+    flat_rule = GuardedBudgetRule(fraction=0.5, eps=0.02, prob=0.5, flat_eps=0.02)
+    assert default.decide(flat_points, 300.0, 1000.0)[0].decision == "continue"
+    [d] = flat_rule.decide(flat_points, 300.0, 1000.0)
+    assert d.decision == "stop" and d.details["stopped_flat"] == 1.0 and "no longer climbs" in d.reason
+    upper = 0.001 + 1.645 * 0.005
+    assert d.details["flat_rise_upper"] == pytest.approx(upper)
+    assert f"at most {upper:+.3g}" in d.reason and "latest 20%" in d.reason
+    assert "from 0.2 of the run" in str(flat_rule) and "latest 20%" in str(flat_rule)
+    # not before flat_from, not where the bound reaches flat_eps, not without the long rise, and
+    # never while the rise guard holds the run
+    assert flat_rule.decide(flat_points, 150.0, 1000.0)[0].decision == "continue"
+    assert (
+        GuardedBudgetRule(flat_eps=0.005, eps=0.02, prob=0.5).decide(flat_points, 300.0, 1000.0)[0].decision
+        == "continue"
+    )
+    assert flat_rule.decide(rising_curve, 300.0, 1000.0)[0].decision == "continue"
+    assert np.isnan(flat_rule.decide(rising_curve, 300.0, 1000.0)[0].details["flat_rise_upper"])
+    still_rising = dataclasses.replace(
+        flat_points, recent_rise=np.array([0.05]), recent_rise_se=np.array([0.01])
+    )
+    assert flat_rule.decide(still_rising, 300.0, 1000.0)[0].decision == "continue"
+    # flat_eps is a share of the range (0.2 on a range of 10), or reward units with relative=False
+    wide = dataclasses.replace(flat_points, reward_scale=10.0)
+    assert (
+        GuardedBudgetRule(flat_eps=0.005, eps=0.02, prob=0.5).decide(wide, 300.0, 1000.0)[0].decision
+        == "stop"
+    )
+    absolute = GuardedBudgetRule(flat_eps=0.005, eps=0.02, prob=0.5, relative=False)
+    assert absolute.decide(wide, 300.0, 1000.0)[0].decision == "continue"  # 0.0092 > 0.005
+    for bad in ({"flat_eps": -0.1}, {"flat_from": 0.0}, {"flat_from": 1.5}):
+        with pytest.raises(BayesGRPOError):
+            GuardedBudgetRule(**bad)
+
+
+def test_flat_stop_stops_a_simulated_flat_run_and_spares_a_rising_one():
+    rng = np.random.default_rng(3)
+    steps = np.arange(1.0, 301.0)
+    flat_reward = 0.4 + 0.05 * rng.standard_normal(steps.size)
+    rising_reward = 0.2 + 0.5 * steps / 1000.0 + 0.05 * rng.standard_normal(steps.size)
+    points = pd.concat(
+        [
+            pd.DataFrame({"run_id": "flat", "step": steps, "reward": flat_reward}),
+            pd.DataFrame({"run_id": "rising", "step": steps, "reward": rising_reward}),
+        ]
+    )
+    # a curve that expects both to rise a lot (as a population of climbing runs would)
+    params = {"r0": np.full((3, 2), 0.1), "asymptote": np.full((3, 2), 0.8), "tau": np.full((3, 2), 0.3)}
+    cd = CurveDraws("exp", params, step_scale=1000.0, horizon_step=1000.0, run_ids=("flat", "rising"))
+    cd = momentum.with_recent_rise(cd, points)
+    decisions = GuardedBudgetRule(flat_eps=0.02).decide(cd, 300.0, 1000.0)
+    assert [d.decision for d in decisions] == ["stop", "continue"]
+    assert [d.decision for d in GuardedBudgetRule().decide(cd, 300.0, 1000.0)] == ["continue", "continue"]
+
+
 def test_budget_rule_stops_when_nothing_is_left():
     cd = fixed("exp", step_scale=1000.0)
     [d] = BudgetRule(0.0, 1.0).decide(cd, 700, 700)

@@ -593,6 +593,9 @@ def _stop_rule(args: argparse.Namespace) -> Any:
     )
 
     _resolve_rule_options(args)
+    flat_eps = getattr(args, "flat_stop", None)
+    if flat_eps is not None and args.rule != "guarded-budget":
+        raise SystemExit(f"--flat-stop goes with --rule guarded-budget (the default), not --rule {args.rule}")
     confirm = getattr(args, "confirm", 1)
     if confirm < 1:
         raise SystemExit(f"--confirm must be 1 or more (checks in a row); got {confirm}")
@@ -612,9 +615,9 @@ def _stop_rule(args: argparse.Namespace) -> Any:
                 "--rule guarded-budget takes its gains as shares of the reward range; drop --absolute"
             )
         try:
-            rule = GuardedBudgetRule(fraction=args.budget)
+            rule = GuardedBudgetRule(fraction=args.budget, flat_eps=flat_eps)
         except BayesGRPOError as exc:
-            raise SystemExit(f"--budget: {exc}") from None
+            raise SystemExit(f"--budget / --flat-stop: {exc}") from None
     elif args.rule == "budget":
         if args.cost_per_step is None or args.value_per_reward is None:
             raise SystemExit("--rule budget needs --cost-per-step and --value-per-reward")

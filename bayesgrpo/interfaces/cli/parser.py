@@ -109,6 +109,15 @@ def build_parser() -> argparse.ArgumentParser:
             "the logged reward rose by more than 1%% of the range over the run's latest 10%% (default 0.5)",
         )
         p.add_argument(
+            "--flat-stop",
+            type=float,
+            metavar="EPS",
+            help="guarded-budget, opt in: also stop, from 20%% of the horizon on, where the logged reward "
+            "rose less than EPS of the reward range over the run's latest 20%% (at the rise's one-sided 95%% "
+            "bound), whatever the curve expects: a flat run on a stated range stops instead of waiting for a "
+            "late rise, and a late riser in its slow start stops too (e.g. 0.02; off by default)",
+        )
+        p.add_argument(
             "--confirm",
             type=int,
             default=1,

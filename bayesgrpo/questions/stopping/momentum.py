@@ -8,6 +8,11 @@ least-squares slope of the logged reward over the run's latest :data:`RISE_WINDO
 with its standard error. :class:`~bayesgrpo.questions.stopping.rules.GuardedBudgetRule` holds a
 stop while the rise over that window, at its one-sided lower bound, exceeds its ``rising_eps``.
 
+The counterpart, asked only when a user opts in (``GuardedBudgetRule(flat_eps=...)``): over a longer
+window (:data:`FLAT_WINDOW`), the rise at its one-sided *upper* bound below ``flat_eps`` says the run
+no longer climbs, which a curve that expects a rise (a population whose runs on a stated range
+all climbed) does not see (``benchmarks/experiments/stop_flat_evidence.py``).
+
 Pure functions of logged points; the live update attaches the result to its
 :class:`~bayesgrpo.model.draws.CurveDraws` (``recent_rise``, ``recent_rise_se``).
 """
@@ -25,6 +30,9 @@ from bayesgrpo.model.draws import CurveDraws
 RISE_WINDOW = 0.1
 #: One-sided normal quantile of the lower bound a rise is held to (95%).
 RISE_Z = 1.645
+#: The latest share of a run whose rise a flat stop reads: longer than :data:`RISE_WINDOW`, so that
+#: a dip is not read as a flat run.
+FLAT_WINDOW = 0.2
 #: Fewest logged points in the window for its slope to be read.
 MIN_RISE_POINTS = 5
 
@@ -96,7 +104,9 @@ def recent_rise(
 
 
 def with_recent_rise(cd: CurveDraws, points: pd.DataFrame) -> CurveDraws:
-    """``cd`` with each run's :func:`recent_rise` attached (``recent_rise``, ``recent_rise_se``).
+    """``cd`` with each run's :func:`recent_rise` attached: over :data:`RISE_WINDOW`
+    (``recent_rise``, ``recent_rise_se``) and over :data:`FLAT_WINDOW` (``long_rise``,
+    ``long_rise_se``).
 
     Parameters
     ----------
@@ -116,14 +126,16 @@ def with_recent_rise(cd: CurveDraws, points: pd.DataFrame) -> CurveDraws:
     steps = points["step"].to_numpy(dtype=float)
     reward = points["reward"].to_numpy(dtype=float)
     horizons = np.asarray(cd.horizon_step, dtype=float)
-    rise = np.full(cd.n_runs, np.nan)
-    se = np.full(cd.n_runs, np.nan)
+    found = np.full((4, cd.n_runs), np.nan)  # rise, se, long rise, long se
     for i, run_id in enumerate(cd.run_ids or ()):  # a loop over runs, not over draws
         mine = run_ids == str(run_id)
         if mine.any():
-            found = recent_rise(steps[mine], reward[mine], horizons[i])
-            rise[i], se[i] = found.rise, found.se
-    return replace(cd, recent_rise=rise, recent_rise_se=se)
+            short = recent_rise(steps[mine], reward[mine], horizons[i], RISE_WINDOW)
+            long = recent_rise(steps[mine], reward[mine], horizons[i], FLAT_WINDOW)
+            found[:, i] = short.rise, short.se, long.rise, long.se
+    return replace(
+        cd, recent_rise=found[0], recent_rise_se=found[1], long_rise=found[2], long_rise_se=found[3]
+    )
 
 
 def rising_runs(
@@ -142,3 +154,24 @@ def rising_runs(
     lower = np.asarray(cd.recent_rise, dtype=float) - z * np.asarray(cd.recent_rise_se, dtype=float)
     margin = rising_eps * (np.asarray(cd.reward_scale, dtype=float) if relative else 1.0)
     return np.asarray(np.nan_to_num(lower - margin, nan=-np.inf) > 0)
+
+
+def flat_runs(cd: CurveDraws, flat_eps: float, z: float = RISE_Z, *, relative: bool = True) -> np.ndarray:
+    """Per run, whether its logged reward no longer rises (``False`` where no rise is attached).
+
+    The rise over the run's latest :data:`FLAT_WINDOW` (``cd.long_rise``, attached by
+    :func:`with_recent_rise`) plus ``z`` standard errors is below ``flat_eps`` (a share of the
+    run's reward range when ``relative``, else reward units): even the rise's one-sided upper
+    bound is small. Too few points in the window (NaN) is no evidence.
+    """
+    return flat_upper_bounds(cd, z) < flat_eps * (
+        np.asarray(cd.reward_scale, dtype=float) if relative else 1.0
+    )
+
+
+def flat_upper_bounds(cd: CurveDraws, z: float = RISE_Z) -> np.ndarray:
+    """Per run, the one-sided upper bound ``long_rise + z long_rise_se`` (+inf where unknown)."""
+    if cd.long_rise is None or cd.long_rise_se is None:
+        return np.full(cd.n_runs, np.inf)
+    upper = np.asarray(cd.long_rise, dtype=float) + z * np.asarray(cd.long_rise_se, dtype=float)
+    return np.where(np.isfinite(upper), upper, np.inf)
