@@ -538,7 +538,7 @@ def stopping_rules() -> dict:
     # benchmarks/experiments/stop_guarded_budget.py, stop_momentum.py)
     for fraction in (0.5, 0.6):
         rules[f"guarded budget {fraction:g}"] = GuardedBudgetRule(fraction)
-    # the opt-in flat stop (2026-11-30): from 20% of the run, stop where the logged reward rose
+    # the opt-in flat stop (2026-11-29): from 20% of the run, stop where the logged reward rose
     # < 2% of the range over its latest 20% (benchmarks/experiments/stop_flat_evidence.py)
     rules["guarded budget 0.5, flat stop 0.02"] = GuardedBudgetRule(0.5, flat_eps=0.02)
     # the default before the rise guard (2026-11-28), kept as the benchmarks' reference

@@ -254,7 +254,8 @@ def forecast_metrics(
         ``bayesgrpo/recent_rise`` (the
         rise of the logged reward over the run's latest tenth, where the draws carry it),
         ``bayesgrpo/held_while_rising`` (1: the rule held a stop because of that rise; rules that
-        have the guard only), ``bayesgrpo/stop``, as Python floats.
+        have the guard only), ``bayesgrpo/stopped_flat`` (1: the rule's opt-in flat stop stopped
+        the run, ``GuardedBudgetRule(flat_eps=...)`` only), ``bayesgrpo/stop``, as Python floats.
     """
     draws = update.curve_draws
     p_plateau = prob_gain_below(draws, update.step, update.horizon_step, eps=eps, relative=relative)[0]
@@ -286,6 +287,8 @@ def forecast_metrics(
         metrics[f"{PREFIX}recent_rise"] = float(rise[0])
     if "held_while_rising" in decision.details:
         metrics[f"{PREFIX}held_while_rising"] = float(decision.details["held_while_rising"])
+    if "stopped_flat" in decision.details:
+        metrics[f"{PREFIX}stopped_flat"] = float(decision.details["stopped_flat"])
     metrics[f"{PREFIX}stop"] = 1.0 if decision.stop else 0.0
     return metrics
 

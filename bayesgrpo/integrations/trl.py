@@ -26,6 +26,8 @@
                                              tenth (least squares), reward units
    ``bayesgrpo/held_while_rising``           1.0 when the rule held a stop because of it
                                              (the default rule's rise guard)
+   ``bayesgrpo/stopped_flat``                1.0 when the rule's opt-in flat stop stopped the
+                                             run (``GuardedBudgetRule(flat_eps=...)`` only)
    ``bayesgrpo/stop``                        1.0 when the rule says stop, else 0.0
    ========================================= ==================================================
 

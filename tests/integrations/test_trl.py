@@ -30,7 +30,7 @@ from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions import live as live_module
 from bayesgrpo.questions.live import LiveForecaster, LiveUpdate
-from bayesgrpo.questions.stopping import CurveDraws, PlateauRule, default_rule
+from bayesgrpo.questions.stopping import CurveDraws, GuardedBudgetRule, PlateauRule, default_rule
 
 #: What the callback logs from an update that carries curve draws only (a scripted forecaster),
 #: asked by the default rule (whose rise guard says whether it held a stop)
@@ -329,6 +329,21 @@ def test_forecast_metrics_log_the_rise_that_held_a_stop(trl_module):
         assert metrics["bayesgrpo/stop"] == (0.0 if held else 1.0)
         assert ("bayesgrpo/recent_rise" in metrics) == (held is not None)
     assert metrics["bayesgrpo/recent_rise"] == 0.05
+    assert "bayesgrpo/stopped_flat" not in metrics  # the default rule asks no flat stop
+
+
+def test_forecast_metrics_log_a_flat_stop_where_the_rule_asks_for_one(trl_module):
+    horizon, step = 200.0, 60.0
+    # a curve still expected to rise (tau 0.5 of the horizon), and logged points that no longer do
+    draws = _exp_draws(0.2, np.full(400, 0.8), np.full(400, 0.5), horizon)
+    flat = dataclasses.replace(draws, long_rise=np.array([0.0]), long_rise_se=np.array([0.002]))
+    update = LiveUpdate("r", step, horizon, None, flat)
+    rule = GuardedBudgetRule(flat_eps=0.02)
+    decision = rule.decide(flat, step_now=step, horizon_step=horizon)[0]
+    metrics = trl_module.forecast_metrics(update, decision, eps=0.01, relative=True)
+    assert metrics["bayesgrpo/stopped_flat"] == 1.0 and metrics["bayesgrpo/stop"] == 1.0
+    decision = default_rule().decide(flat, step_now=step, horizon_step=horizon)[0]
+    assert trl_module.forecast_metrics(update, decision, eps=0.01, relative=True)["bayesgrpo/stop"] == 0.0
 
 
 # --------------------------------------------------------------------------------------------

@@ -616,9 +616,10 @@ class GuardedBudgetRule:
             "recent_rise": rise,
             "recent_rise_lower": rise_lower,
             "held_while_rising": held.astype(float),
-            "flat_rise_upper": np.where(np.isfinite(flat_upper), flat_upper, np.nan),
-            "stopped_flat": flat.astype(float),
         }
+        if self.flat_eps is not None:  # the flat stop's evidence, where it was asked
+            details["flat_rise_upper"] = np.where(np.isfinite(flat_upper), flat_upper, np.nan)
+            details["stopped_flat"] = flat.astype(float)
         return _decisions(str(self), cd, s, T, stop, probability, reasons, stats, details)
 
 
