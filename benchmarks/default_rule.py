@@ -73,14 +73,15 @@ def bundled_range_kinds() -> dict[str, str]:
     return {run_id: label[kind] for run_id, kind in range_kinds(load_bundled(warn=False)).items()}
 
 
-def load_rows(path: Path, kinds: dict[str, str]) -> pd.DataFrame:
-    """One row per run and rule: ``run_id``, ``rule``, ``range``, ``saved``, ``vs_end`` (and ``dip``).
+def load_rows(path: Path, kinds: dict[str, str], rules: tuple[str, ...] = RULES) -> pd.DataFrame:
+    """One row per run and rule of ``rules``: ``run_id``, ``rule``, ``range``, ``saved``, ``vs_end``
+    (and ``dip``).
 
     ``run_id`` is the run's name and its kind of range, so that a simulated run scored with and
     without a stated range counts as two.
     """
     rows = pd.read_csv(path)
-    rows = rows[rows["rule"].isin(RULES)].copy()
+    rows = rows[rows["rule"].isin(rules)].copy()
     if "range" not in rows:  # a bundled set: the kind of range from the runs' metadata
         rows["range"] = rows["run_id"].astype(str).map(kinds)
         rows = rows.rename(columns={"reward_vs_end": "vs_end"})
@@ -102,11 +103,11 @@ def paired_interval(
     return float(lower), float(upper)
 
 
-def summaries(name: str, rows: pd.DataFrame) -> pd.DataFrame:
+def summaries(name: str, rows: pd.DataFrame, rules: tuple[str, ...] = RULES) -> pd.DataFrame:
     """Each rule's mean saving and reward given up against the end, per kind of range and over all."""
     out = []
     for kind, part in [("all", rows), *rows.groupby("range")]:
-        for rule in RULES:
+        for rule in rules:
             r = part[part["rule"] == rule]
             out.append(
                 {
@@ -122,14 +123,19 @@ def summaries(name: str, rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def comparisons(name: str, rows: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
-    """The new default against each other rule, paired over runs, per kind of range and over all."""
+def comparisons(
+    name: str, rows: pd.DataFrame, rng: np.random.Generator, rules: tuple[str, ...] = RULES
+) -> pd.DataFrame:
+    """The first of ``rules`` (the new default) against each other, paired over runs, per kind of
+    range and over all.
+    """
+    focus, *others = rules
     out = []
     for kind, part in [("all", rows), *rows.groupby("range")]:
         wide = part.pivot_table(index="run_id", columns="rule", values=["saved", "vs_end"])
-        for other in RULES[1:]:
-            saved = (wide[("saved", NEW_DEFAULT)] - wide[("saved", other)]).to_numpy()
-            vs_end = (wide[("vs_end", NEW_DEFAULT)] - wide[("vs_end", other)]).to_numpy()
+        for other in others:
+            saved = (wide[("saved", focus)] - wide[("saved", other)]).to_numpy()
+            vs_end = (wide[("vs_end", focus)] - wide[("vs_end", other)]).to_numpy()
             saved_lo, saved_hi = paired_interval(saved, rng)
             end_lo, end_hi = paired_interval(vs_end, rng)
             dominates = saved.mean() >= -1e-12 and vs_end.mean() <= 1e-12
@@ -163,18 +169,27 @@ def _told_apart(saved_lo: float, saved_hi: float, end_lo: float, end_hi: float) 
     return ", ".join(said) if said else "neither"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Read every set's rows, compare the rules, write ``results/default_rule.md``."""
-    start = time.perf_counter()
+def rule_tables(rules: tuple[str, ...] = RULES) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every set's :func:`summaries` and :func:`comparisons` of ``rules`` (the first against the
+    others), each as one table.
+    """
     kinds = bundled_range_kinds()
     rng = np.random.default_rng(0)
     tables, paired = [], []
     for name, path in SETS:
-        rows = load_rows(path, kinds)
-        tables.append(summaries(name, rows))
-        paired.append(comparisons(name, rows, rng))
-    table = pd.concat(tables, ignore_index=True)
-    pairs = pd.concat(paired, ignore_index=True)
+        rows = load_rows(path, kinds, rules)
+        missing = sorted(set(rules) - set(rows["rule"]))
+        if missing:
+            raise SystemExit(f"{path} has no rows of {missing}: rerun the benchmark that writes it")
+        tables.append(summaries(name, rows, rules))
+        paired.append(comparisons(name, rows, rng, rules))
+    return pd.concat(tables, ignore_index=True), pd.concat(paired, ignore_index=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read every set's rows, compare the rules, write ``results/default_rule.md``."""
+    start = time.perf_counter()
+    table, pairs = rule_tables()
     lines = [
         "# The default stop rule against the ones it replaced and the fixed budgets",
         "",
