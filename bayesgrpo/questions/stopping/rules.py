@@ -446,9 +446,10 @@ class GuardedBudgetRule:
         upper bound (``rise + rising_z se``), unless the rise guard holds the run. Read from the
         draws' ``long_rise`` (the live update attaches it). None (default): the curve decides
         alone. It stops flat and falling runs the curve expects to rise (on simulated runs on a
-        stated range, ``flat_eps=0.02`` saved 52.5% of steps where the default saves 35.8%) and
-        late risers in their slow start (7 of 16 simulated; on the bundled runs without a stated
-        range it gave up 3.1 points of the range more): ``benchmarks/experiments/stop_flat_evidence.py``.
+        stated range ``flat_eps=0.02`` saved 52.1% of steps where the default saves 34.1%) and
+        late risers in their slow start (the simulated ones at 45% of their steps; on the bundled
+        runs without a stated range it gave up 3.4 points of the range more than the default):
+        ``benchmarks/results/flat_stop.md``, ``benchmarks/experiments/stop_flat_evidence.py``.
     flat_from : float
         The share of the run from which the flat stop is asked, in (0, 1].
     relative : bool
