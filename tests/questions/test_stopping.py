@@ -545,8 +545,12 @@ def test_flat_stop_is_opt_in_and_reads_the_long_rise_upper_bound():
     )
     absolute = GuardedBudgetRule(flat_eps=0.005, eps=0.02, prob=0.5, relative=False)
     assert absolute.decide(wide, 300.0, 1000.0)[0].decision == "continue"  # 0.0092 > 0.005
-    for bad in ({"flat_eps": -0.1}, {"flat_from": 0.0}, {"flat_from": 1.5}):
-        with pytest.raises(BayesGRPOError):
+    for bad, named in (
+        ({"flat_eps": -0.1}, "flat_eps"),
+        ({"flat_from": 0.0}, "flat_from"),
+        ({"flat_from": 1.5}, "flat_from"),
+    ):
+        with pytest.raises(BayesGRPOError, match=f"^{named} must be"):
             GuardedBudgetRule(**bad)
 
 

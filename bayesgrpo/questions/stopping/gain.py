@@ -58,11 +58,14 @@ def check_prob(value: float, name: str) -> float:
     return value
 
 
-def check_eps(eps: float) -> float:
-    """``eps`` as a float, checked to be finite and at least 0."""
+def check_eps(eps: float, name: str = "eps") -> float:
+    """``eps`` as a float, checked to be finite and at least 0 (``name``: what the error calls it)."""
     eps = float(eps)
     if not (math.isfinite(eps) and eps >= 0):
-        raise BayesGRPOError(f"eps must be a finite number >= 0 (a gain in reward units); got {eps:g}.")
+        raise BayesGRPOError(
+            f"{name} must be a finite number >= 0 (a gain: reward units, or a share of the reward range "
+            f"where the rule is relative); got {eps:g}."
+        )
     return eps
 
 

@@ -368,7 +368,7 @@ class GainRateRule:
     interval: float = 0.9
 
     def __post_init__(self) -> None:
-        check_eps(self.rate)
+        check_eps(self.rate, "rate")
         check_prob(self.interval, "interval")
 
     def __str__(self) -> str:
@@ -481,11 +481,11 @@ class GuardedBudgetRule:
         if not 0.0 < self.flat_from <= 1.0:
             raise BayesGRPOError(f"flat_from must be in (0, 1]; got {self.flat_from}")
         if self.flat_eps is not None:
-            check_eps(self.flat_eps)
+            check_eps(self.flat_eps, "flat_eps")
         check_eps(self.eps)
-        check_eps(self.early_eps)
+        check_eps(self.early_eps, "early_eps")
         if self.rising_eps is not None:
-            check_eps(self.rising_eps)
+            check_eps(self.rising_eps, "rising_eps")
         if not (np.isfinite(self.rising_z) and self.rising_z >= 0):
             raise BayesGRPOError(f"rising_z must be finite and >= 0; got {self.rising_z}")
         check_prob(self.prob, "prob")
