@@ -45,16 +45,16 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
 sys.path.insert(0, str(BENCHMARKS))
 sys.path.insert(0, str(HERE))
-from _loso import loso_populations  # noqa: E402
 from _markdown import markdown_table  # noqa: E402
 from stop_momentum import (  # noqa: E402
     BUDGET,
     PROB,
     Guard,
     fixed_stops,
-    records,
     rise_lower_bound,
     score_stop,
+    scored_sets,
+    stopping_sets,
     summary,
 )
 
@@ -222,37 +222,10 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("bayesgrpo").setLevel(logging.WARNING)
     warnings.simplefilter("ignore")
-    from live_backtest import range_kinds, without_stated_range
-    from stopping_simulated import runs_table, simulate
-
-    from bayesgrpo.model.datasets import bundled_population, load_bundled
-
     start = time.perf_counter()
-    bundled = load_bundled(warn=False)
-    kinds = range_kinds(bundled)
-    populations = loso_populations(bundled)
-    points, truth, runs = simulate(16, 0)
-    shapes = dict(zip(runs["run_id"].astype(str), runs["shape"].astype(str), strict=True))
-    shipped = bundled_population()
-    sets: list[tuple[str, Any, dict[str, Any], dict[str, np.ndarray] | None]] = [
-        ("bundled, ranges given", bundled, populations, None),
-        ("bundled, no range given", without_stated_range(bundled), populations, None),
-    ]
-    for stated in (True, False):
-        table = runs_table(points, runs, stated)
-        label = "simulated, stated 0..1 range" if stated else "simulated, no stated range"
-        sets.append((label, table, dict.fromkeys(table.run_ids, shipped), truth))
-    frames = []
-    for name, table, pops, known in sets:
-        for seed in args.seeds:
-            recs = records(name.replace(", ", "_").replace(" ", "_").replace(".", ""), table, pops, seed)
-            frame = scored(name, table, recs, known, seed)
-            if known is None:
-                frame["range"] = frame["run_id"].map(kinds)
-            else:
-                frame["range"] = "stated" if "stated 0..1" in name else "unstated"
-            frames.append(frame)
-    rows = pd.concat(frames, ignore_index=True)
+    sets = stopping_sets()
+    shapes = {run_id: shape for one in sets for run_id, shape in one.shapes.items()}
+    rows = scored_sets(sets, scored, lambda known: args.seeds)
     rows.round(5).to_csv(RESULTS / "stop_flat_evidence_runs.csv", index=False)
     table = summary(rows.drop(columns="stopped_by"))
     flat_share = (

@@ -323,38 +323,76 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("bayesgrpo").setLevel(logging.WARNING)
     warnings.simplefilter("ignore")
+    start = time.perf_counter()
+    sets = stopping_sets()
+    rows = scored_sets(sets, scored, lambda known: BUNDLED_SEEDS if known is None else SIMULATED_SEEDS)
+    rows.round(5).to_csv(RESULTS / "stop_momentum_runs.csv", index=False)
+    write(rows, time.perf_counter() - start, calibration_left(sets[0].table))
+
+
+@dataclass(frozen=True)
+class StoppingSet:
+    """One of the four stopping sets: its runs, the population each run is updated on, and the
+    true curves where they are known (the simulated runs).
+    """
+
+    name: str
+    table: Any
+    populations: dict[str, Any]
+    truth: dict[str, np.ndarray] | None
+    kinds: dict[str, str]
+    shapes: dict[str, str]
+
+    @property
+    def cache_name(self) -> str:
+        """The name its records are cached under (:func:`records`)."""
+        return self.name.replace(", ", "_").replace(" ", "_").replace(".", "")
+
+
+def stopping_sets() -> list[StoppingSet]:
+    """The four sets every stopping experiment here asks: the bundled runs under leave one source
+    out with their ranges given and with none given, and the simulated runs of known truth
+    (``stopping_simulated.simulate(16, 0)`` on the shipped population) with a stated 0..1 range
+    and without one. ``kinds``: each run's kind of range (``stated`` / ``unstated``), for the
+    bundled runs the one their metadata states, not the one given to the update; ``shapes``: each
+    simulated run's shape (empty for the bundled runs).
+    """
     from live_backtest import range_kinds, without_stated_range
     from stopping_simulated import runs_table, simulate
 
     from bayesgrpo.model.datasets import bundled_population, load_bundled
 
-    start = time.perf_counter()
     bundled = load_bundled(warn=False)
     kinds = range_kinds(bundled)
     populations = loso_populations(bundled)
     points, truth, runs = simulate(16, 0)
     shipped = bundled_population()
-    sets: list[tuple[str, Any, dict[str, Any], dict[str, np.ndarray] | None]] = [
-        ("bundled, ranges given", bundled, populations, None),
-        ("bundled, no range given", without_stated_range(bundled), populations, None),
+    shapes = dict(zip(runs["run_id"].astype(str), runs["shape"].astype(str), strict=True))
+    sets = [
+        StoppingSet("bundled, ranges given", bundled, populations, None, kinds, {}),
+        StoppingSet("bundled, no range given", without_stated_range(bundled), populations, None, kinds, {}),
     ]
     for stated in (True, False):
         table = runs_table(points, runs, stated)
         label = "simulated, stated 0..1 range" if stated else "simulated, no stated range"
-        sets.append((label, table, dict.fromkeys(table.run_ids, shipped), truth))
+        kind = "stated" if stated else "unstated"
+        pops = dict.fromkeys(table.run_ids, shipped)
+        sets.append(StoppingSet(label, table, pops, truth, dict.fromkeys(table.run_ids, kind), shapes))
+    return sets
+
+
+def scored_sets(sets: list[StoppingSet], scorer: Any, seeds: Any) -> pd.DataFrame:
+    """Every set's records (cached) scored by ``scorer(name, table, records, truth, seed)`` for each
+    of ``seeds(truth)``, with each row's kind of range in ``range``.
+    """
     frames = []
-    for name, table, pops, known in sets:
-        for seed in BUNDLED_SEEDS if known is None else SIMULATED_SEEDS:
-            recs = records(name.replace(", ", "_").replace(" ", "_").replace(".", ""), table, pops, seed)
-            frame = scored(name, table, recs, known, seed)
-            if known is None:
-                frame["range"] = frame["run_id"].map(kinds)
-            else:
-                frame["range"] = "stated" if "stated 0..1" in name else "unstated"
+    for one in sets:
+        for seed in seeds(one.truth):
+            recs = records(one.cache_name, one.table, one.populations, seed)
+            frame = scorer(one.name, one.table, recs, one.truth, seed)
+            frame["range"] = frame["run_id"].astype(str).map(one.kinds)
             frames.append(frame)
-    rows = pd.concat(frames, ignore_index=True)
-    rows.round(5).to_csv(RESULTS / "stop_momentum_runs.csv", index=False)
-    write(rows, time.perf_counter() - start, calibration_left(bundled))
+    return pd.concat(frames, ignore_index=True)
 
 
 def summary(rows: pd.DataFrame) -> pd.DataFrame:
