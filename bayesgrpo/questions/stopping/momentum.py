@@ -14,7 +14,8 @@ no longer climbs, which a curve that expects a rise (a population whose runs on 
 all climbed) does not see (``benchmarks/experiments/stop_flat_evidence.py``).
 
 Pure functions of logged points; the live update attaches the result to its
-:class:`~bayesgrpo.model.draws.CurveDraws` (``recent_rise``, ``recent_rise_se``).
+:class:`~bayesgrpo.model.draws.CurveDraws` (``recent_rise``, ``recent_rise_se``, ``long_rise``,
+``long_rise_se``).
 """
 
 from __future__ import annotations
@@ -156,22 +157,12 @@ def rising_runs(
     return np.asarray(np.nan_to_num(lower - margin, nan=-np.inf) > 0)
 
 
-def flat_runs(cd: CurveDraws, flat_eps: float, z: float = RISE_Z, *, relative: bool = True) -> np.ndarray:
-    """Per run, whether its logged reward no longer rises (``False`` where no rise is attached).
-
-    The rise over the run's latest :data:`FLAT_WINDOW` (``cd.long_rise``, attached by
-    :func:`with_recent_rise`) plus ``z`` standard errors is below ``flat_eps`` (a share of the
-    run's reward range when ``relative``, else reward units): even the rise's one-sided upper
-    bound is small. Too few points in the window (NaN) is no evidence.
-    """
-    return flat_upper_bounds(cd, z) < flat_eps * (
-        np.asarray(cd.reward_scale, dtype=float) if relative else 1.0
-    )
-
-
 def flat_upper_bounds(cd: CurveDraws, z: float = RISE_Z) -> np.ndarray:
-    """Per run, the one-sided upper bound ``long_rise + z long_rise_se`` (+inf where unknown)."""
+    """Per run, the one-sided upper bound ``long_rise + z long_rise_se`` of its rise over the
+    latest :data:`FLAT_WINDOW` (attached by :func:`with_recent_rise`): below a flat stop's
+    threshold, even the rise's upper bound says the run no longer climbs. NaN where unknown (too
+    few points in the window, or no long rise attached): no evidence.
+    """
     if cd.long_rise is None or cd.long_rise_se is None:
-        return np.full(cd.n_runs, np.inf)
-    upper = np.asarray(cd.long_rise, dtype=float) + z * np.asarray(cd.long_rise_se, dtype=float)
-    return np.where(np.isfinite(upper), upper, np.inf)
+        return np.full(cd.n_runs, np.nan)
+    return np.asarray(cd.long_rise, dtype=float) + z * np.asarray(cd.long_rise_se, dtype=float)

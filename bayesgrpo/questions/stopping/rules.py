@@ -31,7 +31,6 @@ from bayesgrpo.questions.stopping.momentum import (
     FLAT_WINDOW,
     RISE_WINDOW,
     RISE_Z,
-    flat_runs,
     flat_upper_bounds,
     rising_runs,
 )
@@ -556,16 +555,11 @@ class GuardedBudgetRule:
         )
         held = stop & ~done & rising
         stop = stop & ~held
-        flat_upper = flat_upper_bounds(cd, self.rising_z)
-        flat_eps = eps_per_run(cd, 0.0 if self.flat_eps is None else self.flat_eps, self.relative)
-        flat = (
-            np.zeros(cd.n_runs, dtype=bool)
-            if self.flat_eps is None
-            else flat_runs(cd, self.flat_eps, self.rising_z, relative=self.relative)
-            & (progress >= self.flat_from - 1e-9)
-            & ~rising
-            & ~stop
-        )
+        flat_upper = flat_upper_bounds(cd, self.rising_z)  # NaN (never below a threshold): unknown
+        flat = np.zeros(cd.n_runs, dtype=bool)
+        if self.flat_eps is not None:
+            flat_eps = eps_per_run(cd, self.flat_eps, self.relative)
+            flat = (flat_upper < flat_eps) & (progress >= self.flat_from - 1e-9) & ~rising & ~stop
         stop = stop | flat
 
         def explain(i: int, left: float) -> str:
@@ -619,7 +613,7 @@ class GuardedBudgetRule:
             "held_while_rising": held.astype(float),
         }
         if self.flat_eps is not None:  # the flat stop's evidence, where it was asked
-            details["flat_rise_upper"] = np.where(np.isfinite(flat_upper), flat_upper, np.nan)
+            details["flat_rise_upper"] = flat_upper
             details["stopped_flat"] = flat.astype(float)
         return _decisions(str(self), cd, s, T, stop, probability, reasons, stats, details)
 
