@@ -25,6 +25,7 @@ from tensorboard.compat.proto import event_pb2
 
 from bayesgrpo.interfaces.cli import main
 from bayesgrpo.interfaces.watch import FileStamp, LogFollower, RunStatus, Watcher, render_table, run
+from bayesgrpo.interfaces.watch import follow as follow_module
 from bayesgrpo.interfaces.watch import watcher as watch
 from bayesgrpo.logs.readers import discover, load_runs
 from bayesgrpo.logs.writers.tensorboard import frame_records, scalar_value, summary_event, write_tensorboard
@@ -244,6 +245,32 @@ def test_rotated_log_keeps_the_steps_of_the_old_file(tmp_path, watch_folder):
     assert follower.rotations == 1
     assert follower.table.runs["total_steps"].iloc[0] == 105  # stated only in the old file's head
     assert [s.run_id for s in polls[-1]] == ["train"]  # train.log.1 is not a second run
+
+
+def test_a_file_renamed_while_the_folder_is_listed_is_not_a_second_run(tmp_path, monkeypatch):
+    """The race CI met: the folder listed with ``train.log``, renamed to ``train.log.1`` before
+    ``discover`` walks it; the renamed file is the followed run's, not a new run ``train.log``.
+    """
+    log = tmp_path / "train.log"
+    lines = VERL_LOG.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if "step:60 " in line)
+    log.write_text("".join(lines[:cut]), encoding="utf-8")
+    watcher = _watcher(tmp_path)
+    assert [s.run_id for s in watcher.poll()] == ["train"]
+    real_discover = follow_module.discover
+
+    def rename_then_discover(*args, **kwargs):
+        if not (tmp_path / "train.log.1").exists():  # logrotate's rename, once
+            os.replace(log, tmp_path / "train.log.1")
+        return real_discover(*args, **kwargs)
+
+    monkeypatch.setattr(follow_module, "discover", rename_then_discover)
+    (tmp_path / "notes.txt").write_text("a new file: the folder is discovered again")
+    assert [s.run_id for s in watcher.poll()] == ["train"]
+    log.write_text("".join(lines[cut:]), encoding="utf-8")
+    (status,) = watcher.poll()
+    assert status.run_id == "train" and status.n_steps == 105  # both files' steps, as one run
+    assert watcher.followers[0].rotations == 1
 
 
 def test_restarted_run_relogs_steps_and_the_latest_wins(tmp_path):

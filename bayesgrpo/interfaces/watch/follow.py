@@ -373,7 +373,7 @@ class WatchTarget:
                 self.followers, self._listing, self._mode = {}, None, "folder"
             listing = _listing(self.path)
             if listing != self._listing and self._needs_discovery(listing):
-                self._discover(listing)
+                self._discover()
             self._listing = listing
         elif self._mode == "file" or self.path.exists():
             if self._mode != "file":
@@ -393,7 +393,7 @@ class WatchTarget:
         followed = {p for f in self.followers.values() for p in f.source.paths}
         return any(listing[p] != self._listing.get(p) for p in listing if p not in followed)
 
-    def _discover(self, listing: Mapping[Path, FileStamp]) -> None:
+    def _discover(self) -> None:
         try:
             sources, _, stated = discover(self.path, self.settings.format)
         except (LogReadError, BayesGRPOError, OSError) as exc:
@@ -408,7 +408,9 @@ class WatchTarget:
         for source in sources:
             key = source_key(source)
             if len(source.paths) == 1 and key not in self.followers:
-                stamp = listing.get(Path(source.paths[0]))
+                # stat'ed now, not taken from the listing: a file renamed between the listing and
+                # discover() is in neither the listing under its new name nor a new run
+                stamp = FileStamp.of(source.paths[0])
                 owner = known.get((stamp.device, stamp.inode)) if stamp else None
                 if owner is not None and owner.key != key:
                     continue
