@@ -5,7 +5,8 @@ start, logit level at the horizon, log shape, log noise), for example a fitted p
 prediction for a new run of a family and size. It is combined with the run's own points by the
 model's Student-t likelihood (:func:`condition_run`):
 
-1. the posterior mode by L-BFGS and the Hessian there by finite differences (:func:`laplace_fit`);
+1. the posterior mode by Newton's method and the Hessian there by finite differences
+   (:func:`laplace_fit`, :func:`bayesgrpo.model.numerics.newton_minimize`);
 2. importance sampling from a defensive mixture: 85% a multivariate t (5 degrees of freedom)
    around the mode with the Laplace covariance, 15% the Gaussian prior itself, so a posterior
    wider or more skewed than the Laplace fit is still covered;
@@ -41,11 +42,11 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
 from threadpoolctl import ThreadpoolController
 
 from bayesgrpo.errors import BayesGRPOError, LiveUpdateWarning
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
+from bayesgrpo.model.numerics import expit, gammaln, logit, logsumexp, newton_minimize
 from bayesgrpo.model.psis import psis_log_weights
 from bayesgrpo.model.structure import curve_params
 
@@ -177,15 +178,15 @@ def log_likelihood(
     if len(t) == 0:
         return np.zeros(theta.shape[0])
     family = get_curve(prior.curve)
-    r0 = special.expit(theta[:, 0])[:, None]
-    r1 = special.expit(theta[:, 1])[:, None]
+    r0 = expit(theta[:, 0])[:, None]
+    r1 = expit(theta[:, 1])[:, None]
     shape = {name: np.exp(theta[:, 2 + i])[:, None] for i, name in enumerate(family.shape_params)}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         mean = reward_curve_by_levels(prior.curve, t[None, :], r0, r1, **shape)
         sigma = np.sqrt(np.exp(2.0 * theta[:, -1]) + prior.noise_floor**2)[:, None] * noise_scale[None, :]
         nu = prior.nu
         z = (y[None, :] - mean) / sigma
-        constant = special.gammaln(0.5 * (nu + 1.0)) - special.gammaln(0.5 * nu) - 0.5 * np.log(nu * np.pi)
+        constant = gammaln(0.5 * (nu + 1.0)) - gammaln(0.5 * nu) - 0.5 * np.log(nu * np.pi)
         logp = (constant - np.log(sigma) - 0.5 * (nu + 1.0) * np.log1p(z * z / nu)).sum(axis=1)
     return np.where(np.isfinite(logp), logp, -np.inf)
 
@@ -224,6 +225,16 @@ def _hessian(fun: Any, x: np.ndarray, step: float = 1e-3) -> np.ndarray:
     return hessian
 
 
+#: The longest step the Laplace fit's Newton optimiser takes, in the unconstrained parameters.
+#: A run's posterior can have more than one mode (a run cut mid-rise read as rising on or as
+#: levelling off); short steps keep the search in the basin it starts in, as L-BFGS-B's cautious
+#: first steps did. Measured against L-BFGS-B on every live update of the bundled runs
+#: (``benchmarks/experiments/live_newton_mode.py``): with steps up to 4 the two optimisers
+#: reached different modes in 13 of 252 updates (once 12.7 nats apart), with 0.25 in 4 (0.16-1.3
+#: nats apart, either way), each answer then moving less than the update's own seed-to-seed noise.
+MODE_STEP = 0.25
+
+
 def laplace_fit(
     prior: GaussianRunPrior,
     t: np.ndarray,
@@ -236,26 +247,18 @@ def laplace_fit(
     tempered by ``likelihood_weight``, see :func:`condition_run`), the optimiser started at
     ``start`` (default the prior's mean).
     """
-    step = 1e-5
-    offsets = np.vstack([np.zeros(prior.dim), step * np.eye(prior.dim), -step * np.eye(prior.dim)])
 
-    def negative_and_gradient(x: np.ndarray) -> tuple[float, np.ndarray]:
-        # the value and a central-difference gradient in one batched evaluation; a line search
-        # can try a point so far out that exp() of a log-scale parameter underflows (measured:
-        # log tau near -745 on a held-out bundled run, tau = 0, which the curve refuses): such a
-        # point is refused like a non-finite one, and the search steps back
+    def negative_log_posterior(points: np.ndarray) -> np.ndarray:
+        # a step can try a point so far out that exp() of a log-scale parameter underflows
+        # (measured: log tau near -745 on a held-out bundled run, tau = 0, which the curve
+        # refuses): such a batch is refused like a non-finite value, and the search steps back
         try:
-            values = log_posterior(x[None, :] + offsets, prior, t, y, noise_scale, likelihood_weight)
+            return -log_posterior(points, prior, t, y, noise_scale, likelihood_weight)
         except BayesGRPOError:
-            return 1e300, np.zeros(prior.dim)
-        if not np.isfinite(values).all():
-            return 1e300, np.zeros(prior.dim)
-        gradient = (values[1 : 1 + prior.dim] - values[1 + prior.dim :]) / (2 * step)
-        return -float(values[0]), -gradient
+            return np.full(len(points), np.inf)
 
     x0 = prior.mean if start is None else np.asarray(start, dtype=float)
-    result = optimize.minimize(negative_and_gradient, x0, jac=True, method="L-BFGS-B")
-    mode = result.x
+    mode = newton_minimize(negative_log_posterior, x0, max_step=MODE_STEP).x
     hessian = -_hessian(lambda z: log_posterior(z, prior, t, y, noise_scale, likelihood_weight), mode)
     eigenvalues, vectors = np.linalg.eigh(0.5 * (hessian + hessian.T))
     # directions the data leave flat (or a saddle left by the optimiser) keep the prior's scale
@@ -296,8 +299,8 @@ class MultivariateT:
         if np.isinf(df):
             return -0.5 * (squared + self._log_det + dim * np.log(2 * np.pi))
         return (
-            special.gammaln(0.5 * (df + dim))
-            - special.gammaln(0.5 * df)
+            gammaln(0.5 * (df + dim))
+            - gammaln(0.5 * df)
             - 0.5 * dim * np.log(df * np.pi)
             - 0.5 * self._log_det
             - 0.5 * (df + dim) * np.log1p(squared / df)
@@ -365,7 +368,7 @@ class RunPosterior:
         parameters, ``sigma``; each shape (S,).
         """
         family = get_curve(self.prior.curve)
-        out = {"r0": special.expit(self.theta[:, 0]), "r1": special.expit(self.theta[:, 1])}
+        out = {"r0": expit(self.theta[:, 0]), "r1": expit(self.theta[:, 1])}
         for i, name in enumerate(family.shape_params):
             out[name] = np.exp(self.theta[:, 2 + i])
         shape = {name: out[name] for name in family.shape_params}
@@ -447,7 +450,7 @@ def condition_run(
     Notes
     -----
     The work is a few hundred tiny (5 x 5) linear-algebra calls: BLAS is held to one thread
-    while it runs: with its default threads, on a busy 2-core machine, each L-BFGS-B iteration
+    while it runs: with its default threads, on a busy 2-core machine, each optimiser iteration
     waited on thread hand-offs (``benchmarks/live_update.py`` measures the query as a whole).
     """
     with single_threaded_blas():
@@ -573,7 +576,7 @@ def _adapted_importance(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             smoothed, pareto_k = psis_log_weights(log_w - log_w.max())
-        weights = np.exp(smoothed - special.logsumexp(smoothed))
+        weights = np.exp(smoothed - logsumexp(smoothed))
         if pareto_k <= GOOD_PARETO_K:
             break
         # adapt the proposal to the weighted draws (population Monte Carlo): a curved or skewed
@@ -705,7 +708,7 @@ def condition_start(
     mean0, sd0 = float(prior.mean[0]), float(np.sqrt(prior.cov[0, 0]))
     # the grid spans the prior and the measurement's own logit neighbourhood
     margin = min(max(start_sd, 1e-4), 0.25)
-    seen = float(special.logit(np.clip(start, margin, 1.0 - margin)))
+    seen = float(logit(np.clip(start, margin, 1.0 - margin)))
     low = min(mean0 - 8.0 * sd0, seen - 4.0)
     high = max(mean0 + 8.0 * sd0, seen + 4.0)
     grid = np.linspace(low, high, 8001)
@@ -714,7 +717,7 @@ def condition_start(
         log_prior0 = -0.5 * squared0
     else:  # the start's marginal of a multivariate t: a t of the same degrees of freedom
         log_prior0 = -0.5 * (prior.df + 1.0) * np.log1p(squared0 / prior.df)
-    log_density = log_prior0 - 0.5 * ((start - special.expit(grid)) / start_sd) ** 2
+    log_density = log_prior0 - 0.5 * ((start - expit(grid)) / start_sd) ** 2
     weights = np.exp(log_density - log_density.max())
     cdf = np.cumsum(weights)
     cdf /= cdf[-1]

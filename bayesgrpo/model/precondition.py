@@ -1,4 +1,4 @@
-"""Per-run Laplace fits that precondition the population model (pure numpy and scipy).
+"""Per-run Laplace fits that precondition the population model (numpy).
 
 Each run is fitted alone, first under a weak prior centred on the population priors' means,
 then (with 8 runs or more) under the spread the first fits show across runs, by the same

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from bayesgrpo.errors import BayesGRPOError, ForecastDepartureWarning, NotFittedError
 from bayesgrpo.model.data import UNKNOWN, prepare
@@ -60,6 +59,7 @@ from bayesgrpo.model.laplace import (
     laplace_fit,
     single_threaded_blas,
 )
+from bayesgrpo.model.numerics import binomial_tail
 from bayesgrpo.model.predict import (
     fitted_size_ranges,
     levels_learnt,
@@ -566,8 +566,8 @@ def recent_departure(update: LiveUpdate, points: pd.DataFrame) -> Departure:
     above, below = int((rewards > high).sum()), int((rewards < low).sum())
 
     def tail(count: int, share: float) -> float:
-        """P(X >= count) for X ~ Binomial(n, share) (``bdtrc(k, n, p)`` is P(X > k))."""
-        return float(special.bdtrc(count - 1, n, share)) if count > 0 else 1.0
+        """P(X >= count) for X ~ Binomial(n, share)."""
+        return binomial_tail(count, n, share)
 
     return Departure(n, above, below, tail(above, 0.05), tail(below, 0.05), tail(above + below, 0.10))
 
