@@ -242,11 +242,18 @@ def laplace_fit(
     noise_scale: np.ndarray,
     likelihood_weight: float = 1.0,
     start: np.ndarray | None = None,
+    optimizer: str = "newton",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Posterior mode and the covariance of the Laplace approximation there (the likelihood
     tempered by ``likelihood_weight``, see :func:`condition_run`), the optimiser started at
     ``start`` (default the prior's mean).
+
+    ``optimizer``: ``"newton"`` (default; :func:`bayesgrpo.model.numerics.newton_minimize`, numpy
+    only, what the live path uses) or ``"lbfgsb"`` (SciPy's L-BFGS-B on a central-difference
+    gradient, imported here: what the population fit's preconditioning uses, as it was measured).
     """
+    if optimizer not in ("newton", "lbfgsb"):
+        raise BayesGRPOError(f"optimizer must be 'newton' or 'lbfgsb'; got {optimizer!r}")
 
     def negative_log_posterior(points: np.ndarray) -> np.ndarray:
         # a step can try a point so far out that exp() of a log-scale parameter underflows
@@ -258,7 +265,10 @@ def laplace_fit(
             return np.full(len(points), np.inf)
 
     x0 = prior.mean if start is None else np.asarray(start, dtype=float)
-    mode = newton_minimize(negative_log_posterior, x0, max_step=MODE_STEP).x
+    if optimizer == "newton":
+        mode = newton_minimize(negative_log_posterior, x0, max_step=MODE_STEP).x
+    else:
+        mode = _lbfgsb_mode(negative_log_posterior, x0)
     hessian = -_hessian(lambda z: log_posterior(z, prior, t, y, noise_scale, likelihood_weight), mode)
     eigenvalues, vectors = np.linalg.eigh(0.5 * (hessian + hessian.T))
     # directions the data leave flat (or a saddle left by the optimiser) keep the prior's scale
@@ -266,6 +276,22 @@ def laplace_fit(
     eigenvalues = np.maximum(eigenvalues, prior_precision_floor)
     cov = (vectors / eigenvalues) @ vectors.T
     return mode, 0.5 * (cov + cov.T)
+
+
+def _lbfgsb_mode(negative_log_posterior: Any, x0: np.ndarray) -> np.ndarray:
+    """SciPy's L-BFGS-B from ``x0`` on a central-difference gradient (a non-finite value refused)."""
+    from scipy import optimize  # the population fit has SciPy loaded already (PyMC); the live path never does
+
+    step = 1e-5
+    offsets = np.vstack([np.zeros(len(x0)), step * np.eye(len(x0)), -step * np.eye(len(x0))])
+
+    def value_and_gradient(x: np.ndarray) -> tuple[float, np.ndarray]:
+        values = negative_log_posterior(x[None, :] + offsets)
+        if not np.isfinite(values).all():
+            return 1e300, np.zeros(len(x0))
+        return float(values[0]), (values[1 : 1 + len(x0)] - values[1 + len(x0) :]) / (2 * step)
+
+    return np.asarray(optimize.minimize(value_and_gradient, x0, jac=True, method="L-BFGS-B").x)
 
 
 class MultivariateT:

@@ -301,7 +301,7 @@ def test_ctrl_c_cancels_and_leaves_no_ray_process_behind(big_fleet):
     time.sleep(5)  # into the work (about a minute of it)
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) == 130, "the fleet finished or failed instead of being interrupted"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # measured: over 30 s on a slow, busy 2-core machine
     while _ray_processes() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not _ray_processes()

@@ -14,7 +14,13 @@ from bayesgrpo.model.build import centering
 from bayesgrpo.model.curves import reward_curve_by_levels
 from bayesgrpo.model.data import prepare
 from bayesgrpo.model.datasets import bundled_population, load_bundled
-from bayesgrpo.model.laplace import GaussianRunPrior, condition_run, condition_start, log_posterior
+from bayesgrpo.model.laplace import (
+    GaussianRunPrior,
+    condition_run,
+    condition_start,
+    laplace_fit,
+    log_posterior,
+)
 from bayesgrpo.model.precondition import run_laplace
 from bayesgrpo.model.predict import new_run_draws, size_effect_draws, unknown_covariate_pool
 from bayesgrpo.model.priors import merge_priors
@@ -255,6 +261,21 @@ def test_laplace_fit_survives_a_line_search_that_overshoots():
     candidates = np.flatnonzero(centering(data, 4.0)["levels"])
     mean, chol, _ = run_laplace(data, "two_timescale", merge_priors("two_timescale", None), candidates)
     assert np.isfinite(mean).all() and np.isfinite(chol).all()
+
+
+@pytest.mark.parametrize("curve", ["weibull", "exp"])
+def test_newton_and_lbfgsb_give_the_same_laplace_fit(curve):
+    """The live path's numpy optimiser and the population preconditioning's L-BFGS-B agree."""
+    prior = _prior(curve)
+    truth = prior.mean + 0.3
+    t = np.linspace(0.0, 0.6, 60)
+    y = _simulate(prior, truth, t, 5)
+    newton_mode, newton_cov = laplace_fit(prior, t, y, np.ones_like(t))
+    lbfgsb_mode, lbfgsb_cov = laplace_fit(prior, t, y, np.ones_like(t), optimizer="lbfgsb")
+    np.testing.assert_allclose(newton_mode, lbfgsb_mode, atol=2e-3)
+    np.testing.assert_allclose(newton_cov, lbfgsb_cov, rtol=0.05, atol=1e-4)
+    with pytest.raises(BayesGRPOError, match="optimizer"):
+        laplace_fit(prior, t, y, np.ones_like(t), optimizer="bfgs")
 
 
 def _t_prior(df: float, curve: str = "exp", spread: float = 1.0) -> GaussianRunPrior:
