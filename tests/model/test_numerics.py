@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from scipy import optimize, special
@@ -84,17 +81,3 @@ def test_newton_steps_back_from_points_where_the_function_is_not_finite():
     found = newton_minimize(bowl_with_a_wall, np.array([-10.0, -10.0]))
     assert found.converged
     np.testing.assert_allclose(found.x, [3.0, 3.0], atol=1e-6)
-
-
-def test_the_live_path_imports_no_scipy():
-    """The first answer in a fresh process does not pay SciPy's import (the live-path issue)."""
-    code = (
-        "import sys, bayesgrpo\n"
-        "from bayesgrpo.questions.live import LiveForecaster\n"
-        "from bayesgrpo.model.datasets import bundled_population\n"
-        "print(sorted(m for m in sys.modules if m == 'scipy' or m.startswith('scipy.')))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert out.stdout.strip() == "[]", out.stdout
