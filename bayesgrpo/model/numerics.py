@@ -142,7 +142,7 @@ def newton_minimize(
             for i, j in pairs
             for sign_i, sign_j in ((1, 1), (1, -1), (-1, 1), (-1, -1))
         ]
-    ).reshape(-1, p)
+    )
     offsets = np.vstack([np.zeros(p), gradient_step * eye, -gradient_step * eye, hessian_offsets])
 
     def safe(points: np.ndarray) -> np.ndarray:

@@ -39,7 +39,6 @@ sys.path.insert(0, str(HERE.parent))
 from _markdown import markdown_table
 from live_backtest import without_stated_range
 
-from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.evaluate.backtest.cuts import cut_points, planned_horizon, prefix_table, run_points
 from bayesgrpo.model import laplace
 from bayesgrpo.model.datasets import bundled_population, load_bundled
@@ -50,31 +49,8 @@ CUTS = (0.1, 0.25, 0.5)
 
 
 def lbfgsb_fit(prior, t, y, noise_scale, likelihood_weight=1.0, start=None):
-    """``laplace.laplace_fit`` as the package had it before (L-BFGS-B on a central-difference gradient)."""
-    from scipy import optimize
-
-    step = 1e-5
-    offsets = np.vstack([np.zeros(prior.dim), step * np.eye(prior.dim), -step * np.eye(prior.dim)])
-
-    def negative_and_gradient(x):
-        try:
-            values = laplace.log_posterior(x[None, :] + offsets, prior, t, y, noise_scale, likelihood_weight)
-        except BayesGRPOError:
-            return 1e300, np.zeros(prior.dim)
-        if not np.isfinite(values).all():
-            return 1e300, np.zeros(prior.dim)
-        gradient = (values[1 : 1 + prior.dim] - values[1 + prior.dim :]) / (2 * step)
-        return -float(values[0]), -gradient
-
-    x0 = prior.mean if start is None else np.asarray(start, dtype=float)
-    mode = optimize.minimize(negative_and_gradient, x0, jac=True, method="L-BFGS-B").x
-    hessian = -laplace._hessian(
-        lambda z: laplace.log_posterior(z, prior, t, y, noise_scale, likelihood_weight), mode
-    )
-    eigenvalues, vectors = np.linalg.eigh(0.5 * (hessian + hessian.T))
-    eigenvalues = np.maximum(eigenvalues, 1.0 / np.linalg.eigvalsh(prior.cov).max())
-    cov = (vectors / eigenvalues) @ vectors.T
-    return mode, 0.5 * (cov + cov.T)
+    """``laplace.laplace_fit`` as the package had it before: SciPy's L-BFGS-B (its ``"lbfgsb"`` optimizer)."""
+    return ORIGINAL(prior, t, y, noise_scale, likelihood_weight, start, optimizer="lbfgsb")
 
 
 def one_update(live: LiveForecaster, run, horizon: float, fit) -> dict:
