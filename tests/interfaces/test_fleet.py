@@ -26,6 +26,7 @@ from bayesgrpo.interfaces.fleet import (
     fleet_sources,
     open_engine,
 )
+from bayesgrpo.interfaces.fleet.ray_engine import interrupts_held
 from bayesgrpo.interfaces.watch import Watcher
 from bayesgrpo.logs.writers.trl import write_trainer_state
 from bayesgrpo.logs.writers.verl import write_verl_console
@@ -280,11 +281,37 @@ def _ray_processes() -> list[int]:
     return found
 
 
+def _busy_worker_seen() -> bool:
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if "ray::run_batch" in " ".join(process.info["cmdline"] or []):
+                return True
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return False
+
+
+#: Ctrl-C as ray.init starts: the interrupt comes before the real ray.init runs, so unless it is
+#: held, it is raised there (and "ray is up" is never printed).
+_CTRL_C_AS_RAY_STARTS = """
+import os, signal, sys
+import ray
+real_init = ray.init
+def interrupted_init(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    context = real_init(*args, **kwargs)
+    print("ray is up", file=sys.stderr, flush=True)
+    return context
+ray.init = interrupted_init
+"""
+
+
 @pytest.mark.slow
-def test_ctrl_c_cancels_and_leaves_no_ray_process_behind(big_fleet):
+@pytest.mark.parametrize("moment", ["during the work", "as ray starts"])
+def test_ctrl_c_cancels_and_leaves_no_ray_process_behind(big_fleet, moment):
     assert not _ray_processes(), "a Ray from elsewhere is running: this test cannot tell them apart"
     code = (
-        "import sys\n"
+        (_CTRL_C_AS_RAY_STARTS if moment == "as ray starts" else "") + "import sys\n"
         "from bayesgrpo.interfaces.fleet import assess\n"
         "try:\n"
         f"    assess([{str(big_fleet)!r}] * 40, workers=2, batch_size=2)\n"  # about a minute of work
@@ -293,15 +320,56 @@ def test_ctrl_c_cancels_and_leaves_no_ray_process_behind(big_fleet):
     )
     # SIGINT as a terminal delivers it (a disposition inherited as ignored would hide the test)
     process = subprocess.Popen(
-        [sys.executable, "-c", code], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+        [sys.executable, "-c", code],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not _ray_processes():  # Ray is up: the fleet is starting
-        time.sleep(0.1)
-    time.sleep(5)  # into the work (about a minute of it)
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=60) == 130, "the fleet finished or failed instead of being interrupted"
+    if moment == "during the work":
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _busy_worker_seen():  # a worker runs a batch
+            time.sleep(0.05)
+        assert _busy_worker_seen(), "no worker was seen running a batch"
+        process.send_signal(signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, f"the fleet was not interrupted cleanly:\n{stderr[-3000:]}"
+    if moment == "as ray starts":
+        assert "ray is up" in stderr, "the interrupt broke into ray.init instead of waiting for it"
     deadline = time.monotonic() + 90  # measured: over 30 s on a slow, busy 2-core machine
     while _ray_processes() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not _ray_processes()
+
+
+def test_an_interrupt_held_while_ray_starts_is_raised_when_the_block_ends():
+    before = signal.getsignal(signal.SIGINT)
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_held():
+            signal.raise_signal(signal.SIGINT)
+            reached.append("after the signal")
+    assert reached == ["after the signal"]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_an_ignored_interrupt_stays_ignored_and_other_threads_are_left_alone():
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts_held():
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+    seen = []
+
+    def in_a_thread() -> None:
+        with interrupts_held():  # signal.signal would raise ValueError outside the main thread
+            seen.append(signal.getsignal(signal.SIGINT))
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join(timeout=10)
+    assert seen == [before]

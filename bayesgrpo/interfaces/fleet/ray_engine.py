@@ -6,12 +6,20 @@ a batch of items and the references. A worker process keeps one
 so a population is deserialised and its prior's draws made once per worker, not per run, task or
 ``map``. A batch whose worker process dies is sent again by the driver (up to ``max_retries`` times)
 and counted, so no item is lost and none is answered twice into the results.
+
+Ctrl-C while a local Ray this engine starts is coming up or going down is held until it is up (or
+down), then raised: an interrupt inside ``ray.init`` or ``ray.shutdown`` leaves Ray half made (seen:
+a driver interrupted as its core worker connected left its raylet killed and its core worker
+alive, and died of SIGSEGV as the interpreter exited).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from types import TracebackType
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType, TracebackType
 from typing import Any
 
 try:
@@ -34,6 +42,35 @@ WORKER_LOST = (
 )
 #: Per worker process: the live forecaster of each population (by object reference), built once.
 _FORECASTERS: dict[str, LiveForecaster] = {}
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold SIGINT (Ctrl-C) inside the block and deliver it when the block ends.
+
+    The handler in place before the block gets the signal then (Python's default raises
+    :class:`KeyboardInterrupt`); one that ignores SIGINT still ignores it. Outside the main thread,
+    where Python runs no signal handler, the block runs as it is. Ray holds interrupts the same way
+    around a task's argument deserialisation (``ray._private.utils.DeferSigint``, not public).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        # restore even when the block raised; a handler set outside Python (None) becomes the default
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+    if received and callable(previous):
+        previous(signal.SIGINT, None)
+    elif received and previous == signal.SIG_DFL:
+        raise KeyboardInterrupt
 
 
 @ray.remote
@@ -82,17 +119,18 @@ class RayEngine:
         self._batch_size = batch_size
         self._max_retries = max_retries
         self._started = not ray.is_initialized()
-        if self._started:
-            ray.init(
-                address=address,
-                num_cpus=workers if address is None else None,
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
-            )
         try:
-            self._workers = workers or max(1, int(ray.available_resources().get("CPU", 1)))
-            self._references = [ray.put(p.model) for p in populations]  # once, whatever the maps
+            with interrupts_held():  # Ctrl-C raised once Ray is up, then shut down below
+                if self._started:
+                    ray.init(
+                        address=address,
+                        num_cpus=workers if address is None else None,
+                        include_dashboard=False,
+                        log_to_driver=False,
+                        configure_logging=False,
+                    )
+                self._workers = workers or max(1, int(ray.available_resources().get("CPU", 1)))
+                self._references = [ray.put(p.model) for p in populations]  # once, whatever the maps
             # what travels with every task: the references and each forecaster's draws and seed
             self._specs = [(p.n_draws, p.random_seed) for p in populations]
         except BaseException:
@@ -150,9 +188,10 @@ class RayEngine:
 
     def close(self) -> None:
         """Shut down the Ray this engine started (a Ray the user started is left running)."""
-        if self._started and ray.is_initialized():
-            ray.shutdown()
-        self._started = False
+        started, self._started = self._started, False
+        if started and ray.is_initialized():
+            with interrupts_held():  # a second Ctrl-C waits for the shutdown under way
+                ray.shutdown()
 
     def __enter__(self) -> RayEngine:
         return self
