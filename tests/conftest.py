@@ -14,6 +14,41 @@ from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.sampling import FitDiagnostics
 from bayesgrpo.model.simulate import simulate_runs
 
+#: Test modules that start a local Ray. Under pytest-xdist they share one worker and run one after
+#: the other: a test that counts Ray's processes (the fleet's Ctrl-C test) must see its own Ray only.
+RAY_MODULES = frozenset(
+    {
+        "tests/evaluate/test_backtest.py",
+        "tests/interfaces/test_fleet.py",
+        "tests/interfaces/test_fleet_report.py",
+    }
+)
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture built once per module or class (a fit, a server)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:  # pytest's fixture bookkeeping moved: keep the module together
+        return True
+    return any(
+        d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests for pytest-xdist's ``--dist loadgroup`` ([tool.pytest.ini_options]).
+
+    The modules that start Ray run on one worker, one test after the other; a test that uses a
+    module-scoped fixture stays with its module's other tests on one worker, so the fixture is
+    built once; every other test goes to whichever worker is free.
+    """
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if module in RAY_MODULES:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+        elif _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(module))
+
 
 def fake_sample(model, *, draws=40, chains=2, random_seed=None, **_):
     """Prior draws shaped like a posterior: enough to test everything downstream of sampling."""
