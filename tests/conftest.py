@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import arviz as az
 import numpy as np
 import pymc as pm
 import pytensor
 import pytest
+from filelock import FileLock
 
 from bayesgrpo.model import reward_model as module
 from bayesgrpo.model import reward_model as reward_model_module
@@ -14,8 +17,9 @@ from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.sampling import FitDiagnostics
 from bayesgrpo.model.simulate import simulate_runs
 
-#: Test modules that start a local Ray. Under pytest-xdist they share one worker and run one after
-#: the other: a test that counts Ray's processes (the fleet's Ctrl-C test) must see its own Ray only.
+#: Test modules that start a local Ray. Their tests take one lock across pytest-xdist's workers,
+#: so that one Ray runs at a time: the fleet's Ctrl-C test counts Ray's processes and its fault test
+#: kills a busy Ray worker, which must be its own.
 RAY_MODULES = frozenset(
     {
         "tests/evaluate/test_backtest.py",
@@ -25,29 +29,18 @@ RAY_MODULES = frozenset(
 )
 
 
-def _uses_a_module_fixture(item: pytest.Item) -> bool:
-    """Whether the test uses a fixture built once per module or class (a fit, a server)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:  # pytest's fixture bookkeeping moved: keep the module together
-        return True
-    return any(
-        d.scope in ("module", "class", "package") for defs in info.name2fixturedefs.values() for d in defs
-    )
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests for pytest-xdist's ``--dist loadgroup`` ([tool.pytest.ini_options]).
-
-    The modules that start Ray run on one worker, one test after the other; a test that uses a
-    module-scoped fixture stays with its module's other tests on one worker, so the fixture is
-    built once; every other test goes to whichever worker is free.
+@pytest.fixture(autouse=True)
+def one_ray_at_a_time(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Hold the session's Ray lock through a test of :data:`RAY_MODULES` (pytest-xdist's recipe
+    for a resource its workers share: a file lock in the folder above each worker's temp folder).
     """
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        if module in RAY_MODULES:
-            item.add_marker(pytest.mark.xdist_group("ray"))
-        elif _uses_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(module))
+    if request.node.nodeid.split("::", 1)[0] not in RAY_MODULES:
+        yield
+        return
+    with FileLock(tmp_path_factory.getbasetemp().parent / "ray-tests.lock", timeout=3600):
+        yield
 
 
 def fake_sample(model, *, draws=40, chains=2, random_seed=None, **_):
