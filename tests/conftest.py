@@ -17,28 +17,14 @@ from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.model.sampling import FitDiagnostics
 from bayesgrpo.model.simulate import simulate_runs
 
-#: Test modules that start a local Ray. Their tests take one lock across pytest-xdist's workers,
-#: so that one Ray runs at a time: the fleet's Ctrl-C test counts Ray's processes and its fault test
-#: kills a busy Ray worker, which must be its own.
-RAY_MODULES = frozenset(
-    {
-        "tests/evaluate/test_backtest.py",
-        "tests/interfaces/test_fleet.py",
-        "tests/interfaces/test_fleet_report.py",
-    }
-)
 
-
-@pytest.fixture(autouse=True)
-def one_ray_at_a_time(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    """Hold the session's Ray lock through a test of :data:`RAY_MODULES` (pytest-xdist's recipe
-    for a resource its workers share: a file lock in the folder above each worker's temp folder).
+@pytest.fixture
+def ray_lock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One Ray at a time across pytest-xdist's workers: the modules that start a local Ray ask for
+    it (``pytestmark``), since the fleet's Ctrl-C test counts Ray's processes and its fault test
+    kills a busy Ray worker, which must be their own. xdist's recipe for a resource its workers
+    share: a file lock in the folder above each worker's temp folder.
     """
-    if request.node.nodeid.split("::", 1)[0] not in RAY_MODULES:
-        yield
-        return
     with FileLock(tmp_path_factory.getbasetemp().parent / "ray-tests.lock", timeout=3600):
         yield
 

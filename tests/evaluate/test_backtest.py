@@ -33,6 +33,8 @@ from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import Decision, PlateauRule, reward_at
 from tests.conftest import fake_sample
 
+pytestmark = pytest.mark.usefixtures("ray_lock")  # this module starts Ray: one at a time (conftest)
+
 
 def _table(curves: dict[str, tuple[np.ndarray, np.ndarray]], **metadata: dict[str, object]) -> RunsTable:
     """A runs table from ``run_id -> (steps, rewards)``; metadata columns given per run."""

@@ -33,6 +33,8 @@ from bayesgrpo.logs.writers.verl import write_verl_console
 from bayesgrpo.model.datasets import POPULATION_FILE
 from bayesgrpo.questions.stopping import PlateauRule
 
+pytestmark = pytest.mark.usefixtures("ray_lock")  # this module starts Ray: one at a time (conftest)
+
 
 def _curve(n: int, seed: int, level: float) -> pd.DataFrame:
     steps = np.arange(1, n + 1)
@@ -230,6 +232,18 @@ def test_ray_gives_the_serial_answers_with_one_and_two_workers(fleet):
         pd.testing.assert_frame_equal(serial.drop(columns="seconds"), on_ray.drop(columns="seconds"))
 
 
+def _busy_ray_workers() -> list[int]:
+    """Ray worker processes running a batch (Ray titles one "ray::run_batch" while it runs it)."""
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if "ray::run_batch" in " ".join(process.info["cmdline"] or []):
+                found.append(process.info["pid"])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
 @pytest.fixture
 def big_fleet(tmp_path: Path) -> Path:
     """Forty verl logs: enough work per batch for a worker to be caught in the middle of one."""
@@ -246,16 +260,14 @@ def test_a_worker_killed_mid_batch_costs_a_retry_not_a_run(big_fleet):
     killed: list[int] = []
 
     def kill_one_busy_worker(deadline: float) -> None:
-        # Ray titles a worker process "ray::run_batch" while it runs that task
         while time.monotonic() < deadline and not killed:
-            for process in psutil.process_iter(["pid", "cmdline"]):
+            for pid in _busy_ray_workers():
                 try:
-                    if "ray::run_batch" in " ".join(process.info["cmdline"] or []):
-                        process.send_signal(signal.SIGKILL)
-                        killed.append(process.info["pid"])
-                        return
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    psutil.Process(pid).send_signal(signal.SIGKILL)
+                except psutil.NoSuchProcess:  # its batch ended between the scan and the kill
                     continue
+                killed.append(pid)
+                return
             time.sleep(0.02)
 
     serial = assess([big_fleet])
@@ -279,16 +291,6 @@ def _ray_processes() -> list[int]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return found
-
-
-def _busy_worker_seen() -> bool:
-    for process in psutil.process_iter(["cmdline"]):
-        try:
-            if "ray::run_batch" in " ".join(process.info["cmdline"] or []):
-                return True
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return False
 
 
 #: Ctrl-C as ray.init starts: the interrupt comes before the real ray.init runs, so unless it is
@@ -327,9 +329,9 @@ def test_ctrl_c_cancels_and_leaves_no_ray_process_behind(big_fleet, moment):
     )
     if moment == "during the work":
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not _busy_worker_seen():  # a worker runs a batch
+        while time.monotonic() < deadline and not _busy_ray_workers():  # a worker runs a batch
             time.sleep(0.05)
-        assert _busy_worker_seen(), "no worker was seen running a batch"
+        assert _busy_ray_workers(), "no worker was seen running a batch"
         process.send_signal(signal.SIGINT)
     try:
         _, stderr = process.communicate(timeout=120)

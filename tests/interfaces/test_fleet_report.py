@@ -21,6 +21,8 @@ from bayesgrpo.interfaces.html_report import page as report_page
 from bayesgrpo.interfaces.html_report.fleet import flagged_order, write_fleet_report
 from bayesgrpo.logs.writers.verl import write_verl_console
 
+pytestmark = pytest.mark.usefixtures("ray_lock")  # this module starts Ray: one at a time (conftest)
+
 EVIL = "<img src=x onerror=alert(1)>"
 
 

@@ -9,8 +9,7 @@ and counted, so no item is lost and none is answered twice into the results.
 
 Ctrl-C while a local Ray this engine starts is coming up or going down is held until it is up (or
 down), then raised: an interrupt inside ``ray.init`` or ``ray.shutdown`` leaves Ray half made (seen:
-a driver interrupted as its core worker connected left its raylet killed and its core worker
-alive, and died of SIGSEGV as the interpreter exited).
+drivers interrupted inside ``ray.init`` died of SIGSEGV at exit, or left Ray processes up for a minute).
 """
 
 from __future__ import annotations
