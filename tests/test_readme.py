@@ -383,7 +383,7 @@ def test_python_walkthrough_on_bundled_and_user_logs(user_folder, shrunk_samplin
     block("model = bayesgrpo.RewardModel(").run(namespace)
     final = namespace["model"].final_reward()
     assert len(final) == 60 and (final["q05"] <= final["q95"]).all()
-    assert (user_folder / "model.nc").exists()
+    assert (user_folder / "model.nc").exists() and (user_folder / "model.live.npz").exists()
 
     block("steps_to_fraction(draws").run(namespace)
     decision = namespace["PlateauRule"](eps=0.01, prob=0.9, relative=True).decide(
@@ -394,6 +394,7 @@ def test_python_walkthrough_on_bundled_and_user_logs(user_folder, shrunk_samplin
     namespace["my_run_table"] = namespace["bayesgrpo"].load_runs(["my_run.csv"])  # a plain CSV
     block("live = bayesgrpo.LiveForecaster(").run(namespace)
     update = namespace["update"]
+    assert namespace["live"].population._unread is not None  # read from its live summary alone
     quantiles = update.quantiles([500, 1000])
     assert list(quantiles["step"]) == [500, 1000]
     assert update.method in {"importance", "ensemble_mcmc"}

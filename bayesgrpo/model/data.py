@@ -22,14 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.table import RunsTable
+
+if TYPE_CHECKING:  # xarray only where a Dataset is made: the live path reads none
+    import xarray as xr
 
 Progress = Literal["step", "epoch", "samples", "compute"]
 PROGRESS_AXES: tuple[str, ...] = ("step", "epoch", "samples", "compute")
@@ -146,65 +148,85 @@ class ModelData:
 
     def to_dataset(self) -> xr.Dataset:
         """The data as an xarray Dataset (saved with a fitted model)."""
-        run = list(self.run_ids)
+        import xarray as xr
+
+        arrays, attrs = self.to_arrays()
+        coords = {name: arrays.pop(name) for name in ("run", "family", "task")}
         data = xr.Dataset(
             {
-                "t": (("run", "point"), self.t),
-                "y": (("run", "point"), self.y),
-                "noise_scale": (("run", "point"), self.noise_scale),
-                "mask": (("run", "point"), self.mask.astype(np.int8)),
-                "n_points": ("run", self.n_points),
-                "signal_to_noise": ("run", self.signal_to_noise),
-                "lower": ("run", self.lower),
-                "upper": ("run", self.upper),
-                "bounds_source": ("run", np.array(self.bounds_source, dtype=object).astype(str)),
-                "progress_scale": ("run", self.progress_scale),
-                "horizon_step": ("run", self.horizon_step),
-                "step_to_progress": ("run", self.step_to_progress),
-                "family_index": ("run", self.family_index),
-                "task_index": ("run", self.task_index),
-                "log_size": ("run", self.log_size),
-                "log_samples": ("run", self.log_samples),
+                name: (("run", "point") if values.ndim == 2 else "run", values)
+                for name, values in arrays.items()
             },
-            coords={"run": run, "family": list(self.families), "task": list(self.tasks)},
+            coords=coords,
         )
-        data.attrs.update(
-            progress=self.progress,
-            size_centre=self.size_standardizer.centre,
-            size_scale=self.size_standardizer.scale,
-            samples_centre=self.samples_standardizer.centre,
-            samples_scale=self.samples_standardizer.scale,
-        )
+        data.attrs.update(attrs)
         return data
 
     @classmethod
     def from_dataset(cls, data: xr.Dataset) -> ModelData:
         """Inverse of :meth:`to_dataset`."""
+        return cls.from_arrays({str(name): data[name].to_numpy() for name in data.variables}, data.attrs)
+
+    def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The data as named arrays and their attributes, as :meth:`to_dataset` holds them
+        (the variables and coordinates; a saved model's live summary stores them so).
+        """
+        arrays = {
+            "run": np.array(self.run_ids, dtype=str),
+            "family": np.array(self.families, dtype=str),
+            "task": np.array(self.tasks, dtype=str),
+            "t": self.t,
+            "y": self.y,
+            "noise_scale": self.noise_scale,
+            "mask": self.mask.astype(np.int8),
+            "n_points": self.n_points,
+            "signal_to_noise": self.signal_to_noise,
+            "lower": self.lower,
+            "upper": self.upper,
+            "bounds_source": np.array(self.bounds_source, dtype=str),
+            "progress_scale": self.progress_scale,
+            "horizon_step": self.horizon_step,
+            "step_to_progress": self.step_to_progress,
+            "family_index": self.family_index,
+            "task_index": self.task_index,
+            "log_size": self.log_size,
+            "log_samples": self.log_samples,
+        }
+        attrs = {
+            "progress": self.progress,
+            "size_centre": self.size_standardizer.centre,
+            "size_scale": self.size_standardizer.scale,
+            "samples_centre": self.samples_standardizer.centre,
+            "samples_scale": self.samples_standardizer.scale,
+        }
+        return arrays, attrs
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> ModelData:
+        """Inverse of :meth:`to_arrays`; :meth:`from_dataset` reads a Dataset's arrays so."""
         return cls(
-            run_ids=tuple(str(r) for r in data["run"].values),
-            t=data["t"].values.astype(float),
-            y=data["y"].values.astype(float),
-            noise_scale=data["noise_scale"].values.astype(float),
-            mask=data["mask"].values.astype(bool),
-            n_points=data["n_points"].values.astype(int),
-            signal_to_noise=data["signal_to_noise"].values.astype(float),
-            lower=data["lower"].values.astype(float),
-            upper=data["upper"].values.astype(float),
-            bounds_source=tuple(str(b) for b in data["bounds_source"].values),
-            progress=str(data.attrs["progress"]),
-            progress_scale=data["progress_scale"].values.astype(float),
-            horizon_step=data["horizon_step"].values.astype(float),
-            family_index=data["family_index"].values.astype(int),
-            task_index=data["task_index"].values.astype(int),
-            families=tuple(str(f) for f in data["family"].values),
-            tasks=tuple(str(t) for t in data["task"].values),
-            log_size=data["log_size"].values.astype(float),
-            log_samples=data["log_samples"].values.astype(float),
-            size_standardizer=Standardizer(float(data.attrs["size_centre"]), float(data.attrs["size_scale"])),
-            samples_standardizer=Standardizer(
-                float(data.attrs["samples_centre"]), float(data.attrs["samples_scale"])
-            ),
-            step_to_progress=data["step_to_progress"].values.astype(float),
+            run_ids=tuple(str(r) for r in arrays["run"]),
+            t=np.asarray(arrays["t"]).astype(float),
+            y=np.asarray(arrays["y"]).astype(float),
+            noise_scale=np.asarray(arrays["noise_scale"]).astype(float),
+            mask=np.asarray(arrays["mask"]).astype(bool),
+            n_points=np.asarray(arrays["n_points"]).astype(int),
+            signal_to_noise=np.asarray(arrays["signal_to_noise"]).astype(float),
+            lower=np.asarray(arrays["lower"]).astype(float),
+            upper=np.asarray(arrays["upper"]).astype(float),
+            bounds_source=tuple(str(b) for b in arrays["bounds_source"]),
+            progress=str(attrs["progress"]),
+            progress_scale=np.asarray(arrays["progress_scale"]).astype(float),
+            horizon_step=np.asarray(arrays["horizon_step"]).astype(float),
+            family_index=np.asarray(arrays["family_index"]).astype(int),
+            task_index=np.asarray(arrays["task_index"]).astype(int),
+            families=tuple(str(f) for f in arrays["family"]),
+            tasks=tuple(str(t) for t in arrays["task"]),
+            log_size=np.asarray(arrays["log_size"]).astype(float),
+            log_samples=np.asarray(arrays["log_samples"]).astype(float),
+            size_standardizer=Standardizer(float(attrs["size_centre"]), float(attrs["size_scale"])),
+            samples_standardizer=Standardizer(float(attrs["samples_centre"]), float(attrs["samples_scale"])),
+            step_to_progress=np.asarray(arrays["step_to_progress"]).astype(float),
         )
 
 

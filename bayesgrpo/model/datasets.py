@@ -121,7 +121,8 @@ def bundled_population(path: str | Path | None = None) -> RewardModel:
 
 
 def fit_bundled_population(path: str | Path = POPULATION_FILE, *, progressbar: bool = True) -> Path:
-    """Fit the default pooled model on every bundled run, whole, and save it to ``path``.
+    """Fit the default pooled model on every bundled run, whole, and save it to ``path``, with
+    its live summary beside it (``model.live_summary``: what a live update reads, in milliseconds).
 
     Uses :data:`POPULATION_FIT` (a fixed seed), so the shipped file is reproducible.
     """
@@ -130,23 +131,36 @@ def fit_bundled_population(path: str | Path = POPULATION_FILE, *, progressbar: b
     model = RewardModel(pooling="partial").fit(
         load_bundled(warn=False), progressbar=progressbar, **POPULATION_FIT
     )
-    return model.save(path)
+    return model.save(path, live_summary=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bayesgrpo.model.datasets --population [PATH]``: rebuild the shipped population."""
+    """``python -m bayesgrpo.model.datasets --population [PATH]``: rebuild the shipped population;
+    ``--live-summary [PATH]``: write the live summary of a saved population without refitting it.
+    """
     parser = argparse.ArgumentParser(prog="python -m bayesgrpo.model.datasets", description=main.__doc__)
-    parser.add_argument(
+    task = parser.add_mutually_exclusive_group(required=True)
+    task.add_argument(
         "--population",
         nargs="?",
         const=str(POPULATION_FILE),
-        required=True,
         metavar="PATH",
-        help=f"fit the bundled runs and write the population (default {POPULATION_FILE})",
+        help=f"fit the bundled runs, write the population and its live summary (default {POPULATION_FILE})",
+    )
+    task.add_argument(
+        "--live-summary",
+        nargs="?",
+        const=str(POPULATION_FILE),
+        metavar="PATH",
+        help="write the live summary of a population saved without one (RewardModel.add_live_summary)",
     )
     args = parser.parse_args(argv)
+    if args.live_summary is not None:
+        summary = RewardModel.add_live_summary(args.live_summary)
+        print(f"wrote {summary} ({summary.stat().st_size / 2**20:.2f} MiB)")
+        return 0
     written = fit_bundled_population(args.population)
-    print(f"wrote {written} ({written.stat().st_size / 2**20:.1f} MiB)")
+    print(f"wrote {written} ({written.stat().st_size / 2**20:.1f} MiB) and its live summary")
     return 0
 
 

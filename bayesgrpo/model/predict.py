@@ -6,14 +6,14 @@ All functions are vectorised over draws, runs and steps: no Python loop over dra
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.curves import asymptote_from_levels, get_curve, reward_curve_by_levels
 from bayesgrpo.model.data import UNKNOWN, ModelData
+from bayesgrpo.model.population_draws import PopulationDraws
 from bayesgrpo.model.structure import (
     LEVEL_PARAMS,
     MIN_RUNS_PER_BOUNDS_KIND,
@@ -21,6 +21,9 @@ from bayesgrpo.model.structure import (
     curve_params,
     run_location,
 )
+
+if TYPE_CHECKING:  # xarray is imported where a function returns its objects: the live path needs none
+    import xarray as xr
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -99,6 +102,8 @@ def reward_draws(
     if include_noise:
         mean = add_noise(mean, draws, np.random.default_rng(random_seed))
     values = data.to_reward(mean, run_axis=1)
+    import xarray as xr
+
     return xr.DataArray(
         values,
         dims=("sample", "run", "step"),
@@ -117,7 +122,7 @@ def quantile_columns(quantiles: Sequence[float]) -> list[str]:
 
 
 def _group_effect_draws(
-    posterior_stacked: xr.Dataset,
+    population: PopulationDraws,
     name: str,
     dim: str,
     level: str | None,
@@ -132,16 +137,15 @@ def _group_effect_draws(
     ``sd^2 (1 + 1/K)`` (:func:`new_level_scale`); drawn with ``sd`` alone, a new family would be
     placed as if the K fitted ones had pinned the true mean down.
     """
-    n = posterior_stacked.sizes["sample"]
+    n = population.n_samples
     effect_name = f"{name}_{dim}"
-    if level is None or effect_name not in posterior_stacked:
+    if level is None or effect_name not in population:
         return np.zeros(n)
-    effect = posterior_stacked[effect_name]
-    levels = [str(v) for v in effect[dim].values]
+    levels = population.level_labels(effect_name)
     if level in levels:
-        return effect.sel({dim: level}).to_numpy()
+        return population.at_level(effect_name, level)
     scale = new_level_scale(len(levels))
-    return scale * posterior_stacked[f"{effect_name}_sd"].to_numpy() * rng.standard_normal(n)
+    return scale * population[f"{effect_name}_sd"] * rng.standard_normal(n)
 
 
 def new_level_scale(n_levels: int) -> float:
@@ -402,7 +406,7 @@ def size_effect_draws(
 
 
 def new_run_draws(
-    posterior: xr.Dataset,
+    posterior: PopulationDraws | xr.Dataset,
     curve: str,
     *,
     family_level: str | None = None,
@@ -427,8 +431,10 @@ def new_run_draws(
 
     Parameters
     ----------
-    posterior : xarray.Dataset
-        A partial-pooling posterior (hyper-parameters present).
+    posterior : PopulationDraws or xarray.Dataset
+        A partial-pooling posterior (hyper-parameters present), or its group-level draws
+        (:attr:`RewardModel.population_draws <bayesgrpo.model.reward_model.RewardModel.population_draws>`,
+        which a live summary loads without the posterior).
     curve : str
     family_level, task_level : str, optional
         The run's level among the model's effect levels (``model.structure.effect_levels``); a level
@@ -466,8 +472,10 @@ def new_run_draws(
         and ``nu``.
     """
     rng = np.random.default_rng(random_seed)
-    stacked = posterior.stack(sample=("chain", "draw"))
-    n = stacked.sizes["sample"]
+    stacked = (
+        posterior if isinstance(posterior, PopulationDraws) else PopulationDraws.from_posterior(posterior)
+    )
+    n = stacked.n_samples
     pools = unknown_covariates or {}
 
     def covariate(value: float, name: str, used: bool) -> float | np.ndarray:
@@ -476,16 +484,16 @@ def new_run_draws(
         pool = pools.get(name)
         return rng.choice(pool, size=n) if used and pool is not None and len(pool) else 0.0
 
-    size = covariate(log_size, "log_size", any(str(v).endswith("_size_slope") for v in stacked.data_vars))
+    size = covariate(log_size, "log_size", any(str(v).endswith("_size_slope") for v in stacked))
     samples = covariate(log_samples, "log_samples", "sigma_samples_slope" in stacked)
     out: dict[str, np.ndarray] = {}
-    r0_mu = stacked["r0_mu"].to_numpy()
+    r0_mu = stacked["r0_mu"]
     data_bounded = float(bounds_from_data and "r0_data_offset" in stacked)
     for name in curve_params(curve):
         if prior_levels is not None and name in prior_levels:
             out[name] = np.asarray(prior_levels[name], dtype=float)
             continue
-        mu = stacked[f"{name}_mu"].to_numpy()
+        mu = stacked[f"{name}_mu"]
         effects = np.zeros(n)
         for dim, level in (("family", family_level), ("task", task_level)):
             # levels of a fit mixing both kinds of reward bounds have their own groupings
@@ -501,21 +509,21 @@ def new_run_draws(
         if f"{name}_size_slope" in stacked:
             size_range = None if size_ranges is None else size_ranges.get(name)
             effects = effects + size_effect_draws(
-                stacked[f"{name}_size_slope"].to_numpy(), size, size_range, extrapolation_sd, rng
+                stacked[f"{name}_size_slope"], size, size_range, extrapolation_sd, rng
             )
         pull = (
-            stacked[f"{name}_r0_slope"].to_numpy() * (out["r0"] - r0_mu)
+            stacked[f"{name}_r0_slope"] * (out["r0"] - r0_mu)
             if name != "r0" and prior_levels is None
             else 0.0
         )
-        offset = stacked[f"{name}_data_offset"].to_numpy() if f"{name}_data_offset" in stacked else None
+        offset = stacked[f"{name}_data_offset"] if f"{name}_data_offset" in stacked else None
         loc = run_location(name, mu, effects, pull, data_bounded, offset)
-        out[name] = loc + stacked[f"{name}_sd"].to_numpy() * rng.standard_normal(n)
-    loc = stacked["sigma_mu"].to_numpy()
+        out[name] = loc + stacked[f"{name}_sd"] * rng.standard_normal(n)
+    loc = stacked["sigma_mu"]
     if "sigma_samples_slope" in stacked:
-        loc = loc + stacked["sigma_samples_slope"].to_numpy() * samples
+        loc = loc + stacked["sigma_samples_slope"] * samples
     if data_bounded and "sigma_data_offset" in stacked:
-        loc = loc + stacked["sigma_data_offset"].to_numpy()
-    out["log_sigma"] = loc + stacked["sigma_sd"].to_numpy() * rng.standard_normal(n)
-    out["nu"] = stacked["nu"].to_numpy()
+        loc = loc + stacked["sigma_data_offset"]
+    out["log_sigma"] = loc + stacked["sigma_sd"] * rng.standard_normal(n)
+    out["nu"] = stacked["nu"].copy()
     return out

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
 from bayesgrpo._version import __version__
 from bayesgrpo.errors import BayesGRPOError, FitWarning
@@ -26,6 +25,8 @@ from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.curves import CURVES, DEFAULT_CURVE, get_curve
 from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
 from bayesgrpo.model.draws import CurveDraws
+from bayesgrpo.model.live_summary import read_live_summary, write_live_summary
+from bayesgrpo.model.population_draws import PopulationDraws
 from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
 from bayesgrpo.model.sampling import (
     DEFAULT_SAMPLER,
@@ -36,9 +37,10 @@ from bayesgrpo.model.sampling import (
 )
 from bayesgrpo.model.structure import covariate_used, curve_params
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # xarray too: a model read from its live summary answers live updates without it
     import arviz as az
     import pymc as pm
+    import xarray as xr
     from pymc_extras.prior import Prior
 
 logger = logging.getLogger(__name__)
@@ -143,6 +145,8 @@ class RewardModel:
         self.whiten = bool(whiten)
         self._idata: az.InferenceData | None = None
         self._groups: dict[str, xr.Dataset] = {}  # a saved model's groups, before ArviZ is asked for
+        self._unread: Path | None = None  # a saved model whose groups are read when first asked for
+        self._population_draws: PopulationDraws | None = None
         self.data: ModelData | None = None
         self.diagnostics: FitDiagnostics | None = None
 
@@ -168,6 +172,7 @@ class RewardModel:
     @property
     def idata(self) -> az.InferenceData | None:
         """The posterior (and sample stats) as ArviZ ``InferenceData``; None before a fit."""
+        self._read_unread_groups()
         if self._idata is None and self._groups:
             import arviz as az
 
@@ -177,20 +182,59 @@ class RewardModel:
 
     @idata.setter
     def idata(self, value: az.InferenceData | None) -> None:
-        self._idata, self._groups = value, {}
+        self._idata, self._groups, self._unread, self._population_draws = value, {}, None, None
 
     @property
     def posterior(self) -> xr.Dataset | None:
         """The posterior draws (``idata.posterior``), read without loading ArviZ; None before a fit."""
+        self._read_unread_groups()
         if self._idata is not None:
             posterior: xr.Dataset = self._idata.posterior
             return posterior
         return self._groups.get("posterior")
 
     @property
+    def population_draws(self) -> PopulationDraws | None:
+        """The posterior's group-level draws (what a new run's prior is made of); None before a fit.
+
+        A model read with its live summary (:func:`write_live_summary`) has them without its
+        posterior, which is read from the saved file only when something asks for it.
+        """
+        if self._population_draws is None:
+            posterior = self.posterior
+            if posterior is None:
+                return None
+            self._population_draws = PopulationDraws.from_posterior(posterior)
+        return self._population_draws
+
+    @property
     def is_fitted(self) -> bool:
         """Whether the model holds a posterior and its fit data (fitted, or loaded)."""
-        return self.posterior is not None and self.data is not None
+        has_draws = self._unread is not None or self._groups or self._idata is not None
+        return bool(has_draws) and self.data is not None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with its posterior read: a copy sent to another machine (a Ray worker) may not
+        see the file a live summary stands in for.
+        """
+        self._read_unread_groups()
+        return self.__dict__.copy()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({"_unread": None, "_population_draws": None, **state})  # older pickles lack them
+
+    def _read_unread_groups(self) -> None:
+        """Read the posterior of a model loaded from its live summary (once)."""
+        path = self._unread
+        if path is None:
+            return
+        groups = _read_groups(path)
+        _check_groups(path, groups, self.curve)
+        if self.config_hash != groups["posterior"].attrs.get("bayesgrpo_config_hash"):
+            raise ModelConfigError(f"{path} no longer holds the model its live summary was written from")
+        groups.pop("constant_data", None)  # the fit data came with the summary
+        self._groups = groups
+        self._unread = None  # after the groups: another thread reads them again, never sees none
 
     # configuration -----------------------------------------------------------------------
     @property
@@ -490,8 +534,18 @@ class RewardModel:
         return counts
 
     # persistence -------------------------------------------------------------------------
-    def save(self, path: str | Path) -> Path:
-        """Write the posterior, fit data, configuration and version to one netCDF file."""
+    def save(self, path: str | Path, *, live_summary: bool = False) -> Path:
+        """Write the posterior, fit data, configuration and version to one netCDF file.
+
+        Parameters
+        ----------
+        path : str or Path
+        live_summary : bool
+            Also write what a live update reads of the model (its configuration, fit data and
+            group-level draws) to a small numpy file beside it (``model.live_summary``):
+            :meth:`load` then reads that alone, in milliseconds, and the posterior when it is
+            first asked for. The shipped population has one.
+        """
         idata, data = self._require_fit()
         assert self.diagnostics is not None
         path = Path(path)
@@ -501,18 +555,27 @@ class RewardModel:
         if "sample_stats" in idata:
             out.add_groups(sample_stats=idata.sample_stats)
         out.add_groups(constant_data=data.to_dataset())
-        out.posterior.attrs.update(
-            bayesgrpo_config=json.dumps(self.config, sort_keys=True),
-            bayesgrpo_config_hash=self.config_hash,
-            bayesgrpo_version=__version__,
-            bayesgrpo_diagnostics=json.dumps(self.diagnostics.to_dict(), default=float),
-        )
+        attrs = {
+            "bayesgrpo_config": json.dumps(self.config, sort_keys=True),
+            "bayesgrpo_config_hash": self.config_hash,
+            "bayesgrpo_version": __version__,
+            "bayesgrpo_diagnostics": json.dumps(self.diagnostics.to_dict(), default=float),
+        }
+        out.posterior.attrs.update(attrs)
         out.to_netcdf(str(path))
+        if live_summary:
+            draws = self.population_draws
+            assert draws is not None  # fitted
+            write_live_summary(path, attrs, data, draws)
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> RewardModel:
         """Read a model written by :meth:`save`.
+
+        Where the file has a live summary beside it, written from the file as it is now
+        (``save(path, live_summary=True)``), only the summary is read, and the posterior when
+        something first asks for it (:attr:`posterior`, :attr:`idata`, a forecast).
 
         Raises
         ------
@@ -525,8 +588,51 @@ class RewardModel:
             raise BayesGRPOError(f"no saved model at {path}")
         if not path.is_file():  # an empty --population names "."
             raise BayesGRPOError(f"{path} is a folder, not a saved model (the file RewardModel.save writes)")
+        summary = read_live_summary(path)
+        if summary is not None:
+            model = cls._from_attrs(path, summary.attrs)
+            model.data = summary.data
+            model._population_draws = summary.population_draws
+            model._unread = path
+            model.diagnostics = _diagnostics(summary.attrs)
+            return model
         groups = _read_groups(path)
-        attrs = groups["posterior"].attrs
+        model = cls._from_attrs(path, groups["posterior"].attrs)
+        _check_groups(path, groups, model.curve)
+        model.data = ModelData.from_dataset(groups.pop("constant_data"))
+        model._groups = groups
+        model.diagnostics = _diagnostics(groups["posterior"].attrs)
+        return model
+
+    @staticmethod
+    def add_live_summary(path: str | Path) -> Path:
+        """Write the live summary of a model saved without one (see :meth:`save`), from the file.
+
+        Parameters
+        ----------
+        path : str or Path
+            A file :meth:`save` wrote.
+
+        Returns
+        -------
+        Path
+            The summary's path, beside the file (``model.live_summary.live_summary_path``).
+        """
+        path = Path(path)
+        groups = _read_groups(path)
+        model = RewardModel._from_attrs(path, groups["posterior"].attrs)  # its configuration checked
+        _check_groups(path, groups, model.curve)
+        attrs = {
+            key: str(value)
+            for key, value in groups["posterior"].attrs.items()
+            if key.startswith("bayesgrpo_")
+        }
+        data = ModelData.from_dataset(groups["constant_data"])
+        return write_live_summary(path, attrs, data, PopulationDraws.from_posterior(groups["posterior"]))
+
+    @classmethod
+    def _from_attrs(cls, path: Path, attrs: Mapping[str, Any]) -> RewardModel:
+        """An unfitted model of a saved model's configuration, checked against its hash and format."""
         if "bayesgrpo_config" not in attrs:
             raise ModelConfigError(
                 f"{path} was not written by RewardModel.save (no bayesgrpo_config attribute)"
@@ -553,17 +659,22 @@ class RewardModel:
                 f"{path}: the stored configuration does not match its hash (saved by bayesgrpo "
                 f"{attrs.get('bayesgrpo_version')}); it was changed after saving"
             )
-        missing = [f"{p}_run" for p in ("r0", "r1", *CURVES[model.curve].shape_params)] + ["sigma_run", "nu"]
-        missing = [name for name in missing if name not in groups["posterior"]]
-        if missing:
-            raise ModelConfigError(f"{path}: posterior lacks {missing}, which a {model.curve!r} model has")
-        if "constant_data" not in groups:
-            raise ModelConfigError(f"{path} was not written by RewardModel.save (no constant_data group)")
-        model.data = ModelData.from_dataset(groups.pop("constant_data"))
-        model._groups = groups
-        diagnostics = json.loads(attrs.get("bayesgrpo_diagnostics", "{}"))
-        model.diagnostics = FitDiagnostics(**diagnostics) if diagnostics else None
         return model
+
+
+def _diagnostics(attrs: Mapping[str, Any]) -> FitDiagnostics | None:
+    diagnostics = json.loads(attrs.get("bayesgrpo_diagnostics", "{}"))
+    return FitDiagnostics(**diagnostics) if diagnostics else None
+
+
+def _check_groups(path: Path, groups: Mapping[str, xr.Dataset], curve: str) -> None:
+    """A saved model's groups hold what a model of its curve needs."""
+    missing = [f"{p}_run" for p in ("r0", "r1", *CURVES[curve].shape_params)] + ["sigma_run", "nu"]
+    missing = [name for name in missing if name not in groups["posterior"]]
+    if missing:
+        raise ModelConfigError(f"{path}: posterior lacks {missing}, which a {curve!r} model has")
+    if "constant_data" not in groups:
+        raise ModelConfigError(f"{path} was not written by RewardModel.save (no constant_data group)")
 
 
 #: The groups ``RewardModel.save`` writes, and which a saved model must hold.
@@ -584,6 +695,8 @@ def _read_groups(path: Path) -> dict[str, xr.Dataset]:
         groups = _read_hdf5_groups(path)
     except Exception as error:  # not the layout save writes: xarray reads any netCDF
         logger.debug("reading %s through xarray: %s", path, error)
+        import xarray as xr
+
         groups = {}
         for group in SAVED_GROUPS:
             try:
@@ -639,6 +752,8 @@ def _read_hdf5_group(group: Any) -> xr.Dataset:
     no netCDF variable is a dimension without a coordinate. Floating fill values are NaN, which
     is what xarray's masking gives them; any other fill value is not this layout.
     """
+    import xarray as xr
+
     dimension_names = {}
     for name, dataset in group.items():
         if dataset.attrs.get("CLASS") == b"DIMENSION_SCALE":

@@ -234,8 +234,8 @@ class LiveForecaster:
         (``model.structure.bounds_from_data``).
         """
         data = self.population.data
-        posterior = self.population.posterior
-        assert data is not None and posterior is not None
+        population_draws = self.population.population_draws  # not the posterior: see model.live_summary
+        assert data is not None and population_draws is not None
         family = _text(metadata.get("family"))
         task = _text(metadata.get("task"))
         size = metadata_number(metadata.get("size_b"))
@@ -255,7 +255,7 @@ class LiveForecaster:
         if key not in self._priors:
             _, family_levels = effect_levels(data.family_index, data.families)
             _, task_levels = effect_levels(data.task_index, data.tasks)
-            n_samples = posterior.sizes["chain"] * posterior.sizes["draw"]
+            n_samples = population_draws.n_samples
             prior_levels = (
                 None
                 if levels_learnt(data, from_data)
@@ -264,7 +264,7 @@ class LiveForecaster:
             integrate = self.unknown_covariates == "integrate"
             pools = unknown_covariate_pool(data, from_data) if integrate else None
             draws = new_run_draws(
-                posterior,
+                population_draws,
                 self.population.curve,
                 family_level=_level(family, data.families, data.family_index, family_levels),
                 task_level=_level(task, data.tasks, data.task_index, task_levels),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import xarray as xr
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model.population_draws import PopulationDraws
 from bayesgrpo.model.predict import _group_effect_draws, new_level_scale
 
 
@@ -21,17 +21,13 @@ def test_new_level_scale_is_the_spread_of_a_new_iid_effect_about_the_fitted_mean
         new_level_scale(0)
 
 
-def _posterior(sd: float, n_levels: int, n: int = 40_000) -> xr.Dataset:
+def _posterior(sd: float, n_levels: int, n: int = 40_000) -> PopulationDraws:
     rng = np.random.default_rng(1)
     z = rng.normal(size=(n, n_levels))
     z -= z.mean(axis=1, keepdims=True)
-    levels = [f"fam{i}" for i in range(n_levels)]
-    return xr.Dataset(
-        {
-            "r1_family": (("sample", "family"), sd * z),
-            "r1_family_sd": (("sample",), np.full(n, sd)),
-        },
-        coords={"family": levels},
+    levels = tuple(f"fam{i}" for i in range(n_levels))
+    return PopulationDraws(
+        {"r1_family": sd * z, "r1_family_sd": np.full(n, sd)}, {"r1_family": ("family", levels)}
     )
 
 
@@ -41,5 +37,5 @@ def test_a_new_level_is_drawn_wider_than_the_between_group_sd():
     new = _group_effect_draws(posterior, "r1", "family", "a family never fitted", rng)
     assert new.std() == pytest.approx(0.5 * np.sqrt(1.25), rel=0.02)
     known = _group_effect_draws(posterior, "r1", "family", "fam0", rng)
-    np.testing.assert_array_equal(known, posterior["r1_family"].sel(family="fam0").to_numpy())
+    np.testing.assert_array_equal(known, posterior["r1_family"][:, 0])
     assert not _group_effect_draws(posterior, "r1", "family", None, rng).any()

@@ -313,7 +313,8 @@ def test_a_loaded_model_builds_its_inference_data_on_demand_and_pickles(tmp_path
     assert set(clone.priors) == set(clone.prior_config)  # the Prior objects, built when asked
 
 
-def test_reading_a_saved_model_loads_neither_pymc_nor_arviz():
+def test_a_live_update_on_the_shipped_population_loads_no_heavy_module():
+    # its live summary is read, not the netCDF file (h5py, xarray); the update needs no SciPy
     code = (
         "import sys\n"
         "from bayesgrpo.model.datasets import bundled_population, load_bundled\n"
@@ -321,7 +322,8 @@ def test_reading_a_saved_model_loads_neither_pymc_nor_arviz():
         "table = load_bundled(warn=False)\n"
         "run = table.select([table.run_ids[0]])\n"
         "LiveForecaster(bundled_population(), random_seed=0).update(run)\n"
-        "heavy = ('pymc', 'pytensor', 'arviz', 'jax', 'numpyro', 'pymc_extras', 'scipy', 'emcee')\n"
+        "heavy = ('pymc', 'pytensor', 'arviz', 'jax', 'numpyro', 'pymc_extras', 'scipy', 'emcee',\n"
+        "         'xarray', 'h5py')\n"
         "print(sorted(name for name in heavy if name in sys.modules))\n"
     )
     out = subprocess.run(
