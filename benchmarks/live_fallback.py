@@ -38,6 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     from bayesgrpo.evaluate.backtest.cuts import cut_points, prefix_table, run_points
+    from bayesgrpo.model import laplace
     from bayesgrpo.model.datasets import bundled_population, load_bundled
     from bayesgrpo.questions.live import LiveForecaster
 
@@ -81,8 +82,9 @@ def main() -> None:
         f"Machine: {machine}, {time.strftime('%Y-%m-%d')}.",
         "",
         "Each run cut at half its steps, updated on the shipped population as shipped and with the "
-        "fallback forced (emcee's ensemble, 40 walkers, 400 + 600 steps). Times are whole updates "
-        "(the run's population prior already built).",
+        f"fallback forced (emcee's ensemble, {laplace.ENSEMBLE_WALKERS} walkers, {laplace.ENSEMBLE_BURN} + "
+        f"{laplace.ENSEMBLE_STEPS} steps). Times are whole updates (the run's population prior built "
+        "before).",
         "",
         f"Fallback: median {frame['fallback_s'].median():.2f} s (slowest {frame['fallback_s'].max():.2f} s), "
         f"ESS {frame['fallback_ess'].min():.0f}-{frame['fallback_ess'].max():.0f}; as shipped: median "

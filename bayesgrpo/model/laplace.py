@@ -66,9 +66,13 @@ ADAPT_ROUNDS = 4
 #: mode for :func:`condition_run` to start again from them when the importance weights fail.
 RESTART_MARGIN = 1.0
 #: The fallback's ensemble: walkers, steps discarded while it finds the posterior, steps kept.
+#: 300 + 450 steps answer as 400 + 600 did against a 10,000-step ensemble of the same run (12 bundled
+#: runs: parameter means 0.17 reference sd off in the median run either way, final-reward quantiles
+#: 0.25 against 0.20), in three quarters of the time (1.7 s against 2.2 s median on the machine of
+#: 2026-12-02; the live-path issue asks 2 s): ``benchmarks/experiments/live_fallback_budget.py``.
 ENSEMBLE_WALKERS = 40
-ENSEMBLE_BURN = 400
-ENSEMBLE_STEPS = 600
+ENSEMBLE_BURN = 300
+ENSEMBLE_STEPS = 450
 #: Effective draws below which even the fallback's answer is flagged as unreliable.
 ENSEMBLE_MIN_ESS = 100.0
 #: How a run's posterior draws were made (:attr:`RunPosterior.method`).

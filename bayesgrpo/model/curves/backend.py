@@ -111,6 +111,8 @@ NUMPY_OPS = _NumpyOps()
 
 def is_tensor(x: Any) -> bool:
     """Whether ``x`` is a PyTensor variable."""
+    if isinstance(x, np.ndarray | np.generic | float | int):  # the live path's every call: no lookup
+        return False
     if "pytensor" not in sys.modules:  # no tensor can exist before pytensor is imported
         return False
     from pytensor.graph.basic import Variable
