@@ -20,6 +20,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,27 +32,32 @@ from _markdown import markdown_table
 RESULTS = HERE / "results"
 
 
+def half_runs(table: Any, n_runs: int) -> list[tuple[str, Any]]:
+    """``n_runs`` bundled runs spread over the table, each cut at half its steps: ``(run_id, prefix)``."""
+    from bayesgrpo.evaluate.backtest.cuts import cut_points, prefix_table, run_points
+
+    run_ids = table.run_ids[:: max(1, len(table.run_ids) // n_runs)][:n_runs]
+    return [
+        (run_id, prefix_table(table.select([run_id]), cut_points(run_points(table, run_id), 0.5).observed))
+        for run_id in run_ids
+    ]
+
+
 def main() -> None:
     """Time both paths on cut bundled runs and write the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=12)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    from bayesgrpo.evaluate.backtest.cuts import cut_points, prefix_table, run_points
     from bayesgrpo.model import laplace
     from bayesgrpo.model.datasets import bundled_population, load_bundled
     from bayesgrpo.questions.live import LiveForecaster
 
-    table = load_bundled(warn=False)
     population = bundled_population()
     shipped = LiveForecaster(population, random_seed=1)
     forced = LiveForecaster(population, random_seed=1, pareto_k_limit=-1.0)
-    run_ids = table.run_ids[:: max(1, len(table.run_ids) // args.runs)][: args.runs]
     rows = []
-    for run_id in run_ids:
-        run = table.select([run_id])
-        cut = cut_points(run_points(table, run_id), 0.5)
-        prefix = prefix_table(run, cut.observed)
+    for run_id, prefix in half_runs(load_bundled(warn=False), args.runs):
         shipped.update(prefix)  # the population prior of this run, built once for both timings
         start = time.perf_counter()
         first = shipped.update(prefix)

@@ -48,14 +48,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=12)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    from bayesgrpo.evaluate.backtest.cuts import cut_points, prefix_table, run_points
+    from live_fallback import half_runs
+
     from bayesgrpo.model import laplace
     from bayesgrpo.model.datasets import bundled_population, load_bundled
     from bayesgrpo.questions.live import LiveForecaster
 
-    table = load_bundled(warn=False)
     forced = LiveForecaster(bundled_population(), random_seed=1, pareto_k_limit=-1.0)
-    run_ids = table.run_ids[:: max(1, len(table.run_ids) // args.runs)][: args.runs]
 
     def update(run: object, setting: tuple[int, int, int]) -> tuple[object, float]:
         laplace.ENSEMBLE_WALKERS, laplace.ENSEMBLE_BURN, laplace.ENSEMBLE_STEPS = setting
@@ -64,9 +63,7 @@ def main() -> None:
         return answer, time.perf_counter() - start
 
     rows = []
-    for run_id in run_ids:
-        run = table.select([run_id])
-        prefix = prefix_table(run, cut_points(run_points(table, run_id), 0.5).observed)
+    for run_id, prefix in half_runs(load_bundled(warn=False), args.runs):  # live_fallback.py's runs
         forced.update(prefix)  # the run's population prior, built once
         reference, _ = update(prefix, REFERENCE)
         ref_theta = reference.posterior.theta
