@@ -133,3 +133,15 @@ def test_population_draws_refuse_unlabelled_or_ragged_arrays():
         PopulationDraws({"r1_family": np.zeros((4, 2))}, {})
     with pytest.raises(BayesGRPOError, match="different lengths"):
         PopulationDraws({"a": np.zeros(4), "b": np.zeros(5)}, {})
+
+
+def test_refitting_the_shipped_population_writes_its_summary(mocked, monkeypatch, tmp_path):
+    from bayesgrpo.model import datasets
+
+    bundled = datasets.load_bundled(warn=False)
+    few = bundled.select(list(bundled.run_ids[::12]))  # five runs: the fit is mocked, the files are real
+    monkeypatch.setattr(datasets, "load_bundled", lambda warn=True: few)
+    path = datasets.fit_bundled_population(tmp_path / "population.nc", progressbar=False)
+    assert live_summary_path(path).is_file() and read_live_summary(path) is not None
+    loaded = datasets.bundled_population(path)
+    assert loaded._unread == path and loaded.data.n_runs == 5
