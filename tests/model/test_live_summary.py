@@ -13,6 +13,7 @@ import pytest
 import xarray as xr
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.model import datasets
 from bayesgrpo.model.data import ModelData
 from bayesgrpo.model.datasets import POPULATION_FILE, main
 from bayesgrpo.model.live_summary import live_summary_path, read_live_summary
@@ -136,8 +137,6 @@ def test_population_draws_refuse_unlabelled_or_ragged_arrays():
 
 
 def test_refitting_the_shipped_population_writes_its_summary(mocked, monkeypatch, tmp_path):
-    from bayesgrpo.model import datasets
-
     bundled = datasets.load_bundled(warn=False)
     few = bundled.select(list(bundled.run_ids[::12]))  # five runs: the fit is mocked, the files are real
     monkeypatch.setattr(datasets, "load_bundled", lambda warn=True: few)
