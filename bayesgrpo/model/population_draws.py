@@ -44,21 +44,19 @@ class PopulationDraws:
     levels: Mapping[str, tuple[str, tuple[str, ...]]]
 
     def __post_init__(self) -> None:
-        sizes = {len(values) for values in self.arrays.values()}
-        if len(sizes) > 1:
-            raise BayesGRPOError(f"population draws of different lengths: {sorted(sizes)}")
-        for name, values in self.arrays.items():
-            if values.ndim == 2 and (name not in self.levels or len(self.levels[name][1]) != values.shape[1]):
-                raise BayesGRPOError(
-                    f"population draws: {name} has {values.shape[1]} columns and no labels for them"
-                )
-            if values.ndim not in (1, 2):
-                raise BayesGRPOError(f"population draws: {name} has shape {values.shape}, not (S,) or (S, L)")
         frozen = {}
         for name, values in self.arrays.items():
             view = np.asarray(values).view()
+            if view.ndim not in (1, 2):
+                raise BayesGRPOError(f"population draws: {name} has shape {view.shape}, not (S,) or (S, L)")
+            if view.ndim == 2 and (name not in self.levels or len(self.levels[name][1]) != view.shape[1]):
+                columns = view.shape[1]
+                raise BayesGRPOError(f"population draws: {name} has {columns} columns and no labels for them")
             view.flags.writeable = False  # shared by every prior made from them
             frozen[name] = view
+        sizes = {len(values) for values in frozen.values()}
+        if len(sizes) > 1:
+            raise BayesGRPOError(f"population draws of different lengths: {sorted(sizes)}")
         object.__setattr__(self, "arrays", frozen)  # a dict, not a MappingProxyType: it pickles
         object.__setattr__(self, "levels", dict(self.levels))
 

@@ -596,6 +596,11 @@ class RewardModel:
             model._unread = path
             model.diagnostics = _diagnostics(summary.attrs)
             return model
+        return cls._load_file(path)
+
+    @classmethod
+    def _load_file(cls, path: Path) -> RewardModel:
+        """A saved model read from its netCDF file itself (its groups in memory, checked)."""
         groups = _read_groups(path)
         model = cls._from_attrs(path, groups["posterior"].attrs)
         _check_groups(path, groups, model.curve)
@@ -619,16 +624,12 @@ class RewardModel:
             The summary's path, beside the file (``model.live_summary.live_summary_path``).
         """
         path = Path(path)
-        groups = _read_groups(path)
-        model = RewardModel._from_attrs(path, groups["posterior"].attrs)  # its configuration checked
-        _check_groups(path, groups, model.curve)
-        attrs = {
-            key: str(value)
-            for key, value in groups["posterior"].attrs.items()
-            if key.startswith("bayesgrpo_")
-        }
-        data = ModelData.from_dataset(groups["constant_data"])
-        return write_live_summary(path, attrs, data, PopulationDraws.from_posterior(groups["posterior"]))
+        model = RewardModel._load_file(path)  # the file itself, not a summary beside it
+        posterior = model._groups["posterior"]
+        attrs = {key: str(value) for key, value in posterior.attrs.items() if key.startswith("bayesgrpo_")}
+        draws = model.population_draws
+        assert model.data is not None and draws is not None  # read and checked
+        return write_live_summary(path, attrs, model.data, draws)
 
     @classmethod
     def _from_attrs(cls, path: Path, attrs: Mapping[str, Any]) -> RewardModel:
