@@ -5,7 +5,7 @@ configuration, its fit data (``ModelData``) and its group-level posterior draws
 (:class:`~bayesgrpo.model.population_draws.PopulationDraws`), never the fitted runs' own
 parameters. Reading the whole netCDF file takes h5py, xarray and 0.3 s; the summary, a ``.npz``
 archive written next to it by ``RewardModel.save(path, live_summary=True)``, is read by numpy
-alone in a few milliseconds. It records the SHA-256 of the file it summarises and is used only
+alone (0.024 s against 0.50 s for the shipped population, ``benchmarks/live_first_answer.py``). It records the SHA-256 of the file it summarises and is used only
 while that file is unchanged; ``RewardModel.load`` then reads the posterior itself the first
 time something asks for it.
 """
@@ -61,7 +61,7 @@ def live_summary_path(model_path: str | Path) -> Path:
 
 
 def file_sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes (6 ms for the shipped population)."""
+    """SHA-256 of a file's bytes."""
     with path.open("rb") as file:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
