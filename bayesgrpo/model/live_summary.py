@@ -3,11 +3,12 @@
 A live update (``bayesgrpo.questions.live``) reads three things of a saved population: its
 configuration, its fit data (``ModelData``) and its group-level posterior draws
 (:class:`~bayesgrpo.model.population_draws.PopulationDraws`), never the fitted runs' own
-parameters. Reading the whole netCDF file takes h5py, xarray and 0.3 s; the summary, a ``.npz``
-archive written next to it by ``RewardModel.save(path, live_summary=True)``, is read by numpy
-alone (0.024 s against 0.50 s for the shipped population, ``benchmarks/live_first_answer.py``). It records the SHA-256 of the file it summarises and is used only
-while that file is unchanged; ``RewardModel.load`` then reads the posterior itself the first
-time something asks for it.
+parameters. Reading the whole netCDF file takes h5py, xarray and
+0.50 s for the shipped population; the summary, a ``.npz`` archive written next to it by
+``RewardModel.save(path, live_summary=True)``, is read by numpy alone in 0.024 s
+(``benchmarks/live_first_answer.py``). It records the SHA-256 of the file it summarises and is
+used only while that file is unchanged; ``RewardModel.load`` then reads the posterior itself the
+first time something asks for it.
 """
 
 from __future__ import annotations
