@@ -230,19 +230,24 @@ class ModelData:
         )
 
 
-def _metadata_value(runs: pd.DataFrame, column: str) -> pd.Series:
+def _metadata_value(runs: pd.DataFrame, column: str) -> np.ndarray:
+    """A metadata column as floats per run (NaN where missing or not a number)."""
     if column not in runs.columns:
-        return pd.Series(np.nan, index=runs.index, dtype=float)
-    return pd.to_numeric(runs[column], errors="coerce").astype(float)
+        return np.full(len(runs), np.nan)
+    values = runs[column]
+    if not pd.api.types.is_numeric_dtype(values.dtype):
+        values = pd.to_numeric(values, errors="coerce")
+    return values.to_numpy(dtype=float, na_value=np.nan)
 
 
 def _labels(runs: pd.DataFrame, column: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each run's level of a metadata column (missing: ``UNKNOWN``) and the sorted levels."""
     values = (
-        runs[column].astype("string").fillna(UNKNOWN)
+        [UNKNOWN if pd.isna(v) else str(v) for v in runs[column].tolist()]
         if column in runs.columns
-        else pd.Series(UNKNOWN, index=runs.index)
+        else [UNKNOWN] * len(runs)
     )
-    levels = tuple(sorted(set(values.tolist())))
+    levels = tuple(sorted(set(values)))
     lookup = {level: i for i, level in enumerate(levels)}
     return np.array([lookup[v] for v in values], dtype=int), levels
 
@@ -280,33 +285,57 @@ def signal_to_noise(y: np.ndarray) -> float:
     return change / (noise * np.sqrt(2.0 / fifth))
 
 
-def _horizons(table: RunsTable, horizon: float | Mapping[str, float] | None) -> pd.Series:
-    """Planned last step per run: explicit > metadata total_steps > last logged step."""
-    runs = table.runs.set_index("run_id")
-    finite = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))]
-    last = finite.groupby("run_id")["step"].max().reindex(runs.index).astype(float)
-    planned = _metadata_value(runs.reset_index(), "total_steps").set_axis(runs.index)
-    out = planned.where(planned.notna() & (planned >= last), last)
+def _points_by_run(points: pd.DataFrame) -> dict[Any, tuple[np.ndarray, np.ndarray]]:
+    """Each run's steps and rewards where the reward is finite, in step order.
+
+    Read as arrays: a table read from many logs carries every metric any of them logged (the
+    bundled runs: about 150 columns), and filtering and grouping whole frames was most of a live
+    update's ``prepare`` (``benchmarks/live_update.py``).
+    """
+    reward = points["reward"].to_numpy(dtype=float)
+    keep = np.isfinite(reward)
+    step = points["step"].to_numpy(dtype=float)[keep]
+    codes, run_ids = pd.factorize(points["run_id"].to_numpy()[keep])
+    order = np.lexsort((step, codes))  # by run, then step (stable for a step logged twice)
+    starts = np.searchsorted(codes[order], np.arange(len(run_ids) + 1))
+    return {
+        run_id: (step[order[a:b]], reward[keep][order[a:b]])
+        for run_id, a, b in zip(run_ids, starts[:-1], starts[1:], strict=True)
+    }
+
+
+def _horizons(
+    runs: pd.DataFrame, last_logged: np.ndarray, horizon: float | Mapping[str, float] | None
+) -> np.ndarray:
+    """Planned last step per run, in the order of ``runs``: explicit > metadata total_steps > last
+    logged step (``last_logged``, NaN where a run has none).
+    """
+    run_ids = runs["run_id"].tolist()
+    last = np.asarray(last_logged, dtype=float)
+    planned = _metadata_value(runs, "total_steps")
+    with np.errstate(invalid="ignore"):
+        out = np.where(np.isfinite(planned) & (planned >= last), planned, last)
     if horizon is not None:
         if isinstance(horizon, Mapping):
-            unknown = set(horizon) - set(runs.index)
+            unknown = set(horizon) - set(run_ids)
             if unknown:
                 raise BayesGRPOError(f"horizon given for unknown runs {sorted(unknown)}")
+            position = {run_id: i for i, run_id in enumerate(run_ids)}
             for run_id, value in horizon.items():
-                out[run_id] = float(value)
+                out[position[run_id]] = float(value)
         else:
             out[:] = float(horizon)
-    if (out <= 0).any() or out.isna().any():
-        bad = out[(out <= 0) | out.isna()].index.tolist()
+    bad = [run_id for run_id, value in zip(run_ids, out, strict=True) if not value > 0]  # NaN too
+    if bad:
         raise BayesGRPOError(f"runs {bad[:5]} have no positive horizon; pass horizon=...")
     return out
 
 
-def _samples_per_step(runs: pd.DataFrame) -> pd.Series:
+def _samples_per_step(runs: pd.DataFrame) -> np.ndarray:
     """Completions per optimizer step: stated, else prompts per step x group size."""
     stated = _metadata_value(runs, "samples_per_step")
     derived = _metadata_value(runs, "batch_size") * _metadata_value(runs, "group_size")
-    return stated.where(stated.notna(), derived)
+    return np.where(np.isnan(stated), derived, stated)
 
 
 def _step_to_progress(table: RunsTable, progress: str) -> np.ndarray:
@@ -314,37 +343,38 @@ def _step_to_progress(table: RunsTable, progress: str) -> np.ndarray:
     runs = table.runs
     if progress == "step":
         return np.ones(len(runs))
+    run_ids = np.asarray(runs["run_id"].tolist(), dtype=object)
     if progress == "epoch":
         per_epoch = _metadata_value(runs, "steps_per_epoch")
-        missing = runs.loc[per_epoch.isna() | (per_epoch <= 0), "run_id"].tolist()
+        missing = run_ids[~(per_epoch > 0)].tolist()  # NaN included
         if missing:
             raise BayesGRPOError(
                 f"progress='epoch' needs steps_per_epoch metadata; missing for runs {missing[:8]}"
             )
-        return 1.0 / per_epoch.to_numpy()
+        return 1.0 / per_epoch
     samples = _samples_per_step(runs)
-    missing = runs.loc[samples.isna(), "run_id"].tolist()
+    missing = run_ids[np.isnan(samples)].tolist()
     if missing:
         raise BayesGRPOError(
             f"progress={progress!r} needs samples_per_step metadata (or batch_size and group_size); missing "
             f"for runs {missing[:8]}"
         )
     if progress == "samples":
-        return samples.to_numpy()
+        return samples
     size = _metadata_value(runs, "size_b")
     lengths = (
         table.points.groupby("run_id")["completion_length"].mean()
         if "completion_length" in table.points
         else pd.Series(dtype=float)
     )
-    length = runs["run_id"].map(lengths).astype(float)
-    missing = runs.loc[size.isna() | length.isna(), "run_id"].tolist()
+    length = runs["run_id"].map(lengths).to_numpy(dtype=float, na_value=np.nan)
+    missing = run_ids[np.isnan(size) | np.isnan(length)].tolist()
     if missing:
         raise BayesGRPOError(
             "progress='compute' needs size_b metadata and a completion_length metric; missing for runs "
             f"{missing[:8]}"
         )
-    return (6.0 * size.to_numpy() * 1e9 * samples.to_numpy() * length.to_numpy()) / 1e18  # exaFLOP per step
+    return (6.0 * size * 1e9 * samples * length) / 1e18  # exaFLOP per step
 
 
 def prepare(
@@ -382,19 +412,18 @@ def prepare(
     if max_points < 3:
         raise BayesGRPOError("max_points must be at least 3")
     runs = table.runs.reset_index(drop=True)
-    finite = table.points[np.isfinite(table.points["reward"].to_numpy(dtype=float))]
-    by_run = {run_id: frame.sort_values("step") for run_id, frame in finite.groupby("run_id", sort=False)}
+    by_run = _points_by_run(table.points)
     empty = [r for r in runs["run_id"] if r not in by_run]
     if empty:
         raise BayesGRPOError(f"runs {empty[:5]} have no finite reward point to fit")
 
-    horizons = _horizons(table, horizon)
+    horizons = _horizons(runs, np.array([by_run[r][0][-1] for r in runs["run_id"]]), horizon)
     per_step = _step_to_progress(table, progress)
-    horizon_progress = np.maximum(step_progress(horizons.reindex(runs["run_id"]).to_numpy()), 1.0) * per_step
+    horizon_progress = np.maximum(step_progress(horizons), 1.0) * per_step
     progress_scale = _progress_scale(progress, horizon_progress)
 
-    known_lower = _metadata_value(runs, "reward_min").to_numpy()
-    known_upper = _metadata_value(runs, "reward_max").to_numpy()
+    known_lower = _metadata_value(runs, "reward_min")
+    known_upper = _metadata_value(runs, "reward_max")
     rows_t, rows_y, rows_scale = [], [], []
     lower = np.empty(len(runs))
     upper = np.empty(len(runs))
@@ -402,11 +431,10 @@ def prepare(
     n_points = np.empty(len(runs), dtype=int)
     snr = np.empty(len(runs))
     for i, run_id in enumerate(runs["run_id"]):
-        frame = by_run[run_id]
-        reward = frame["reward"].to_numpy(dtype=float)
+        steps, reward = by_run[run_id]
         lower[i], upper[i], source = _run_bounds(reward, known_lower[i], known_upper[i], bounds_margin)
         sources.append(source)
-        t = step_progress(frame["step"].to_numpy(dtype=float)) * per_step[i] / progress_scale[i]
+        t = step_progress(steps) * per_step[i] / progress_scale[i]
         y = (reward - lower[i]) / (upper[i] - lower[i])
         n_points[i] = len(t)
         snr[i] = signal_to_noise(y)
@@ -419,8 +447,8 @@ def prepare(
 
     family_index, families = _labels(runs, "family")
     task_index, tasks = _labels(runs, "task")
-    raw_size = np.log(_metadata_value(runs, "size_b").to_numpy())
-    raw_samples = np.log(_samples_per_step(runs).to_numpy())
+    raw_size = np.log(_metadata_value(runs, "size_b"))
+    raw_samples = np.log(_samples_per_step(runs))
     size_standardizer = size_standardizer or Standardizer.fit(raw_size)
     samples_standardizer = samples_standardizer or Standardizer.fit(raw_samples)
     return ModelData(
@@ -436,7 +464,7 @@ def prepare(
         bounds_source=tuple(sources),
         progress=progress,
         progress_scale=progress_scale,
-        horizon_step=horizons.reindex(runs["run_id"]).to_numpy(dtype=float),
+        horizon_step=horizons.astype(float),
         family_index=family_index,
         task_index=task_index,
         families=families,

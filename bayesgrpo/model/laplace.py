@@ -187,11 +187,16 @@ def log_likelihood(
     shape = {name: np.exp(theta[:, 2 + i])[:, None] for i, name in enumerate(family.shape_params)}
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         mean = reward_curve_by_levels(prior.curve, t[None, :], r0, r1, **shape)
-        sigma = np.sqrt(np.exp(2.0 * theta[:, -1]) + prior.noise_floor**2)[:, None] * noise_scale[None, :]
+        # a point's scale is the run's sigma times the point's own (binned) scale: their logs and
+        # inverses are taken per draw and per point, not per (draw, point), the costly shape
+        sigma = np.sqrt(np.exp(2.0 * theta[:, -1]) + prior.noise_floor**2)
         nu = prior.nu
-        z = (y[None, :] - mean) / sigma
+        z = (y[None, :] - mean) * (1.0 / sigma)[:, None] * (1.0 / noise_scale)[None, :]
         constant = gammaln(0.5 * (nu + 1.0)) - gammaln(0.5 * nu) - 0.5 * np.log(nu * np.pi)
-        logp = (constant - np.log(sigma) - 0.5 * (nu + 1.0) * np.log1p(z * z / nu)).sum(axis=1)
+        log_scales = len(t) * np.log(sigma) + np.log(noise_scale).sum()
+        z *= z
+        z /= nu
+        logp = len(t) * constant - log_scales - 0.5 * (nu + 1.0) * np.log1p(z, out=z).sum(axis=1)
     return np.where(np.isfinite(logp), logp, -np.inf)
 
 
