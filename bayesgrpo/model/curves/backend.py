@@ -133,10 +133,12 @@ def curve_inputs(t: ArrayLike, **params: ArrayLike) -> tuple[Any, Any, list[Any]
     t = ops.asarray(t)
     values = [ops.asarray(v) for v in params.values()]
     if not ops.is_tensor:
-        if np.any(np.isnan(t)) or np.any(t < 0):
+        # reductions, no temporary arrays: a NaN fails each comparison (the live path makes
+        # dozens of calls an update, most of a few draws, where the checks' overhead is the cost)
+        if t.size and not t.min() >= 0:
             raise BayesGRPOError("curve progress t must be >= 0 and not NaN; got a negative or NaN value.")
         for name, v in zip(params, values, strict=True):
-            if not np.all(np.isfinite(v) & (v > 0)):
+            if v.size and not (v.min() > 0 and v.max() < np.inf):
                 raise BayesGRPOError(f"curve shape parameter {name!r} must be finite and > 0; got {v!r}.")
     return ops, t, values
 
