@@ -95,9 +95,9 @@ class Minimum:
     converged: bool
 
 
-#: How often :func:`newton_minimize` halves a step that does not lower the value before it gives up
-#: (a step of ``0.5 ** 34`` of Newton's, as a loop halving down to 1e-10 of it had).
-LINE_SEARCH_HALVINGS = 34
+#: How often :func:`newton_minimize` halves a step that does not lower the value before it gives up:
+#: the shortest step tried is ``0.5 ** 33`` of Newton's (the last above 1e-10 of it).
+LINE_SEARCH_HALVINGS = 33
 
 
 def newton_minimize(
@@ -117,7 +117,10 @@ def newton_minimize(
     as the live path's log posterior is). Where the Hessian is not positive definite (away from
     the mode) its eigenvalues are taken in absolute value and floored, so every step goes
     downhill; a step is cut to ``max_step`` in length and halved until it lowers the value
-    (Armijo's condition). A point where ``batched`` is not finite counts as infinitely high.
+    (Armijo's condition; the longest such step of up to :data:`LINE_SEARCH_HALVINGS` halvings is
+    taken). Every length is tried in one call, with the next iteration's differences about the
+    full step, so an iteration whose full step is taken (near the mode, nearly all) costs one call
+    of ``batched``. A point where ``batched`` is not finite counts as infinitely high.
 
     Parameters
     ----------

@@ -81,3 +81,19 @@ def test_newton_steps_back_from_points_where_the_function_is_not_finite():
     found = newton_minimize(bowl_with_a_wall, np.array([-10.0, -10.0]))
     assert found.converged
     np.testing.assert_allclose(found.x, [3.0, 3.0], atol=1e-6)
+
+
+def test_newton_takes_an_accepted_full_step_and_its_derivatives_in_one_call():
+    """On a quadratic the first full Newton step lands on the minimum: the differences at the start
+    and one call holding every step length and the differences about the full step.
+    """
+    calls = []
+
+    def quadratic(points: np.ndarray) -> np.ndarray:
+        calls.append(len(points))
+        return np.sum((points - np.array([0.3, -0.2])) ** 2 * np.array([1.0, 4.0]), axis=1)
+
+    found = newton_minimize(quadratic, np.array([0.1, 0.1]), max_step=10.0)
+    assert found.converged
+    np.testing.assert_allclose(found.x, [0.3, -0.2], atol=1e-6)
+    assert len(calls) == 2
