@@ -294,12 +294,13 @@ def _points_by_run(points: pd.DataFrame) -> dict[Any, tuple[np.ndarray, np.ndarr
     """
     reward = points["reward"].to_numpy(dtype=float)
     keep = np.isfinite(reward)
-    step = points["step"].to_numpy(dtype=float)[keep]
+    step, reward = points["step"].to_numpy(dtype=float)[keep], reward[keep]
     codes, run_ids = pd.factorize(points["run_id"].to_numpy()[keep])
     order = np.lexsort((step, codes))  # by run, then step (stable for a step logged twice)
+    step, reward = step[order], reward[order]
     starts = np.searchsorted(codes[order], np.arange(len(run_ids) + 1))
     return {
-        run_id: (step[order[a:b]], reward[keep][order[a:b]])
+        run_id: (step[a:b], reward[a:b])
         for run_id, a, b in zip(run_ids, starts[:-1], starts[1:], strict=True)
     }
 
@@ -464,7 +465,7 @@ def prepare(
         bounds_source=tuple(sources),
         progress=progress,
         progress_scale=progress_scale,
-        horizon_step=horizons.astype(float),
+        horizon_step=horizons,
         family_index=family_index,
         task_index=task_index,
         families=families,
