@@ -1,4 +1,6 @@
-"""How the samplers use the machine: numpyro's chains one per CPU core, set before JAX starts."""
+"""How the samplers use the machine: numpyro's chains one per CPU core, set before JAX starts; a seeded
+fit reproduces.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import subprocess
 import sys
 
 import jax
+import numpy as np
 import pymc as pm
 import pytest
 
@@ -130,3 +133,44 @@ def test_thin_below_one_is_refused() -> None:
         pm.Normal("x")
     with pytest.raises(BayesGRPOError, match="thin=0"):
         sampling.sample_model(model, sampler="numpyro", draws=5, tune=5, thin=0)
+
+
+SEEDED_FIT = r"""
+import sys, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+from bayesgrpo.model.reward_model import RewardModel
+from bayesgrpo.model.simulate import simulate_runs
+table = simulate_runs(3, random_seed=0).table
+model = RewardModel().fit(table, draws=20, tune=20, random_seed=int(sys.argv[2]), progressbar=False)
+np.savez(sys.argv[1], **{k: v.values for k, v in model.idata.posterior.data_vars.items()})
+"""
+
+
+@pytest.mark.slow
+def test_a_seeded_fit_gives_the_same_posterior_in_another_process_and_another_seed_another(tmp_path) -> None:
+    # real NUTS (numpyro, two chains on the CPU devices): a user who refits with the seed they
+    # fitted with gets the population they had, draw for draw
+    def fit_in_a_fresh_process(seed: int) -> dict[str, np.ndarray]:
+        path = tmp_path / f"seed{seed}.npz"
+        subprocess.run(
+            [sys.executable, "-c", SEEDED_FIT, str(path), str(seed)],
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        with np.load(path) as saved:
+            return {name: saved[name] for name in saved.files}
+
+    def fit_here(seed: int) -> dict[str, np.ndarray]:
+        table = simulate_runs(3, random_seed=0).table
+        model = RewardModel().fit(table, draws=20, tune=20, random_seed=seed, progressbar=False)
+        return {name: values.values for name, values in model.idata.posterior.data_vars.items()}
+
+    here, there, other_seed = fit_here(3), fit_in_a_fresh_process(3), fit_here(4)
+    assert set(there) == set(here)
+    for name, values in there.items():
+        np.testing.assert_array_equal(values, here[name], err_msg=name)
+    assert any(not np.array_equal(other_seed[name], here[name]) for name in here)
