@@ -44,6 +44,9 @@ def machine_line() -> str:
 
 
 def write_result(path: Path, lines: list[str]) -> None:
-    """Write a benchmark's markdown result (``lines`` joined) to ``path`` and print it."""
+    """Write a benchmark's markdown result (``lines`` joined) to ``path`` (its folder made if
+    missing) and print it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
     print(path.read_text())

@@ -76,7 +76,6 @@ def main() -> None:
         f"- largest absolute difference: {largest:.3g}",
         "",
     ]
-    RESULTS.mkdir(exist_ok=True)
     write_result(RESULTS / "fit_reproduces.md", lines)
 
 

@@ -1,11 +1,12 @@
 """Does a speed-up of the live path change its answers? The same updates under two revisions.
 
-Every 4th bundled run, cut at 25% and 50% of its steps, is updated through
+Every 4th bundled run, cut at 25% and 50% of its steps as the backtests cut it
+(``bayesgrpo.evaluate.backtest.cuts``) and given its planned horizon, is updated through
 ``LiveForecaster(bundled_population(), random_seed=0)`` by the code of this working tree and by
 the code of ``--against`` (a git revision, checked out in a temporary worktree), each in its own
 process. Compared: P(gain < 1% of the range), the path that answered, and the 5/50/95% quantiles
 of the predictive band at the horizon. Also timed per revision: ``prepare`` of one run (the
-Qwen3 4B notebook run's first half, as ``live_update.py`` reads it), median of 50 calls.
+Qwen3 4B notebook run's first half, its horizon given), median of 50 calls.
 
 Usage::
 
@@ -39,7 +40,7 @@ sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswit
 sys.path.insert(0, sys.argv[2])
 import numpy as np
 warnings.simplefilter("ignore")
-from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.evaluate.backtest.cuts import cut_points, planned_horizon, prefix_table, run_points
 from bayesgrpo.model.data import prepare
 from bayesgrpo.model.datasets import bundled_population, load_bundled
 from bayesgrpo.questions.live import LiveForecaster
@@ -49,26 +50,23 @@ table = load_bundled(warn=False)
 population = bundled_population()
 live = LiveForecaster(population, random_seed=0)
 
-def prefix(run_id, cut):
+def prefix(run_id, cut):  # as the backtests cut a run
     one = table.select([run_id])
-    points = one.points[np.isfinite(one.points["reward"].to_numpy(dtype=float))]
-    span = points["step"].max() - points["step"].min()
-    kept = points[points["step"] <= points["step"].min() + cut * span]
-    return RunsTable(points=kept.reset_index(drop=True), runs=one.runs, report=one.report)
+    return prefix_table(one, cut_points(run_points(one, run_id), cut).observed), planned_horizon(one)
 
 answers = []
 for run_id in table.run_ids[::4]:
     for cut in (0.25, 0.5):
-        run = prefix(run_id, cut)
+        run, horizon = prefix(run_id, cut)
         if len(run.points) < 3:
             continue
-        update = live.update(run)
+        update = live.update(run, horizon=horizon)
         p = float(prob_gain_below(update.curve_draws, update.step, eps=0.01, relative=True)[0])
         q = np.quantile(update.reward_draws([update.horizon_step]), [0.05, 0.5, 0.95])
         answers.append({"run": run_id, "cut": cut, "p": p, "path": update.posterior.method,
                         "quantiles": q.ravel().tolist()})
-run = prefix(sys.argv[1], 0.5)
-settings = dict(progress=population.progress, max_points=population.max_points,
+run, horizon = prefix(sys.argv[1], 0.5)
+settings = dict(progress=population.progress, horizon=horizon, max_points=population.max_points,
                 bounds_margin=population.bounds_margin,
                 size_standardizer=population.data.size_standardizer,
                 samples_standardizer=population.data.samples_standardizer)
@@ -138,7 +136,6 @@ def main() -> None:
         f"{old['prepare_ms']:.1f} ms at `{args.against}`, {new['prepare_ms']:.1f} ms here",
         "",
     ]
-    RESULTS.mkdir(exist_ok=True)
     write_result(RESULTS / "live_same_answers.md", lines)
 
 
