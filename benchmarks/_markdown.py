@@ -32,15 +32,39 @@ def command_line(script: str, argv: list[str] | None) -> str:
 
 
 def machine_line() -> str:
-    """The machine, Python and date a benchmark ran on."""
+    """The machine (its CPU and the SIMD level numpy dispatches to), Python and date a benchmark ran on.
+
+    The CPU is named because timings move with it: the live query took 54 ms on the AVX2 machine
+    of 2026-11 and 30 ms on an AVX-512 one on 2026-12-02 with the same code, numpy's float64
+    ``exp``/``log`` loops being vectorised only on the latter (``results/live_update.md``).
+    """
     import os
     import platform
     import time
 
     return (
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{platform.machine()} {cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d')}"
     )
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``) and numpy's highest dispatched SIMD target."""
+    name = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:  # numpy >= 2: the targets its ufunc loops were built for and this CPU runs
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+        targets = [target for target in __cpu_dispatch__ if __cpu_features__.get(target)]
+    except ImportError:
+        targets = []
+    return f"{name} (numpy SIMD up to {targets[-1]})" if targets else name
 
 
 def write_result(path: Path, lines: list[str]) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -31,7 +30,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 
 RESULTS = HERE / "results"
 RUN = "nb_unslothai_notebooks_Qwen3_4B_GRPO_bac83a2_n312"
@@ -129,12 +128,11 @@ def main() -> None:
             "slowest_s": [float(alone_frame[c].max()) for c in alone_parts],
         }
     )
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     lines = [
         "# The first live answer in a fresh process",
         "",
         f"Command: `python benchmarks/live_first_answer.py --repeats {args.repeats}`  ",
-        f"Machine: {machine}, {time.strftime('%Y-%m-%d')}. Run: the first half of `{RUN}` as a plain "
+        f"Machine: {machine_line()}. Run: the first half of `{RUN}` as a plain "
         "`step,reward` CSV (no metadata), horizon its last step.",
         "",
         "Each repeat is a new process: after `import bayesgrpo` and reading the run, `imports` is the "

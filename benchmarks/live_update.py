@@ -16,7 +16,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 import warnings
@@ -27,7 +26,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 
 RESULTS = HERE / "results"
 
@@ -167,8 +166,7 @@ def main() -> None:
         "# Live single-run update: speed and agreement with NUTS",
         "",
         f"Command: `python benchmarks/live_update.py --held-out {args.held_out} --draws {args.draws}`  ",
-        f"Machine: {platform.machine()}, {__import__('os').cpu_count()} cores, Python "
-        f"{platform.python_version()}. Population fit ({population.curve}) on {len(train)} runs: "
+        f"Machine: {machine_line()}. Population fit ({population.curve}) on {len(train)} runs: "
         f"{fit_seconds:.0f} s (not part of the live query).",
         "",
         f"Median live query (update + P(gain < {args.eps:g} of the range)): "
