@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import shlex
 import sys
 import time
@@ -47,7 +45,7 @@ from bayesgrpo.model.sampling import DEFAULT_THIN
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 
 RESULTS = HERE / "results"
 QUICK_OUTPUT = HERE / "_scratch" / "backtest_quick"
@@ -745,10 +743,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.workers is None and args.address is None
         else (f"Ray ({args.address or f'{args.workers} local workers'})")
     )
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}; per-run work {engine}"
-    )
+    machine = f"{machine_line()}; per-run work {engine}"
     table = load_bundled(warn=False)
     if args.runs is not None and args.runs < len(table):
         table = table.select(pick_runs(table, args.runs, args.seed))

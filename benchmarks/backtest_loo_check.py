@@ -29,8 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import shlex
 import sys
 import time
@@ -41,7 +39,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 from backtest import run_kinds, stopping_rules
 
 RESULTS = HERE / "results"
@@ -200,8 +198,7 @@ def main(argv: list[str] | None = None) -> None:
             for run_id, model in populations.items()
         ]
     )
-    python = platform.python_version()
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {python}, {time.strftime('%Y-%m-%d')}"
+    machine = machine_line()
     lines = [
         "# Strict leave-one-run-out against the backtests' 5-fold populations",
         "",

@@ -10,14 +10,14 @@ slowest wall time, and which heavy libraries the process imported (it should be 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _markdown import machine_line
 
 HEAVY = ("pymc", "pytensor", "arviz", "jax", "matplotlib", "pandas", "scipy", "transformers", "torch")
 
@@ -84,12 +84,12 @@ def main() -> None:
         rows.append((label, statistics.median(seconds), max(seconds), heavy or "none"))
         median = statistics.median(seconds)
         print(f"{label}: median {median:.3f} s, max {max(seconds):.3f} s, heavy: {heavy or 'none'}")
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    machine = machine_line()
     lines = [
         "# Start-up of the command line",
         "",
-        f"`python benchmarks/cli_startup.py --repeats {args.repeats}` on {machine}, "
-        f"{time.strftime('%Y-%m-%d')}: wall time of fresh processes (median and slowest of {args.repeats}).",
+        f"`python benchmarks/cli_startup.py --repeats {args.repeats}` on {machine}: "
+        f"wall time of fresh processes (median and slowest of {args.repeats}).",
         "The target is `bayesgrpo --help` under 0.3 s; the last column lists the heavy libraries the "
         "process imported.",
         "",

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shlex
 import sys
 import threading
@@ -37,7 +35,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 
 RESULTS = HERE / "results"
 FORMATS = ("trl-state", "verl-console", "tensorboard", "csv")
@@ -193,10 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     columns = ["engine", "runs", "errors", "seconds", "runs_per_s", "speed_up"]
     columns += ["driver_peak_mib", "worker_peak_mib", "retried_tasks", "equals_serial"]
     frame = pd.DataFrame(rows)[columns]
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}"
-    )
+    machine = machine_line()
     serial_ok = tables["serial"]
     lines = [
         "# A fleet of runs: serial and on Ray",

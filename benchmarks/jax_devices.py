@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
+
+from _markdown import machine_line
 
 HERE = Path(__file__).resolve().parent
 
@@ -88,8 +89,7 @@ def main() -> None:
         "",
         f"Command: `python benchmarks/jax_devices.py --devices {' '.join(map(str, args.devices))} "
         f"--precisions {' '.join(args.precisions)}`  ",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. "
-        "Bundled runs, default model; best of 5 loops of 1,000 gradients.",
+        f"Machine: {machine_line()}. Bundled runs, default model; best of 5 loops of 1,000 gradients.",
         "",
         "| devices asked | devices JAX has | precision | us per gradient |",
         "|---|---|---|---|",

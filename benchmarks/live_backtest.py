@@ -27,8 +27,6 @@ import argparse
 import hashlib
 import json
 import logging
-import os
-import platform
 import shlex
 import sys
 import time
@@ -41,7 +39,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _loso import CACHE, loso_populations
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 from _pit import pit_section
 
 RESULTS = HERE / "results"
@@ -350,12 +348,12 @@ def main(argv: list[str] | None = None) -> None:
     against, verdict_lines = verdict(summary)
     paths = path_summary(frame)
 
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    machine = machine_line()
     lines = [
         "# The live path, leave one source out, no stated range",
         "",
         f"Command: `{command}`  ",
-        f"Machine: {machine}, {time.strftime('%Y-%m-%d')}. Populations loaded in {fit_seconds:.0f} s "
+        f"Machine: {machine}. Populations loaded in {fit_seconds:.0f} s "
         f"({len({id(p) for p in populations.values()})} leave-one-source-out fits, `benchmarks/_loso.py`); "
         f"forecasts {forecast_seconds:.0f} s (0 when cached).",
         "",

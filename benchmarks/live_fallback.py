@@ -14,8 +14,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 import warnings
@@ -27,7 +25,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 
 RESULTS = HERE / "results"
 
@@ -80,12 +78,12 @@ def main() -> None:
             }
         )
     frame = pd.DataFrame(rows)
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    machine = machine_line()
     lines = [
         "# The live update's MCMC fallback",
         "",
         f"Command: `python benchmarks/live_fallback.py --runs {args.runs}`  ",
-        f"Machine: {machine}, {time.strftime('%Y-%m-%d')}.",
+        f"Machine: {machine}.",
         "",
         "Each run cut at half its steps, updated on the shipped population as shipped and with the "
         f"fallback forced (emcee's ensemble, {laplace.ENSEMBLE_WALKERS} walkers, {laplace.ENSEMBLE_BURN} + "

@@ -44,8 +44,6 @@ import argparse
 import hashlib
 import json
 import logging
-import os
-import platform
 import shlex
 import sys
 import time
@@ -59,7 +57,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _loso import loso_populations
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 from live_backtest import code_hash
 
 RESULTS = HERE / "results"
@@ -368,10 +366,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args.output_dir.mkdir(parents=True, exist_ok=True)
     rows.drop(columns="settings").to_csv(args.output_dir / f"{name}_runs.csv", index=False)
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}"
-    )
+    machine = machine_line()
     description = ", ".join(
         f"{s['source']} ({len(s['curves'])} runs of {s['horizon']} steps)" for s in all_studies
     )

@@ -10,10 +10,11 @@ Usage::
 
 from __future__ import annotations
 
-import platform
 import statistics
 import time
 import warnings
+
+from _markdown import machine_line
 
 from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.questions import diagnostics
@@ -38,9 +39,7 @@ def main() -> None:
     q1, median, q3 = statistics.quantiles(seconds, n=4)
     print("# Oscillation check: cost per run on the bundled runs\n")
     print("Command: `python benchmarks/oscillation_cost.py`  ")
-    print(
-        f"Machine: {platform.machine()}, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}.\n"
-    )
+    print(f"Machine: {machine_line()}.\n")
     print(f"- first run (compiles the three families): {first:.1f} s")
     print(
         f"- the other {len(seconds)} runs: median {median:.1f} s (quartiles {q1:.1f}-{q3:.1f} s, mean "

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _markdown import machine_line
 
 HERE = Path(__file__).resolve().parent
 SCRATCH = HERE / "_scratch"
@@ -159,7 +159,7 @@ def main() -> None:
         "# Reading speed and memory",
         "",
         f"Command: `python benchmarks/read_speed.py{' --quick' if args.quick else ''}`  ",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"Machine: {machine_line()}; "
         f"baseline process (imports only) peak {baseline['peak_mib']:.0f} MiB, subtracted.",
         "",
         "| " + " | ".join(header) + " |",

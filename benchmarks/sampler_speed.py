@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
+
+from _markdown import machine_line
 
 from bayesgrpo.model.curves import DEFAULT_CURVE
 from bayesgrpo.model.sampling import DEFAULT_THIN
@@ -161,7 +161,7 @@ def main() -> None:
         f"Command: `python benchmarks/sampler_speed.py --samplers {' '.join(args.samplers)} --curve "
         f"{args.curve} --draws {args.draws} --tune {args.tune} --chains {args.chains} --thin {args.thin} "
         f"--seeds {' '.join(map(str, args.seeds))}`  ",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. Wall "
+        f"Machine: {machine_line()}. Wall "
         "time includes compilation, tuning and sampling; each chain runs draws x thin iterations after "
         "tuning and keeps every thin-th (PyMC's default NUTS keeps every draw: thin 1). ESS: minimum "
         "bulk ESS over parameters, of the kept draws. Ratio: "

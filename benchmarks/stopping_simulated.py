@@ -31,8 +31,6 @@ import argparse
 import hashlib
 import json
 import logging
-import os
-import platform
 import sys
 import time
 import warnings
@@ -43,7 +41,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 
 RESULTS = HERE / "results"
 SCRATCH = HERE / "_scratch" / "stopping_simulated"
@@ -365,14 +363,14 @@ def main() -> None:
     scored = scored.merge(runs[["run_id", "shape"]], on="run_id")
     scored.to_csv(RESULTS / "stopping_simulated_runs.csv", index=False)
 
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    machine = machine_line()
     lines = [
         "# Stopping rules on simulated runs of known truth",
         "",
         f"Command: `python benchmarks/stopping_simulated.py --per-shape {args.per_shape}"
         + (" --no-slow-noise" if args.no_slow_noise else "")
         + "`  ",
-        f"Machine: {machine}, {time.strftime('%Y-%m-%d')}. "
+        f"Machine: {machine}. "
         + "; ".join(f"{k}: {v:.0f} s (0 when cached)" for k, v in seconds.items())
         + ".",
         "",

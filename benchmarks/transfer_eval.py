@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import shlex
 import sys
 import time
@@ -42,7 +40,7 @@ from bayesgrpo.model.sampling import DEFAULT_THIN
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import markdown_table
+from _markdown import machine_line, markdown_table
 from backtest import pick_runs  # the same run selection as the backtest
 
 RESULTS = HERE / "results"
@@ -210,10 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/transfer_eval.py" + "".join(
         " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
     )
-    machine = (
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}"
-    )
+    machine = machine_line()
     table = load_bundled(warn=False)
     if args.runs is not None and args.runs < len(table):
         table = table.select(pick_runs(table, args.runs, args.seed))

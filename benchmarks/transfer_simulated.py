@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import platform
 import sys
 import time
 import warnings
@@ -40,7 +38,7 @@ from bayesgrpo.model.sampling import DEFAULT_THIN
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _markdown import command_line, markdown_table
+from _markdown import command_line, machine_line, markdown_table
 from transfer_eval import cached_populations, fit_table  # the real-run evaluation's own pieces
 
 if TYPE_CHECKING:
@@ -212,8 +210,7 @@ def write_report(
         "# Transfer to a family it never saw: simulated runs of known truth",
         "",
         f"Command: `{command_line('transfer_simulated.py', argv)}`  ",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d')}. Population fits {seconds['fits']:.0f} s (their own times, "
+        f"Machine: {machine_line()}. Population fits {seconds['fits']:.0f} s (their own times, "
         "cached or not), "
         f"predictions and scores {seconds['scores']:.0f} s.  ",
         f"Settings: {len(args.seeds)} replicates (seeds {', '.join(map(str, args.seeds))}), each "
