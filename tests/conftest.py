@@ -18,6 +18,17 @@ from bayesgrpo.model.sampling import FitDiagnostics
 from bayesgrpo.model.simulate import simulate_runs
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow lane first, each lane in its collected order.
+
+    Two workers share the tests (pytest-xdist): with the slow lane's minute-long fits, notebooks
+    and Ray tests last in the order collected, one worker was left running them while the other
+    had finished. Longest first is the classic order for the shortest makespan; the order is
+    deterministic, as xdist requires of every worker's collection.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def ray_lock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """One Ray at a time across pytest-xdist's workers: the modules that start a local Ray ask for
