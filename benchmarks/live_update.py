@@ -5,7 +5,8 @@ held-out run is cut at 25% and 50% of its steps and conditioned on the populatio
 ``bayesgrpo.questions.live`` (Laplace + adaptive importance sampling). Reported per query: the time of
 the live update plus the stopping answer P(gain < eps) and the expected remaining gain, and the
 same answers from NUTS on the same single-run posterior (same Gaussian population prior, same
-Student-t likelihood, PyMC NUTS 4 x 1000 draws): the approximation is what is compared.
+Student-t likelihood, PyMC NUTS 4 x 1000 draws): the approximation is what is compared. Five
+more queries per row clock each step of the update apart (:data:`STAGES`): where the time goes.
 
 Usage::
 
@@ -16,10 +17,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +35,45 @@ sys.path.insert(0, str(HERE))
 from _markdown import machine_line, markdown_table
 
 RESULTS = HERE / "results"
+
+
+#: The steps of ``LiveForecaster.update``, timed apart (they do not call one another): names in
+#: ``bayesgrpo.questions.live``'s namespace, where ``update`` looks them up.
+STAGES = (
+    "prepare",
+    "own_range_bounds",
+    "condition_run",
+    "run_curve_draws",
+    "with_recent_rise",
+    "recent_departure",
+    "with_band_stretch",
+)
+
+
+@contextlib.contextmanager
+def stage_clocks(module: ModuleType, names: tuple[str, ...]) -> Iterator[dict[str, float]]:
+    """Seconds spent in each of ``module``'s functions ``names`` while the block runs."""
+    spent = dict.fromkeys(names, 0.0)
+    originals = {name: getattr(module, name) for name in names}
+
+    def clocked(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - start
+
+        return run
+
+    for name, function in originals.items():
+        setattr(module, name, clocked(name, function))
+    try:
+        yield spent
+    finally:
+        for name, function in originals.items():
+            setattr(module, name, function)
 
 
 def nuts_refit(prior, t, y, scale, draws: int, seed: int, likelihood_weight: float = 1.0) -> np.ndarray:
@@ -80,6 +125,7 @@ def main() -> None:
     from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.model.laplace import RunPosterior
     from bayesgrpo.model.reward_model import RewardModel
+    from bayesgrpo.questions import live as live_module
     from bayesgrpo.questions.live import LiveForecaster
     from bayesgrpo.questions.stopping import CurveDraws, expected_gain, prob_gain_below
 
@@ -116,6 +162,16 @@ def main() -> None:
                 update = live.update(partial, horizon=horizon)
                 answer = prob_gain_below(update.curve_draws, update.step, eps=args.eps, relative=True)[0]
                 timings.append(time.perf_counter() - t0)
+            # where the time goes: 5 more queries with each step of the update clocked (apart
+            # from the timings above, which the clocks' own overhead stays out of)
+            with stage_clocks(live_module, STAGES) as spent:
+                started = time.perf_counter()
+                for _ in range(5):
+                    staged = live.update(partial, horizon=horizon)
+                    prob_gain_below(staged.curve_draws, staged.step, eps=args.eps, relative=True)
+                total = time.perf_counter() - started
+            stage_ms = {f"{name}_ms": 1000 * spent[name] / 5 for name in STAGES}
+            stage_ms["rest_ms"] = 1000 * total / 5 - sum(stage_ms.values())
             gain = expected_gain(update.curve_draws, update.step).iloc[0]
             post = update.posterior
             # the same posterior by NUTS, read through the same curve-draws code
@@ -156,12 +212,23 @@ def main() -> None:
                     "gain_live": float(gain["mean"]),
                     "gain_nuts": float(nuts_gain["mean"]),
                     "gain_diff_in_sd": abs(float(gain["mean"]) - float(nuts_gain["mean"])) / gain_sd,
+                    **stage_ms,
                 }
             )
             print(rows[-1], flush=True)
 
     frame = pd.DataFrame(rows)
     frame["abs_p_diff"] = (frame["p_gain_below_live"] - frame["p_gain_below_nuts"]).abs()
+    stage_columns = [f"{name}_ms" for name in (*STAGES, "rest")]
+    per_query = frame[stage_columns].sum(axis=1)
+    stage_table = pd.DataFrame(
+        {
+            "step": [c.removesuffix("_ms") for c in stage_columns],
+            "median_ms": [float(frame[c].median()) for c in stage_columns],
+            "slowest_ms": [float(frame[c].max()) for c in stage_columns],
+            "mean_share": [float((frame[c] / per_query).mean()) for c in stage_columns],
+        }
+    )
     lines = [
         "# Live single-run update: speed and agreement with NUTS",
         "",
@@ -177,7 +244,12 @@ def main() -> None:
         f"in posterior sd: median {frame['gain_diff_in_sd'].median():.2f}, max "
         f"{frame['gain_diff_in_sd'].max():.2f}.",
         "",
-        markdown_table(frame),
+        "Where a query's time goes (5 more queries per row with each step of `LiveForecaster.update` "
+        "clocked; `rest`: the query's other work, P(gain < eps) included, and the clocks' own):",
+        "",
+        markdown_table(stage_table),
+        "",
+        markdown_table(frame.drop(columns=stage_columns)),
         "",
     ]
     args.output.parent.mkdir(parents=True, exist_ok=True)
