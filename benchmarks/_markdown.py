@@ -35,8 +35,9 @@ def machine_line() -> str:
     """The machine (its CPU and the SIMD level numpy dispatches to), Python and date a benchmark ran on.
 
     The CPU is named because timings move with it: the live query took 54 ms on the AVX2 machine
-    of 2026-11 and 30 ms on an AVX-512 one on 2026-12-02 with the same code, numpy's float64
-    ``exp``/``log`` loops being vectorised only on the latter (``results/live_update.md``).
+    of 2026-11 and 31 ms on an AVX-512 one on 2026-12-02 with the same code
+    (``results/live_update.md``); numpy dispatches its float64 ``exp``/``log`` loops by SIMD level,
+    the likeliest part of that difference (not measured apart).
     """
     import os
     import platform

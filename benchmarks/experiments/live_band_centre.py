@@ -68,8 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         markdown_table(table),
         "",
     ]
-    write_result(RESULTS / "live_band_centre.md", lines)
-    print("\n".join(lines))
+    write_result(RESULTS / "live_band_centre.md", lines)  # and prints it
 
 
 if __name__ == "__main__":
