@@ -57,6 +57,12 @@ END_TARGET_SAVED = 0.5
 END_TARGET_GIVEN_UP = 0.01
 #: The earlier bar, against the best smoothed point of the run (the second view): steps saved.
 BEST_POINT_TARGET_SAVED = 0.4
+#: The stop-decision issue's bar, against the run's end: a posterior rule that dominates these
+#: fixed budgets (as many steps saved, no more given up) ...
+BUDGETS = ("fixed 0.5", "fixed 0.6")
+#: ... and saves at least this share of the steps at no more than this share of the range given up,
+#: with its mean dip at the stop (``dip_at_stop``) within this share of the range either way.
+BUDGET_TARGET_SAVED, BUDGET_TARGET_GIVEN_UP, DIP_TARGET = 0.45, 0.01, 0.01
 
 logger = logging.getLogger("backtest")
 
@@ -402,6 +408,50 @@ def target_lines(
     return target, ("all of them" if not undominated else f"not {', '.join(undominated)}")
 
 
+def budget_verdict(table: pd.DataFrame, label: str) -> list[str]:
+    """The stop-decision issue's targets in words, for one set of runs.
+
+    ``table``: one row per rule with ``rule``, ``kind`` (``"bayes"`` for the posterior rules),
+    ``steps_saved``, ``vs_end`` (mean reward given up against the run's end) and ``dip`` (mean dip
+    at the stop), means over the set's runs. Lines: which posterior rules dominate each budget of
+    :data:`BUDGETS`; which save >= :data:`BUDGET_TARGET_SAVED` at <= :data:`BUDGET_TARGET_GIVEN_UP`
+    with ``|dip| <=`` :data:`DIP_TARGET`; and which one rule does all of it.
+    """
+    bayes = table[table["kind"] == "bayes"]
+    by_rule = table.set_index("rule")
+    lines, dominating = [], []
+    for name in BUDGETS:
+        ref = by_rule.loc[name]
+        better = bayes[(bayes["steps_saved"] >= ref["steps_saved"]) & (bayes["vs_end"] <= ref["vs_end"])]
+        dominating.append(set(better["rule"]))
+        lines.append(
+            f"- {label}: `{name}` ({ref['steps_saved']:.0%} saved, {ref['vs_end']:+.1%} vs the end) is "
+            + (
+                "dominated by " + ", ".join(f"`{r}`" for r in better["rule"])
+                if len(better)
+                else "dominated by no posterior rule"
+            )
+            + "."
+        )
+    bar = bayes[
+        (bayes["steps_saved"] >= BUDGET_TARGET_SAVED)
+        & (bayes["vs_end"] <= BUDGET_TARGET_GIVEN_UP)
+        & (bayes["dip"].abs() <= DIP_TARGET)
+    ]
+    lines.append(
+        f"- {label}: >= {BUDGET_TARGET_SAVED:.0%} saved at <= {BUDGET_TARGET_GIVEN_UP:.0%} given up vs the "
+        f"end with a mean dip within {DIP_TARGET:.0%}: "
+        + (", ".join(f"`{r}`" for r in bar["rule"]) if len(bar) else "no posterior rule")
+        + "."
+    )
+    every = [r for r in bar["rule"] if all(r in d for d in dominating)]
+    lines.append(
+        f"- {label}: one posterior rule that does all of it (dominates {' and '.join(BUDGETS)}, and the bar "
+        "above): " + (", ".join(f"`{r}`" for r in every) if every else "none") + "."
+    )
+    return lines
+
+
 def run_kinds(table) -> dict[str, str]:
     """``run_id -> "stated range"`` or ``"own range"`` (no ``reward_min``/``reward_max``)."""
     from bayesgrpo.questions.live import stated_reward_range
@@ -443,6 +493,27 @@ def end_target_lines(table, stops: pd.DataFrame) -> list[str]:
     return lines
 
 
+def budget_lines(stops: pd.DataFrame, kinds: dict[str, str], labels: dict[str, str]) -> list[str]:
+    """:func:`budget_verdict` for all runs and for each kind of run apart.
+
+    ``stops``: the stopping backtest's rows (with ``dip``); ``kinds``: run_id -> kind;
+    ``labels``: kind -> the words for its runs.
+    """
+    from bayesgrpo.evaluate.backtest import frontier
+
+    lines = []
+    run_kind = stops["run_id"].map(kinds)
+    for kind, words in {"all": "all runs", **labels}.items():
+        part = stops if kind == "all" else stops[run_kind == kind]
+        if part.empty:
+            continue
+        front = frontier(against_end(part)).rename(
+            columns={"steps_saved_mean": "steps_saved", "given_up_mean": "vs_end", "dip_mean": "dip"}
+        )
+        lines += budget_verdict(front, f"{words} ({part['run_id'].nunique()})")
+    return lines
+
+
 def by_kind_of_run(table, stops: pd.DataFrame) -> pd.DataFrame:
     """Mean steps saved and reward given up (against the run's end, and against its best smoothed
     point) per rule, for runs with a stated reward range and runs normalised by their own range
@@ -452,13 +523,13 @@ def by_kind_of_run(table, stops: pd.DataFrame) -> pd.DataFrame:
     out = stops.assign(run_kind=kind).pivot_table(
         index="rule",
         columns="run_kind",
-        values=["steps_saved", "reward_vs_end", "reward_given_up"],
+        values=["steps_saved", "reward_vs_end", "reward_given_up", "dip"],
         aggfunc="mean",
     )
     out.columns = [f"{metric}_{run_kind}".replace(" ", "_") for metric, run_kind in out.columns]
     order = [
         f"{m}_{k}"
-        for m in ("steps_saved", "reward_vs_end", "reward_given_up")
+        for m in ("steps_saved", "reward_vs_end", "reward_given_up", "dip")
         for k in ("own_range", "stated_range")
     ]
     out = out[[c for c in order if c in out.columns]]
@@ -916,6 +987,23 @@ def main(argv: list[str] | None = None) -> None:
             "",
             *end_target_lines(table, stops),
             "",
+            "## Against the stop-decision issue's bar (a fixed budget beaten, the dip at the stop)",
+            "",
+            (
+                "A posterior rule should dominate `fixed 0.5` and `fixed 0.6` against the run's end, save "
+                f">= {BUDGET_TARGET_SAVED:.0%} of the steps at <= {BUDGET_TARGET_GIVEN_UP:.0%} of the range "
+                "given up, and stop outside the run's dips: its mean dip at the stop (the smoothed reward "
+                "there minus the mean logged reward over the 10% of the run around it, a share of the "
+                f"range; `dip_mean` below) within {DIP_TARGET:.0%} either way. Fixed budgets' dips are the "
+                "noise of where they fall; `full run`'s is that of the run's last points."
+            ),
+            "",
+            *budget_lines(
+                stops,
+                run_kinds(table),
+                {"own range": "runs without a stated range", "stated range": "runs with a stated range"},
+            ),
+            "",
             "## Frontier against the run's end",
             "",
             "`given_up_*`: against the run's own end (negative: the stop kept more than running on).",
@@ -975,7 +1063,8 @@ def main(argv: list[str] | None = None) -> None:
                 + ", ".join(f"{n} {k}" for k, n in sorted(kinds.attrs["runs"].items(), reverse=True))
                 + " runs) are long verl runs logged every step; runs without one are short, noisy notebook "
                 "runs, normalised by their own range. `reward_vs_end`: given up against the run's end; "
-                f"`reward_given_up`: against its best smoothed point ({args.smoothing:.0%} window)."
+                f"`reward_given_up`: against its best smoothed point ({args.smoothing:.0%} window); `dip`: "
+                "the mean dip at the stop."
             ),
             "",
             markdown_table(kinds),

@@ -270,12 +270,23 @@ def stopping(table, populations, args: argparse.Namespace) -> pd.DataFrame:
 
 
 def stopping_section(stops: pd.DataFrame, kinds: dict[str, str]) -> list[str]:
-    """The frontier against the run's end, for all runs and by stated range."""
-    from backtest import dominance
+    """The stop-decision issue's bar, and the frontier against the run's end, for all runs and by
+    stated range.
+    """
+    from backtest import BUDGET_TARGET_GIVEN_UP, BUDGET_TARGET_SAVED, DIP_TARGET, budget_lines, dominance
 
     from bayesgrpo.evaluate.backtest import frontier
 
-    lines = []
+    lines = [
+        "Against the stop-decision issue's bar (dominate `fixed 0.5` and `fixed 0.6` against the end, "
+        f">= {BUDGET_TARGET_SAVED:.0%} saved at <= {BUDGET_TARGET_GIVEN_UP:.0%} given up, the mean dip at "
+        f"the stop within {DIP_TARGET:.0%} of the range; `dip_mean` below):",
+        "",
+        *budget_lines(
+            stops, kinds, {"unstated": "runs without a stated range", "stated": "runs with a stated range"}
+        ),
+        "",
+    ]
     stops = stops.assign(range=stops["run_id"].map(kinds))
     for kind in ("all", "unstated", "stated"):
         part = stops if kind == "all" else stops[stops["range"] == kind]
@@ -301,7 +312,7 @@ def stopping_section(stops: pd.DataFrame, kinds: dict[str, str]) -> list[str]:
             "",
             markdown_table(
                 pd.concat([bayes[bayes["on_frontier"]], fixed])[
-                    ["rule", "steps_saved_mean", "given_up_mean", "share_stopped", "on_frontier"]
+                    ["rule", "steps_saved_mean", "given_up_mean", "dip_mean", "share_stopped", "on_frontier"]
                 ].rename(columns={"given_up_mean": "given_up_vs_end_mean"})
             ),
             "",

@@ -35,7 +35,9 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import command_line, machine_line, markdown_table
-from stopping_simulated import GIVEN_UP_TARGET, SAVED_TARGET, runs_table, scored_on_truth, simulate
+from backtest import BUDGET_TARGET_GIVEN_UP as GIVEN_UP_TARGET
+from backtest import BUDGET_TARGET_SAVED as SAVED_TARGET
+from stopping_simulated import runs_table, scored_on_truth, simulate
 
 RESULTS = HERE / "results"
 CHECK_EVERY = 0.05

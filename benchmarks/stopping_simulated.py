@@ -42,13 +42,13 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _markdown import machine_line, markdown_table
+from backtest import budget_verdict
+
+from bayesgrpo.evaluate.backtest.smoothing import dip_at_stop as dip_at  # the experiments import it here
 
 RESULTS = HERE / "results"
 SCRATCH = HERE / "_scratch" / "stopping_simulated"
 SHAPES = ("rise_plateau", "slow_rise", "late_rise", "flat", "falling", "peak_fall")
-#: The targets of the stop-decision issue, against the run's end.
-SAVED_TARGET, GIVEN_UP_TARGET, DIP_TARGET = 0.45, 0.01, 0.01
-
 logger = logging.getLogger("stopping_simulated")
 
 
@@ -225,19 +225,6 @@ def scored_on_truth(stops: pd.DataFrame, points: pd.DataFrame, truth: dict[str, 
     return pd.DataFrame(rows)
 
 
-def dip_at(steps: np.ndarray, reward: np.ndarray, stop: float) -> float:
-    """The dip at a stop: the smoothed logged reward there (centred mean over 5% of the points)
-    minus the mean logged reward over the 10% of the run around it, as a share of its range.
-    """
-    n = len(reward)
-    i = min(max(int(np.searchsorted(steps, stop, side="right") - 1), 0), n - 1)
-    window = max(1, int(0.05 * n))
-    smooth = pd.Series(reward).rolling(window, center=True, min_periods=1).mean().to_numpy()
-    around = reward[max(0, i - window) : i + window + 1].mean()
-    span = float(reward.max() - reward.min()) or 1.0
-    return float((smooth[i] - around) / span)
-
-
 def shape_table(scored: pd.DataFrame, rules: list[str] | tuple[str, ...]) -> pd.DataFrame:
     """Per kind of range, shape of run and rule (of ``rules``): the mean steps saved, share of the
     run at the stop, reward given up against the end and dip.
@@ -278,37 +265,6 @@ def summary(scored: pd.DataFrame) -> pd.DataFrame:
         on.append(better.empty)
     table["on_frontier"] = on
     return table.sort_values("steps_saved", ascending=False)
-
-
-def verdict(table: pd.DataFrame, label: str) -> list[str]:
-    """The targets, in words."""
-    bayes = table[table["kind"] == "bayes"]
-    fixed = table.set_index("rule")
-    lines = []
-    for name in ("fixed 0.5", "fixed 0.6"):
-        ref = fixed.loc[name]
-        better = bayes[(bayes["steps_saved"] >= ref["steps_saved"]) & (bayes["vs_end"] <= ref["vs_end"])]
-        lines.append(
-            f"- {label}: `{name}` ({ref['steps_saved']:.0%} saved, {ref['vs_end']:+.1%} vs the end) is "
-            + (
-                "dominated by " + ", ".join(f"`{r}`" for r in better["rule"])
-                if len(better)
-                else "dominated by no posterior rule"
-            )
-            + "."
-        )
-    met = bayes[
-        (bayes["steps_saved"] >= SAVED_TARGET)
-        & (bayes["vs_end"] <= GIVEN_UP_TARGET)
-        & (bayes["dip"].abs() <= DIP_TARGET)
-    ]
-    lines.append(
-        f"- {label}: >= {SAVED_TARGET:.0%} saved at <= {GIVEN_UP_TARGET:.0%} given up vs the end with a mean "
-        f"dip within {DIP_TARGET:.0%}: "
-        + (", ".join(f"`{r}`" for r in met["rule"]) if len(met) else "no posterior rule")
-        + "."
-    )
-    return lines
 
 
 def main() -> None:
@@ -397,7 +353,7 @@ def main() -> None:
     tables = {}
     for label, part in scored.groupby("range", sort=False):
         tables[label] = summary(part)
-        lines += verdict(tables[label], label)
+        lines += budget_verdict(tables[label], label)
     lines.append("")
     for label, table in tables.items():
         lines += [f"## {label}: every rule", "", markdown_table(table), ""]

@@ -16,7 +16,7 @@ from bayesgrpo.evaluate.backtest.calibration import (
 from bayesgrpo.evaluate.backtest.cuts import BacktestError, cut_points, planned_horizon, prefix_table
 from bayesgrpo.evaluate.backtest.forecast import bayes_forecast_draws, forecast_backtest, logged_reward_draws
 from bayesgrpo.evaluate.backtest.populations import fold_assignment, kfold_populations
-from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window, smoothed_reward
+from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window, dip_at_stop, smoothed_reward
 from bayesgrpo.evaluate.backtest.stopping import (
     FixedFraction,
     MedianPruning,
@@ -174,6 +174,35 @@ def test_fixed_fraction_saves_its_share_and_gives_up_what_the_curve_says():
     assert _row(result, "peak", "full")["reward_given_up"] > 0.9
     assert _row(result, "peak", "ff50")["reward_given_up"] < 0.03
     assert _row(result, "peak", "ff50")["reward_vs_end"] < -0.9
+
+
+def test_dip_at_stop_by_hand():
+    steps = np.arange(1.0, 101.0)
+    flat = np.ones(100)
+    assert dip_at_stop(steps, flat, 50.0) == 0.0  # constant: no range, no dip
+    # one low point at step 50 in an otherwise flat run (range 1)
+    reward = np.ones(100)
+    reward[49] = 0.0
+    # window 5 points: the smoothed reward at step 50 is 4/5, the mean of the 11 points around it 10/11
+    assert dip_at_stop(steps, reward, 50.0) == pytest.approx(4 / 5 - 10 / 11)
+    assert dip_at_stop(steps, reward, 50.5) == pytest.approx(4 / 5 - 10 / 11)  # the point at or before
+    assert dip_at_stop(steps, reward, 20.0) == pytest.approx(0.0)  # far from the dip
+    # a linear rise: the centred means agree, no dip mid-run
+    assert dip_at_stop(steps, steps, 50.0) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(BacktestError, match="one length"):
+        dip_at_stop(steps, reward[:10], 5.0)
+
+
+def test_stopping_rows_carry_the_dip_at_each_stop():
+    table = _hand_made()
+    result = stopping_backtest(table, None, {"ff50": FixedFraction(0.5), "full": FixedFraction(1.0)})
+    peak = _row(result, "peak", "ff50")
+    steps = np.arange(1.0, 101.0)
+    rewards = np.concatenate([np.arange(50.0), np.arange(50.0, 0.0, -1.0)])
+    assert peak["dip"] == pytest.approx(dip_at_stop(steps, rewards, 50.0))
+    assert peak["dip"] > 0  # stopped on the peak: above the level around it
+    assert _row(result, "flat", "ff50")["dip"] == 0.0
+    assert "dip_mean" in frontier(result).columns
 
 
 def test_patience_stops_a_flat_run_early_at_no_cost():

@@ -55,7 +55,12 @@ from bayesgrpo.evaluate.backtest.populations import (
     source_group,
     source_groups,
 )
-from bayesgrpo.evaluate.backtest.smoothing import cross_validated_window, reward_given_up, smoothed_reward
+from bayesgrpo.evaluate.backtest.smoothing import (
+    cross_validated_window,
+    dip_at_stop,
+    reward_given_up,
+    smoothed_reward,
+)
 from bayesgrpo.evaluate.backtest.stopping import (
     FixedFraction,
     MedianPruning,
@@ -86,6 +91,7 @@ __all__ = [
     "bayes_forecast_draws",
     "calibration_table",
     "cross_validated_window",
+    "dip_at_stop",
     "cut_points",
     "fold_assignment",
     "held_out_populations",

@@ -2,12 +2,14 @@
 
 :func:`smoothed_reward` is a centred rolling mean (its window a share of the run's points or,
 with ``"cv"``, :func:`cross_validated_window`); :func:`reward_given_up` measures a stop against
-the run's best smoothed reward or its end.
+the run's best smoothed reward or its end; :func:`dip_at_stop` says whether a stop landed in a
+dip of the logged reward.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from bayesgrpo.evaluate.backtest.cuts import SMOOTHING_FRACTION, BacktestError
 
@@ -117,3 +119,47 @@ def reward_given_up(
     """
     at = int(np.searchsorted(steps, stop_step))
     return max(0.0, float(smooth.max() - smooth[at])) / spread, float(smooth[-1] - smooth[at]) / spread
+
+
+#: Share of a run's points either side of a stop that :func:`dip_at_stop` compares it with (the
+#: 10% of the run around it, with the 5% window of the smoothed reward at the stop).
+DIP_FRACTION = 0.05
+
+
+def dip_at_stop(steps: np.ndarray, rewards: np.ndarray, stop_step: float) -> float:
+    """The dip at a stop: the smoothed logged reward at the stop minus the mean logged reward over
+    the 10% of the run around it, as a share of the run's logged range.
+
+    A rule that stops noisy flat runs in their low points has a negative mean dip; a fixed budget,
+    blind to the noise, has none on average. The stop's point is the last logged point at or
+    before ``stop_step``; the smoothed reward is a centred rolling mean over ``w = max(1,
+    int(0.05 n))`` points (cut at the run's ends), and the mean around it is over the points
+    ``w`` either side of it (the stopping benchmarks' measure since they first reported it).
+
+    Parameters
+    ----------
+    steps : ndarray, shape (n,)
+        The run's logged steps, increasing.
+    rewards : ndarray, shape (n,)
+        Its logged rewards.
+    stop_step : float
+
+    Returns
+    -------
+    float
+        Negative: the stop sat below the level around it. 0 for a run of constant reward.
+    """
+    steps = np.asarray(steps, dtype=float)
+    rewards = np.asarray(rewards, dtype=float)
+    if steps.shape != rewards.shape or steps.ndim != 1 or steps.size == 0:
+        raise BacktestError(
+            "dip_at_stop needs one run's steps and rewards of one length; got "
+            f"{steps.shape} and {rewards.shape}"
+        )
+    n = rewards.size
+    i = min(max(int(np.searchsorted(steps, stop_step, side="right") - 1), 0), n - 1)
+    window = max(1, int(DIP_FRACTION * n))
+    smooth = pd.Series(rewards).rolling(window, center=True, min_periods=1).mean().to_numpy()
+    around = rewards[max(0, i - window) : i + window + 1].mean()
+    span = float(rewards.max() - rewards.min()) or 1.0
+    return float((smooth[i] - around) / span)

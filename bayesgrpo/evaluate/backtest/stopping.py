@@ -28,7 +28,7 @@ from bayesgrpo.evaluate.backtest.cuts import (
     run_points,
 )
 from bayesgrpo.evaluate.backtest.engine import backtest_engine
-from bayesgrpo.evaluate.backtest.smoothing import reward_given_up, smoothed_reward
+from bayesgrpo.evaluate.backtest.smoothing import dip_at_stop, reward_given_up, smoothed_reward
 from bayesgrpo.model.laplace import LiveUpdateWarning
 
 if TYPE_CHECKING:
@@ -257,13 +257,16 @@ def stopping_backtest(
     -------
     DataFrame
         One row per (run, rule): ``run_id, rule, kind, stop_step, last_step, steps_saved,
-        reward_given_up, reward_vs_end, stopped, probability``. ``stop_step`` is the last step
+        reward_given_up, reward_vs_end, dip, stopped, probability``. ``stop_step`` is the last step
         when the rule never stops (``stopped`` False). ``steps_saved = (last_step - stop_step) /
         last_step``; ``reward_given_up = max(0, max(smoothed) - smoothed at stop_step) /
         range`` with ``range`` the max minus the min of the run's logged rewards (1 when
         constant); ``reward_vs_end = (smoothed at the last step - smoothed at stop_step) /
-        range`` (signed: negative when the stop is better than running to the end).
-        ``probability`` is the Bayesian rule's posterior probability behind its stop.
+        range`` (signed: negative when the stop is better than running to the end). ``dip``:
+        the smoothed logged reward at the stop minus its mean over the 10% of the run around it,
+        a share of the range (:func:`~bayesgrpo.evaluate.backtest.smoothing.dip_at_stop`;
+        negative: the stop sat in a dip). ``probability`` is the Bayesian rule's posterior
+        probability behind its stop.
     """
     if not 0.0 < check_every_fraction < 1.0:
         raise BacktestError(f"check_every_fraction must lie in (0, 1); got {check_every_fraction}")
@@ -297,6 +300,7 @@ STOPPING_COLUMNS: tuple[str, ...] = (
     "steps_saved",
     "reward_given_up",
     "reward_vs_end",
+    "dip",
     "stopped",
     "probability",
 )
@@ -382,6 +386,7 @@ def stopping_run(
                 "steps_saved": (last - stop_step) / last,
                 "reward_given_up": given_up,
                 "reward_vs_end": vs_end,
+                "dip": dip_at_stop(steps, rewards, stop_step),
                 "stopped": stop is not None and stop_step < last,
                 "probability": probability,
             }
@@ -403,7 +408,8 @@ def frontier(stopping: pd.DataFrame) -> pd.DataFrame:
     DataFrame
         One row per rule, sorted by mean steps saved (most first): ``rule, kind, n_runs,
         steps_saved_mean, steps_saved_median, given_up_mean, given_up_p90, given_up_max,
-        vs_end_mean, share_stopped, on_frontier``. ``on_frontier`` is True when no other rule
+        vs_end_mean, dip_mean, share_stopped, on_frontier`` (``dip_mean`` only when the rows carry
+        a ``dip``). ``on_frontier`` is True when no other rule
         saves at least as many steps on average at no more mean reward given up (one of the two
         strictly better).
     """
@@ -420,6 +426,7 @@ def frontier(stopping: pd.DataFrame) -> pd.DataFrame:
             "given_up_p90": grouped["reward_given_up"].quantile(0.9),
             "given_up_max": grouped["reward_given_up"].max(),
             "vs_end_mean": grouped["reward_vs_end"].mean(),
+            **({"dip_mean": grouped["dip"].mean()} if "dip" in stopping.columns else {}),
             "share_stopped": grouped["stopped"].mean(),
         }
     ).reset_index()
