@@ -33,6 +33,7 @@ def stop_probability_calibration(
     n_draws: int = 1000,
     random_seed: int = 0,
     band_stretch: Mapping[str, BandStretch | None] | None = None,
+    reference: Mapping[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Is ``P(gain < eps)`` right as often as it says? Every check of every run, scored.
 
@@ -58,6 +59,11 @@ def stop_probability_calibration(
         The stretch of each run's predictive band (the predictive probability's later points;
         default the shipped one): for bundled runs, factors learnt without the run's source
         (:func:`bayesgrpo.evaluate.backtest.cross_fitted_band_stretch`).
+    reference : mapping run_id -> ndarray, optional
+        The curve each run's realised gain is read on, one value per logged point (sorted by
+        step), in place of its smoothed reward: for a simulated run, its true mean, so that the
+        rule's probability (of the curve's gain) is judged against the curve itself. The
+        predictive probability is still of the smoothed logged gain.
 
     Returns
     -------
@@ -79,6 +85,13 @@ def stop_probability_calibration(
         rewards = points["reward"].to_numpy(dtype=float)
         window = smoothing_window(rewards, smoothing_fraction)
         smooth = rolling_mean(rewards, window)
+        if reference is not None:
+            smooth = np.asarray(reference[run_id], dtype=float)
+            if smooth.shape != rewards.shape:
+                raise BacktestError(
+                    f"the reference curve of run {run_id!r} has {smooth.size} values for its "
+                    f"{rewards.size} logged points"
+                )
         run = table.select([run_id])
         horizon = planned_horizon(run)
         for i in check_indices(points, check_every_fraction):
