@@ -559,16 +559,23 @@ def test_calibration_reads_the_realised_gain_on_a_reference_curve_when_given_one
     sub = table.select(table.run_ids[:1])
     run_id = sub.run_ids[0]
     n = int((sub.points["run_id"] == run_id).sum())
-    truth = np.linspace(0.0, 0.5, n)  # a known curve: the gain from point i to the end is 0.5 (1 - i / (n - 1))
+    truth = np.linspace(0.0, 0.5, n)  # a known curve: the gain from point i to the end is known
     checks = stop_probability_calibration(
-        sub, populations, eps_values=(0.01,), check_every_fraction=0.25, n_draws=200, reference={run_id: truth}
+        sub,
+        populations,
+        eps_values=(0.01,),
+        check_every_fraction=0.25,
+        n_draws=200,
+        reference={run_id: truth},
     )
     steps = np.sort(sub.points.loc[sub.points["run_id"] == run_id, "step"].to_numpy())
     for row in checks.itertuples(index=False):
         i = int(np.searchsorted(steps, row.step))
         assert row.realised_gain == pytest.approx(truth[-1] - truth[i])  # bounds 0..1: unit 1
     with pytest.raises(BacktestError, match="reference curve"):
-        stop_probability_calibration(sub, populations, check_every_fraction=0.25, reference={run_id: truth[:3]})
+        stop_probability_calibration(
+            sub, populations, check_every_fraction=0.25, reference={run_id: truth[:3]}
+        )
 
 
 def test_calibration_table_by_hand():
