@@ -60,7 +60,7 @@ BACKTEST_ROWS = HERE.parent / "results" / "live_backtest_forecast_runs.csv"
 CUTS = (0.1, 0.25, 0.5)
 #: Progress of the second part: the stretch's knots (``live_band_stretch.KNOTS``), where its
 #: factors are learnt, and two later ones outside its window, where each band is scored as drawn.
-LATE_KNOTS = (0.4, 0.5, 0.6, 0.7, 0.8)
+LATE_KNOTS = (0.4, 0.45, 0.5, 0.6, 0.7, 0.8)
 VARIANTS = (
     "as shipped",
     "no stretch",
