@@ -657,9 +657,10 @@ def default_rule() -> GuardedBudgetRule:
     (``benchmarks/experiments/results/stop_momentum.md``).
 
     It replaced ``PlateauRule(eps=0.01, prob=0.9)``, which it beats in steps saved on every stopping
-    benchmark (6.0-21.5 points more) at a reward given up against the run's end between 0.4 points
-    of the range less and 4.4 more; on the bundled runs without a stated range it dominates
-    ``fixed 0.5`` by a margin those runs cannot confirm (``benchmarks/results/default_rule.md``).
+    benchmark (8.2-22.6 points more) at a reward given up against the run's end between 0.5 points
+    of the range less and 4.1 more; on the bundled runs without a stated range it dominates
+    ``fixed 0.5`` by a margin those runs confirm for the steps saved, not for the reward given up
+    (``benchmarks/results/default_rule.md``).
     Its answer is ``"stop"`` or ``"continue"``: past the budget it decides at one probability,
     so it is never ``"undecided"``; ask :class:`PlateauRule` for a plateau at a chosen probability.
 
