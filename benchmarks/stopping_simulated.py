@@ -423,10 +423,8 @@ def calibration_section(
                 "check_every_fraction": args.check_every,
                 "random_seed": args.seed,
             }
-            on_truth = stop_probability_calibration(table, population_of, reference=truth, **common)
-            on_logged = stop_probability_calibration(table, population_of, **common)
-            checks = on_truth.assign(
-                logged_gain=on_logged["realised_gain"].to_numpy(), logged_below=on_logged["below"].to_numpy()
+            checks = stop_probability_calibration(table, population_of, reference=truth, **common).rename(
+                columns={"smoothed_gain": "logged_gain", "smoothed_below": "logged_below"}
             )
             checks.to_csv(path, index=False)
         seconds += elapsed(path, start, cached)

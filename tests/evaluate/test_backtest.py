@@ -569,9 +569,13 @@ def test_calibration_reads_the_realised_gain_on_a_reference_curve_when_given_one
         reference={run_id: truth},
     )
     steps = np.sort(sub.points.loc[sub.points["run_id"] == run_id, "step"].to_numpy())
+    smooth = smoothed_reward(
+        sub.points.sort_values("step").loc[lambda f: f["run_id"] == run_id, "reward"], "cv"
+    )
     for row in checks.itertuples(index=False):
         i = int(np.searchsorted(steps, row.step))
         assert row.realised_gain == pytest.approx(truth[-1] - truth[i])  # bounds 0..1: unit 1
+        assert row.smoothed_gain == pytest.approx(smooth[-1] - smooth[i])  # the outcome without one
     with pytest.raises(BacktestError, match="reference curve"):
         stop_probability_calibration(
             sub, populations, check_every_fraction=0.25, reference={run_id: truth[:3]}

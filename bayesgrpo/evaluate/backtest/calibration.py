@@ -63,7 +63,8 @@ def stop_probability_calibration(
         The curve each run's realised gain is read on, one value per logged point (sorted by
         step), in place of its smoothed reward: for a simulated run, its true mean, so that the
         rule's probability (of the curve's gain) is judged against the curve itself. The
-        predictive probability is still of the smoothed logged gain.
+        predictive probability is still of the smoothed logged gain, and the rows then carry
+        that gain too (``smoothed_gain``, ``smoothed_below``).
 
     Returns
     -------
@@ -74,6 +75,8 @@ def stop_probability_calibration(
         the model's probability of the outcome itself, the smoothed *logged* gain: later points
         drawn with their noise and smoothed like the reference, so that noise the reference keeps
         is not counted against the model. ``progress`` is the check's share of the run's step span.
+        With a ``reference``, also ``smoothed_gain, smoothed_below``: the smoothed reward's gain,
+        the outcome without one.
     """
     if not 0.0 < check_every_fraction < 1.0:
         raise BacktestError(f"check_every_fraction must lie in (0, 1); got {check_every_fraction}")
@@ -85,11 +88,12 @@ def stop_probability_calibration(
         rewards = points["reward"].to_numpy(dtype=float)
         window = smoothing_window(rewards, smoothing_fraction)
         smooth = rolling_mean(rewards, window)
+        curve = smooth
         if reference is not None:
-            smooth = np.asarray(reference[run_id], dtype=float)
-            if smooth.shape != rewards.shape:
+            curve = np.asarray(reference[run_id], dtype=float)
+            if curve.shape != rewards.shape:
                 raise BacktestError(
-                    f"the reference curve of run {run_id!r} has {smooth.size} values for its "
+                    f"the reference curve of run {run_id!r} has {curve.size} values for its "
                     f"{rewards.size} logged points"
                 )
         run = table.select([run_id])
@@ -99,7 +103,8 @@ def stop_probability_calibration(
             if update is None:
                 continue
             unit = float(np.ravel(update.curve_draws.reward_scale)[0])
-            realised = float(smooth[-1] - smooth[i]) / unit
+            realised = float(curve[-1] - curve[i]) / unit
+            smoothed = float(smooth[-1] - smooth[i]) / unit
             predicted = (
                 _smoothed_gain_draws(
                     update, rewards, steps, i, window, run_seed(random_seed, "calibration", run_id, i)
@@ -110,18 +115,19 @@ def stop_probability_calibration(
                 probability = float(
                     prob_gain_below(update.curve_draws, steps[i], steps[-1], eps=eps, relative=True)[0]
                 )
-                rows.append(
-                    {
-                        "run_id": run_id,
-                        "step": float(steps[i]),
-                        "progress": float((steps[i] - steps[0]) / (steps[-1] - steps[0])),
-                        "eps": float(eps),
-                        "probability": probability,
-                        "predictive_probability": float((predicted < eps).mean()),
-                        "realised_gain": realised,
-                        "below": realised < eps,
-                    }
-                )
+                row = {
+                    "run_id": run_id,
+                    "step": float(steps[i]),
+                    "progress": float((steps[i] - steps[0]) / (steps[-1] - steps[0])),
+                    "eps": float(eps),
+                    "probability": probability,
+                    "predictive_probability": float((predicted < eps).mean()),
+                    "realised_gain": realised,
+                    "below": realised < eps,
+                }
+                if reference is not None:
+                    row |= {"smoothed_gain": smoothed, "smoothed_below": smoothed < eps}
+                rows.append(row)
         logger.info("calibration: run %s done", run_id)
     return pd.DataFrame(
         rows,
@@ -134,6 +140,7 @@ def stop_probability_calibration(
             "predictive_probability",
             "realised_gain",
             "below",
+            *(["smoothed_gain", "smoothed_below"] if reference is not None else []),
         ],
     )
 
