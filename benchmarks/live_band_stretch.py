@@ -42,8 +42,11 @@ from _markdown import markdown_table  # noqa: E402
 RESULTS = HERE / "results"
 SCRATCH = HERE / "_scratch" / "live_band_stretch"
 SHIPPED = HERE.parent / "bayesgrpo" / "_data" / "live_band_stretch.json"
-#: Progress at which the factors are learnt (cuts of each run's step span).
-KNOTS = (0.4, 0.5, 0.6)
+#: Progress at which the factors are learnt (cuts of each run's step span). By 0.45 the live
+#: band's noise has turned from the Student-t to the run's recent residuals
+#: (:data:`bayesgrpo.questions.live.RECENT_RESIDUALS_FROM`): the factors learnt there are the
+#: residual band's.
+KNOTS = (0.4, 0.45, 0.5, 0.6)
 #: Progress inside which the package stretches the band.
 WINDOW = (0.35, 0.65)
 LEVELS = np.linspace(0.01, 0.99, 99)
@@ -131,10 +134,13 @@ def forecasts(cut: float, seed: int, n_draws: int) -> pd.DataFrame:
 
 
 def cached_forecasts(seed: int, n_draws: int) -> pd.DataFrame:
-    """:func:`forecasts` at every knot, each cached on disk."""
+    """:func:`forecasts` at every knot, each cached on disk under a hash of the package's code."""
+    from live_backtest import code_hash
+
+    code = code_hash()[:12]
     frames = []
     for cut in KNOTS:
-        path = SCRATCH / f"seed{seed}_draws{n_draws}_cut{cut:g}.parquet"
+        path = SCRATCH / f"seed{seed}_draws{n_draws}_cut{cut:g}_{code}.parquet"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             forecasts(cut, seed, n_draws).to_parquet(path)

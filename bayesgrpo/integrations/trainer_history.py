@@ -246,7 +246,9 @@ def forecast_metrics(
         (``bayesgrpo/forecast_final_predictive_low``/``_high``: noise included; left out when
         the update carries no noise draws; ``bayesgrpo/predictive_stretch_above``: the factor its
         spread above the median was stretched by, 1 where it was not,
-        :mod:`bayesgrpo.questions.band_stretch`) and of the expected curve
+        :mod:`bayesgrpo.questions.band_stretch`; ``bayesgrpo/predictive_noise_residuals``: how
+        many of the run's recent residuals its noise is resampled from, 0 for the Student-t,
+        :func:`bayesgrpo.questions.live.with_recent_residuals`) and of the expected curve
         (``bayesgrpo/forecast_final_curve_low``/``_high``), ``bayesgrpo/pareto_k`` (above 0.7 the
         update came from its MCMC fallback), ``bayesgrpo/departed`` (1: the run's latest points
         have left the update's band, ``LiveUpdate.departure``), ``bayesgrpo/departure_level`` (the
@@ -272,6 +274,8 @@ def forecast_metrics(
         metrics[f"{PREFIX}forecast_final_predictive_high"] = high
         stretch = draws.predictive_stretch  # mid-run, no stated range: the band may be widened
         metrics[f"{PREFIX}predictive_stretch_above"] = 1.0 if stretch is None else float(stretch[0, 1])
+        # 0: the Student-t noise; else how many of the run's recent residuals it is resampled from
+        metrics[f"{PREFIX}predictive_noise_residuals"] = float(draws.residual_counts[0])
     low, high = np.quantile(final, [tail, 1.0 - tail])
     metrics[f"{PREFIX}forecast_final_curve_low"] = float(low)
     metrics[f"{PREFIX}forecast_final_curve_high"] = float(high)

@@ -19,6 +19,9 @@
    ``bayesgrpo/predictive_stretch_above``    the factor that band's spread above its median was
                                              stretched by (mid-run, no stated range: learnt on
                                              held-out sources; 1 where it was not)
+   ``bayesgrpo/predictive_noise_residuals``  how many of the run's recent residuals that band's
+                                             noise is resampled from (later in a run; 0: the
+                                             posterior's Student-t noise)
    ``bayesgrpo/forecast_final_curve_*``      90% band of the expected reward there (narrower)
    ``bayesgrpo/pareto_k``                    the live update's importance-weight diagnostic
                                              (above 0.7 it answered from its MCMC fallback)

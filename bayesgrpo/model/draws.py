@@ -120,6 +120,13 @@ class CurveDraws:
     level_from_step : ndarray of shape (R,), optional
         The step from which each run's ``level_shift`` applies (NaN or infinite: never); needed
         with ``level_shift``.
+    noise_residuals : ndarray of shape (S, R, M), optional
+        Per draw and run, residuals of the run's recent logged rewards about that draw's curve
+        (reward units; NaN pads a run with fewer than ``M``; :func:`residuals_about`). Where a
+        run has any, :func:`predictive_at` draws a logged point's noise by resampling them (the
+        run's own noise, its size and shape as of late) instead of the Student-t of
+        ``noise_sd``; runs without any keep the Student-t. The live update sets them later in a
+        run (:mod:`bayesgrpo.questions.live`); the curve band never uses them.
 
     Raises
     ------
@@ -144,6 +151,7 @@ class CurveDraws:
     predictive_stretch: np.ndarray | None = None
     level_shift: np.ndarray | None = None
     level_from_step: np.ndarray | None = None
+    noise_residuals: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         family = get_curve(self.curve)
@@ -220,6 +228,37 @@ class CurveDraws:
                 )
             object.__setattr__(self, "predictive_stretch", frozen_array(stretch))
         self._check_level(first.shape[0], n_runs)
+        self._check_residuals(first.shape[0], n_runs)
+
+    def _check_residuals(self, n_draws: int, n_runs: int) -> None:
+        """Validate ``noise_residuals`` as (S, R, M) and freeze them packed: each run's finite ones first."""
+        if self.noise_residuals is None:
+            return
+        residuals = np.asarray(self.noise_residuals, dtype=float)
+        if residuals.ndim == 2:
+            residuals = residuals[:, None, :]
+        if residuals.ndim != 3 or residuals.shape[:2] != (n_draws, n_runs) or np.isinf(residuals).any():
+            raise BayesGRPOError(
+                f"noise_residuals must be finite or NaN and of shape ({n_draws}, {n_runs}, M); got shape "
+                f"{residuals.shape}."
+            )
+        finite = np.isfinite(residuals)
+        counts = finite.sum(axis=2)
+        if not np.all(counts == counts[:1]):
+            raise BayesGRPOError(
+                "noise_residuals must give every draw of a run the same number of residuals (NaN pads "
+                "a run with fewer than the others)."
+            )
+        order = np.argsort(~finite, axis=2, kind="stable")  # each run's residuals first, NaN after
+        packed = np.take_along_axis(residuals, order, axis=2)
+        object.__setattr__(self, "noise_residuals", frozen_array(packed))
+
+    @property
+    def residual_counts(self) -> np.ndarray:
+        """Per run, how many recent residuals its predictive noise is resampled from (0: Student-t)."""
+        if self.noise_residuals is None:
+            return np.zeros(self.n_runs, dtype=int)
+        return np.asarray(np.isfinite(np.asarray(self.noise_residuals)[0]).sum(axis=1))
 
     def _check_level(self, n_draws: int, n_runs: int) -> None:
         """Validate and freeze ``level_shift`` as (S, R) and ``level_from_step`` as (R,)."""
@@ -262,7 +301,7 @@ class CurveDraws:
     @property
     def has_noise(self) -> bool:
         """Whether the draws carry the noise of a logged reward (the predictive band is available)."""
-        return self.noise_sd is not None
+        return self.noise_sd is not None or bool(np.all(self.residual_counts > 0))
 
     @classmethod
     def from_model_data(
@@ -393,6 +432,9 @@ class CurveDraws:
             else np.asarray(self.predictive_stretch)[index],
             level_shift=None if self.level_shift is None else np.asarray(self.level_shift)[:, index],
             level_from_step=None if self.level_from_step is None else np.asarray(self.level_from_step)[index],
+            noise_residuals=None
+            if self.noise_residuals is None
+            else np.asarray(self.noise_residuals)[:, index, :],
         )
 
     def to_t(self, steps: np.ndarray) -> np.ndarray:
@@ -487,12 +529,18 @@ def check_band(band: str) -> str:
 
 
 def predictive_at(cd: CurveDraws, steps: Any, rng: np.random.Generator | int | None = None) -> np.ndarray:
-    """Draws of a logged reward at steps: the curve plus one logged point's Student-t noise.
+    """Draws of a logged reward at steps: the curve plus one logged point's noise.
+
+    The noise is each draw's Student-t (``noise_sd``, ``noise_df``), or, for a run whose draws
+    carry ``noise_residuals``, one of that draw's residuals drawn at random for every step (the
+    run's own recent noise about that curve). Where the draws carry ``predictive_stretch``, the
+    band's spread about its median is then stretched (:func:`stretch_about_median`).
 
     Parameters
     ----------
     cd : CurveDraws
-        With ``noise_sd`` (a fitted model's or a live update's draws carry it).
+        With ``noise_sd`` (a fitted model's or a live update's draws carry it) or
+        ``noise_residuals``.
     steps : array_like
         As :func:`reward_at`.
     rng : numpy Generator or seed, optional
@@ -506,23 +554,64 @@ def predictive_at(cd: CurveDraws, steps: Any, rng: np.random.Generator | int | N
     BayesGRPOError
         When the draws carry no noise.
     """
-    if cd.noise_sd is None:
+    counts = cd.residual_counts
+    if cd.noise_sd is None and not np.all(counts > 0):
         raise BayesGRPOError(
             "these curve draws carry no noise of a logged reward (no predictive band); ask for the "
             "curve band, or make them with the noise (RewardModel.curve_draws, LiveUpdate.curve_draws)"
         )
     curve = reward_at(cd, steps)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    df = np.broadcast_to(np.asarray(cd.noise_df, dtype=float)[:, None, None], curve.shape)
-    finite = np.isfinite(df)
-    noise = rng.standard_t(np.where(finite, df, 1.0)) if finite.any() else rng.standard_normal(curve.shape)
-    if finite.any() and not finite.all():  # Gaussian noise where the degrees of freedom are infinite
-        noise = np.where(finite, noise, rng.standard_normal(curve.shape))
-    draws = curve + noise * np.asarray(cd.noise_sd)[:, :, None]
+    if cd.noise_sd is not None:
+        df = np.broadcast_to(np.asarray(cd.noise_df, dtype=float)[:, None, None], curve.shape)
+        finite = np.isfinite(df)
+        noise = (
+            rng.standard_t(np.where(finite, df, 1.0)) if finite.any() else rng.standard_normal(curve.shape)
+        )
+        if finite.any() and not finite.all():  # Gaussian noise where the degrees of freedom are infinite
+            noise = np.where(finite, noise, rng.standard_normal(curve.shape))
+        noise = noise * np.asarray(cd.noise_sd)[:, :, None]
+    else:
+        noise = np.zeros(curve.shape)
+    if counts.any():
+        noise = np.where(counts[None, :, None] > 0, resampled_residuals(cd, curve.shape, rng), noise)
+    draws = curve + noise
     if cd.predictive_stretch is None:
         return np.asarray(draws)
     stretch = np.asarray(cd.predictive_stretch)
     return stretch_about_median(draws, stretch[:, 0], stretch[:, 1])
+
+
+def resampled_residuals(cd: CurveDraws, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Each draw's residuals (``noise_residuals``) resampled with replacement, (S, R, N); 0 for a run
+    without any.
+    """
+    residuals = np.nan_to_num(np.asarray(cd.noise_residuals, dtype=float))  # packed: finite ones first
+    counts = cd.residual_counts
+    picks = np.floor(rng.random(shape) * np.maximum(counts, 1)[None, :, None]).astype(int)
+    return np.take_along_axis(residuals, picks, axis=2)
+
+
+def residuals_about(cd: CurveDraws, steps: Any, rewards: Any) -> np.ndarray:
+    """Residuals of logged rewards about each draw's curve (what ``noise_residuals`` holds).
+
+    Parameters
+    ----------
+    cd : CurveDraws
+    steps, rewards : array_like, shape (M,) for one run or (R, M)
+        The logged points (NaN rewards give NaN residuals).
+
+    Returns
+    -------
+    ndarray, shape (S, R, M)
+        ``reward - curve(step)`` in reward units, the curve with its ``level_shift`` where one applies.
+    """
+    steps = np.asarray(steps, dtype=float)
+    rewards = np.asarray(rewards, dtype=float)
+    if steps.ndim == 1:
+        steps = np.broadcast_to(steps, (cd.n_runs, steps.size))
+    rewards = np.broadcast_to(rewards, steps.shape)
+    return np.asarray(rewards[None, :, :] - reward_at(cd, steps))
 
 
 def stretch_about_median(draws: np.ndarray, below: Any, above: Any) -> np.ndarray:

@@ -216,7 +216,9 @@ def _jumped_run(seed: int, n: int = 200, jump: float = 0.6) -> tuple[np.ndarray,
 
 def test_the_update_follows_a_jumped_run_and_its_predictive_band_holds_its_later_points(tmp_path):
     """Known noise and a known jump: followed, the 90% band holds about 90% of the later points;
-    left with the curve, it holds almost none. The stop rules' gains are the same either way.
+    left with the curve, it holds almost none. The stop rules' gains are the same either way. The
+    band's noise is the Student-t here (resampled from the run's recent residuals about a curve
+    that stayed, it would span both levels: ``test_live_residual_band.py``).
     """
     followed, kept = [], []
     for seed in range(6):
@@ -224,11 +226,13 @@ def test_the_update_follows_a_jumped_run_and_its_predictive_band_holds_its_later
         run = _run(tmp_path, prefix)
         later = np.arange(201, 401, dtype=float)
         with pytest.warns(ForecastDepartureWarning, match="follows its latest level"):
-            update = LiveForecaster(bundled_population(), random_seed=seed).update(run, horizon=400)
+            update = LiveForecaster(
+                bundled_population(), random_seed=seed, recent_residuals_from=None
+            ).update(run, horizon=400)
         with pytest.warns(ForecastDepartureWarning, match="stays with the curve"):
-            still = LiveForecaster(bundled_population(), random_seed=seed, follow_departure=False).update(
-                run, horizon=400
-            )
+            still = LiveForecaster(
+                bundled_population(), random_seed=seed, follow_departure=False, recent_residuals_from=None
+            ).update(run, horizon=400)
         assert update.departure.followed and update.departure.level == pytest.approx(0.6, abs=0.15)
         assert "at the run's latest level (+" in update.band_note() and "latest level" in update.band_note(
             "curve"
@@ -259,7 +263,8 @@ def test_noise_widening_recovers_a_known_growth_of_the_noise():
 def test_the_update_widens_the_noise_of_a_run_whose_points_scatter_more_and_keeps_its_curve(tmp_path):
     """The latest 40 of 200 points and every later one scatter five times the run's noise: the
     widened band holds most of the later points, the band as fitted far fewer; the curve (and so
-    every stop rule's gain) is the same either way.
+    every stop rule's gain) is the same either way. The widening is of the Student-t noise (a band
+    resampling the run's recent residuals has no noise scale to widen).
     """
     held, kept = [], []
     for seed in range(4):
@@ -271,11 +276,13 @@ def test_the_update_widens_the_noise_of_a_run_whose_points_scatter_more_and_keep
         run = _run(tmp_path, prefix)
         later = np.arange(201, 401, dtype=float)
         with pytest.warns(ForecastDepartureWarning, match="noise is widened"):
-            update = LiveForecaster(bundled_population(), random_seed=seed).update(run, horizon=400)
+            update = LiveForecaster(
+                bundled_population(), random_seed=seed, recent_residuals_from=None
+            ).update(run, horizon=400)
         with pytest.warns(ForecastDepartureWarning, match="too narrow"):
-            still = LiveForecaster(bundled_population(), random_seed=seed, follow_departure=False).update(
-                run, horizon=400
-            )
+            still = LiveForecaster(
+                bundled_population(), random_seed=seed, follow_departure=False, recent_residuals_from=None
+            ).update(run, horizon=400)
         assert update.departure.kind == "noise" and update.departure.noise_factor >= 1.5
         assert not update.departure.followed  # no level: the points scatter about the curve
         assert "noise widened x" in update.band_note() and "widened" not in update.band_note("curve")

@@ -450,6 +450,7 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
                 band_note=update.band_note(args.band),
                 band_stretch_below=update.predictive_stretch[0] if args.band == "predictive" else 1.0,
                 band_stretch_above=update.predictive_stretch[1] if args.band == "predictive" else 1.0,
+                band_noise=update.noise_source if args.band == "predictive" else "none",
                 pareto_k=update.posterior.pareto_k,
                 method=update.method,
                 eps_range_lower=update.reward_range[0],
@@ -673,6 +674,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
                 f"    (the band's spread stretched x{stretch[0]:.2f} below and x{stretch[1]:.2f} above its "
                 "median: mid-run, no stated range, factors learnt on held-out sources)"
             )
+        if row.band == "predictive" and getattr(row, "band_noise", "") == "recent residuals":
+            print("    (the band's noise resampled from the run's residuals over its latest half of points)")
         note = getattr(row, "eps_range_note", None)
         if isinstance(note, str) and not args.absolute:
             print(f"    ({note})")

@@ -54,6 +54,7 @@ FLEET_COLUMNS: tuple[str, ...] = (
     "band",
     "band_stretch_below",
     "band_stretch_above",
+    "band_noise",
     "method",
     "departed",
     "departure_level",
@@ -271,6 +272,8 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         # the predictive band's spread stretched about its median (mid-run, no stated range)
         "band_stretch_below": update.predictive_stretch[0] if settings.band == "predictive" else 1.0,
         "band_stretch_above": update.predictive_stretch[1] if settings.band == "predictive" else 1.0,
+        # where a logged point's noise comes from: the Student-t, or the run's recent residuals
+        "band_noise": update.noise_source if settings.band == "predictive" else "none",
         "method": update.method,
         "departed": update.departed,
         # where the run left its curve on one side: the level the forecast follows, off the curve
