@@ -51,6 +51,7 @@ LIVE_METRICS = (
     "forecast_final_predictive_low",
     "forecast_final_predictive_high",
     "predictive_stretch_above",
+    "predictive_noise_residuals",
     "pareto_k",
     "departed",
     "departure_level",
