@@ -29,6 +29,7 @@ import json
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -46,9 +47,13 @@ SHIPPED = HERE.parent / "bayesgrpo" / "_data" / "live_band_stretch.json"
 #: band's noise has turned from the Student-t to the run's recent residuals
 #: (:data:`bayesgrpo.questions.live.RECENT_RESIDUALS_FROM`): the factors learnt there are the
 #: residual band's.
-KNOTS = (0.4, 0.45, 0.5, 0.6)
+KNOTS = (0.4, 0.45, 0.5, 0.6, 0.7, 0.8)
 #: Progress inside which the package stretches the band.
 WINDOW = (0.35, 0.65)
+#: The knots and window of the factors of runs whose range is stated (given to the update),
+#: learnt apart on those runs (:attr:`BandStretch.stated_range`).
+STATED_KNOTS = (0.4, 0.45, 0.5, 0.6, 0.7, 0.8)
+STATED_WINDOW = (0.35, 0.85)
 LEVELS = np.linspace(0.01, 0.99, 99)
 COMMAND = "python benchmarks/live_band_stretch.py"
 
@@ -84,9 +89,12 @@ def stretch_file_hash() -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12] if path.exists() else "none"
 
 
-def forecasts(cut: float, seed: int, n_draws: int) -> pd.DataFrame:
+def forecasts(cut: float, seed: int, n_draws: int, stated: bool = False) -> pd.DataFrame:
     """Every later point of every bundled run at one cut: its reward, the band's 99 quantiles,
     the update's rising flag and progress (reward units over the run's logged range).
+
+    ``stated``: only the runs whose metadata states a reward range, each given its range (what
+    :attr:`BandStretch.stated_range` is learnt on); otherwise every run, no range given.
     """
     from bayesgrpo.evaluate.backtest import cut_points, live_forecasters, planned_horizon, source_group
     from bayesgrpo.evaluate.backtest.cuts import prefix_table, run_points
@@ -97,8 +105,12 @@ def forecasts(cut: float, seed: int, n_draws: int) -> pd.DataFrame:
     from live_backtest import range_kinds, without_stated_range
 
     bundled = load_bundled(warn=False)
-    table = without_stated_range(bundled)
     kinds = range_kinds(bundled)
+    table = (
+        bundled.select([r for r in bundled.run_ids if kinds[r] == "stated"])
+        if stated
+        else without_stated_range(bundled)
+    )
     sources = {row["run_id"]: source_group(row) for row in bundled.runs.to_dict("records")}
     populations = loso_populations(bundled)
     lives = live_forecasters(
@@ -133,17 +145,18 @@ def forecasts(cut: float, seed: int, n_draws: int) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def cached_forecasts(seed: int, n_draws: int) -> pd.DataFrame:
+def cached_forecasts(seed: int, n_draws: int, stated: bool = False) -> pd.DataFrame:
     """:func:`forecasts` at every knot, each cached on disk under a hash of the package's code."""
     from live_backtest import code_hash
 
     code = code_hash()[:12]
     frames = []
-    for cut in KNOTS:
-        path = SCRATCH / f"seed{seed}_draws{n_draws}_cut{cut:g}_{code}.parquet"
+    for cut in STATED_KNOTS if stated else KNOTS:
+        kind = "_stated" if stated else ""
+        path = SCRATCH / f"seed{seed}_draws{n_draws}_cut{cut:g}{kind}_{code}.parquet"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            forecasts(cut, seed, n_draws).to_parquet(path)
+            forecasts(cut, seed, n_draws, stated).to_parquet(path)
         frames.append(pd.read_parquet(path))
     frame = pd.concat(frames, ignore_index=True)
     return frame.assign(q05=frame["q4"], q50=frame["q49"], q95=frame["q94"])
@@ -221,10 +234,20 @@ def main() -> None:
     warnings.simplefilter("ignore")
     start = time.perf_counter()
     frame = cached_forecasts(args.seed, args.draws)
+    stated = cached_forecasts(args.seed, args.draws, stated=True)
     sources = dict(zip(frame["run_id"], frame["source"], strict=False))
     provenance = f"`{COMMAND}`: the bundled runs' live updates by populations fitted without their source"
-    shipped = learn_band_stretch(frame, WINDOW, learnt_on=provenance)
-    without = cross_fitted_band_stretch(frame, sources, WINDOW, learnt_on=provenance)
+    stated_provenance = (
+        f"`{COMMAND}`: the live updates of the bundled runs that state a reward range, given it, by "
+        "populations fitted without their source"
+    )
+    stated_shipped = learn_band_stretch(stated, STATED_WINDOW, learnt_on=stated_provenance)
+    stated_without = cross_fitted_band_stretch(stated, sources, STATED_WINDOW, learnt_on=stated_provenance)
+    shipped = replace(learn_band_stretch(frame, WINDOW, learnt_on=provenance), stated_range=stated_shipped)
+    without = {
+        source: replace(stretch, stated_range=stated_without[source])
+        for source, stretch in cross_fitted_band_stretch(frame, sources, WINDOW, learnt_on=provenance).items()
+    }
     document = {"command": COMMAND, "all_sources": shipped.to_dict()}
     SHIPPED.write_text(json.dumps(document, indent=1) + "\n")
     RESULTS.mkdir(exist_ok=True)
@@ -251,6 +274,25 @@ def main() -> None:
         cross = stretch_factors(at, [without[source] for source in at["source"]])
         for band, factors in (("as drawn", np.ones((len(at), 2))), ("stretched, cross-fitted", cross)):
             rows += summary_rows(cut, band, per_run_scores(at, stretched_quantiles(at, factors)))
+    stated_factor_rows = [
+        {
+            "knot": knot,
+            "runs": int(stated[stated["cut"] == knot]["run_id"].nunique()),
+            "rising updates": int(stated[(stated["cut"] == knot) & stated["rising"]]["run_id"].nunique()),
+            "rising below": stated_shipped.rising_below[i],
+            "rising above": stated_shipped.rising_above[i],
+            "other below": stated_shipped.other_below[i],
+            "other above": stated_shipped.other_above[i],
+        }
+        for i, knot in enumerate(stated_shipped.knots)
+    ]
+    stated_rows = []
+    for cut, at in stated.groupby("cut"):
+        at = at.reset_index(drop=True)
+        cross = stretch_factors(at, [stated_without[source] for source in at["source"]])
+        for band, factors in (("as drawn", np.ones((len(at), 2))), ("stretched, cross-fitted", cross)):
+            scored = per_run_scores(at, stretched_quantiles(at, factors))
+            stated_rows += summary_rows(cut, band, scored, by_rise=False)[:1]
     progress = frame.groupby(["run_id", "cut"])["progress"].first()
     lines = [
         "# The live predictive band's stretch, learnt on held-out sources",
@@ -271,7 +313,7 @@ def main() -> None:
         "stretched about the median so that 5% of later points (mean over runs) lie beyond it, apart for "
         "rising and other updates, a group of fewer than 5 runs keeping 1. The package uses the factors "
         f"at progress {WINDOW[0]:g}-{WINDOW[1]:g} only, interpolated between knots, and only for runs "
-        "without a stated range.",
+        "not given a stated range (those given one: the last section).",
         "",
         "## The shipped factors (learnt on every source)",
         "",
@@ -284,6 +326,19 @@ def main() -> None:
         "`stated range`: the runs' metadata (the update is given no range either way).",
         "",
         markdown_table(pd.DataFrame(rows)),
+        "",
+        "## Runs that state their range, given it",
+        "",
+        f"The {stated['run_id'].nunique()} bundled runs whose metadata states a reward range, each updated "
+        "by the population fitted without its source *with* its range given (as the forecast backtest and "
+        "a user who states it do), cut at "
+        + ", ".join(f"{k:.0%}" for k in STATED_KNOTS)
+        + ". Their factors are learnt apart (`BandStretch.stated_range`, the same rule) and used at progress "
+        f"{STATED_WINDOW[0]:g}-{STATED_WINDOW[1]:g} on runs given a range.",
+        "",
+        markdown_table(pd.DataFrame(stated_factor_rows)),
+        "",
+        markdown_table(pd.DataFrame(stated_rows).drop(columns="runs")),
         "",
     ]
     (RESULTS / "live_band_stretch.md").write_text("\n".join(lines))

@@ -11,6 +11,11 @@ run the misses are runs whose rise has not begun (the flag does not carry them, 
 that reached them would cost every run twice the CRPS); after about two thirds the band holds
 90% as drawn. So the stretch is used in the middle of a run only (:attr:`BandStretch.window`).
 
+A run whose reward range is stated (and given to the update) has its band drawn on a known
+range: it misses otherwise than one whose range is estimated from its points, so its factors are
+learnt apart, on such runs given their range (:attr:`BandStretch.stated_range`, over a window of
+its own).
+
 :class:`BandStretch` holds the factors by progress and by whether the run still rises; the
 shipped one (:func:`shipped_band_stretch`) was learnt by ``benchmarks/live_band_stretch.py`` on
 the bundled runs (:func:`bayesgrpo.evaluate.backtest.band_stretch.learn_band_stretch`), and the
@@ -71,6 +76,10 @@ class BandStretch:
         standard errors below its estimate, exceeds ``rising_eps`` of the run's reward range.
     learnt_on : str
         Where the factors come from (the command and data that learnt them).
+    stated_range : BandStretch or None
+        The factors of runs whose reward range is stated (given to the update), learnt apart on
+        such runs: their band is drawn on a known range and misses otherwise than one whose range
+        is estimated from its points. None: their band is as drawn.
     """
 
     knots: tuple[float, ...]
@@ -82,8 +91,16 @@ class BandStretch:
     rising_eps: float = RISING_EPS
     rising_z: float = RISE_Z
     learnt_on: str = ""
+    stated_range: BandStretch | None = None
 
     def __post_init__(self) -> None:
+        if self.stated_range is not None and not isinstance(self.stated_range, BandStretch):
+            raise BayesGRPOError(
+                "BandStretch.stated_range must be a BandStretch or None; "
+                f"got {type(self.stated_range).__name__}."
+            )
+        if self.stated_range is not None and self.stated_range.stated_range is not None:
+            raise BayesGRPOError("BandStretch.stated_range must not carry a stated_range of its own.")
         knots = tuple(float(k) for k in self.knots)
         if not knots or any(b <= a for a, b in zip(knots, knots[1:], strict=False)):
             raise BayesGRPOError(
@@ -113,6 +130,10 @@ class BandStretch:
         )
         return float(np.interp(progress, self.knots, below)), float(np.interp(progress, self.knots, above))
 
+    def for_range(self, stated: bool) -> BandStretch | None:
+        """The factors of a run whose range is stated (:attr:`stated_range`) or estimated (these)."""
+        return self.stated_range if stated else self
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping (:meth:`from_dict` reads it back)."""
         return asdict(self)
@@ -121,11 +142,13 @@ class BandStretch:
     def from_dict(cls, mapping: Mapping[str, Any]) -> BandStretch:
         """A :class:`BandStretch` from :meth:`to_dict`'s mapping (unknown keys are an error)."""
         known = {"knots", "rising_below", "rising_above", "other_below", "other_above", "window"}
-        known |= {"rising_eps", "rising_z", "learnt_on"}
+        known |= {"rising_eps", "rising_z", "learnt_on", "stated_range"}
         unknown = sorted(set(mapping) - known)
         if unknown:
             raise BayesGRPOError(f"unknown BandStretch fields {unknown}; known: {sorted(known)}.")
         fields: dict[str, Any] = {key: tuple(v) if isinstance(v, list) else v for key, v in mapping.items()}
+        if fields.get("stated_range") is not None:
+            fields["stated_range"] = cls.from_dict(fields["stated_range"])
         return cls(**fields)
 
 

@@ -19,9 +19,9 @@ Two bands
     logged reward falls inside the 90% predictive band about 90% of the time; the curve band is
     narrower and holds fewer of them.
     The stopping rules decide on the curve (a stop is about the gain still to come, not about one
-    noisy point). In the middle of a run without a stated range the predictive band's spread is
-    stretched about its median by factors learnt on held-out sources, more above where the run's
-    own points still rise (:mod:`bayesgrpo.questions.band_stretch`;
+    noisy point). In the middle of a run the predictive band's spread is stretched about its
+    median by factors learnt on held-out sources, more above where the run's own points still
+    rise, apart for runs with and without a stated range (:mod:`bayesgrpo.questions.band_stretch`;
     :attr:`LiveUpdate.predictive_stretch`). :meth:`LiveUpdate.reward_draws` gives draws of either at
     chosen steps, :meth:`LiveUpdate.quantiles` their quantiles.
 
@@ -193,9 +193,10 @@ class LiveForecaster:
         it be any of the sizes the population's runs had (``model.predict.unknown_covariate_pool``),
         so its prior carries the spread the size effect makes between runs.
     band_stretch : BandStretch or None
-        Factors that widen the predictive band of a run without a stated range in the middle of
-        the run, apart for runs whose logged reward still rises (:mod:`bayesgrpo.questions.band_stretch`):
-        default the ones learnt on the bundled runs' held-out sources (:func:`shipped_band_stretch`);
+        Factors that stretch the predictive band in the middle of the run, apart for runs whose
+        logged reward still rises and, through :attr:`BandStretch.stated_range`, for runs whose
+        reward range is stated (:mod:`bayesgrpo.questions.band_stretch`): default the ones learnt
+        on the bundled runs' held-out sources (:func:`shipped_band_stretch`);
         ``None`` leaves the band as drawn. The curve band and the stop rules never use them;
         :attr:`LiveUpdate.predictive_stretch` says what an update's band got.
     follow_departure : bool
@@ -423,8 +424,14 @@ class LiveForecaster:
         progress = (last_step - first_step) / span if span > 0 else float("nan")
         if self.recent_residuals_from is not None and progress >= self.recent_residuals_from:
             curve_draws = with_recent_residuals(curve_draws, run.points)  # about the curve as followed
-        if self.band_stretch is not None and data.bounds_source[0] == "data":  # learnt on such runs
-            curve_draws = with_band_stretch(curve_draws, self.band_stretch, [progress])
+        # the factors learnt on runs whose range was estimated, or on runs whose range was stated
+        stretch = (
+            None
+            if self.band_stretch is None
+            else self.band_stretch.for_range(data.bounds_source[0] != "data")
+        )
+        if stretch is not None:
+            curve_draws = with_band_stretch(curve_draws, stretch, [progress])
         return dataclasses.replace(update, curve_draws=curve_draws, departure=departure)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -113,6 +114,10 @@ def test_the_shipped_factors_load_and_say_where_they_come_from():
     shipped = shipped_band_stretch()
     assert 0.0 < shipped.window[0] < shipped.window[1] < 1.0
     assert "benchmarks/live_band_stretch.py" in shipped.learnt_on
+    stated = shipped.stated_range  # runs given a range have factors of their own
+    assert stated is not None and stated.stated_range is None
+    assert 0.0 < stated.window[0] < stated.window[1] < 1.0
+    assert shipped.for_range(True) is stated and shipped.for_range(False) is shipped
 
 
 def test_the_shipped_factors_are_package_data():
@@ -180,3 +185,22 @@ def test_the_live_update_stretches_the_band_of_a_run_without_a_stated_range_mid_
         1.0,
         1.0,
     )
+    # a run given its stated range takes the factors learnt on such runs, where there are some
+    own = _stretch(knots=(0.4, 0.6), other_above=(3.0, 3.0), rising_above=(3.0, 3.0), window=(0.3, 0.9))
+    both = replace(stretch, stated_range=own)
+    given = LiveForecaster(model, random_seed=3, band_stretch=both).update(stated, horizon=horizon)
+    assert given.predictive_stretch == own.factors(progress, bool(rising_runs(given.curve_draws)[0]))
+    assert given.predictive_stretch[1] == 3.0
+    not_given = LiveForecaster(model, random_seed=3, band_stretch=both).update(prefix, horizon=horizon)
+    assert not_given.predictive_stretch == update.predictive_stretch
+
+
+def test_the_stated_range_factors_round_trip_and_nest_once():
+    both = _stretch(stated_range=_stretch(window=(0.35, 0.85), learnt_on="stated"))
+    assert BandStretch.from_dict(both.to_dict()) == both
+    assert both.for_range(stated=True) is both.stated_range and both.for_range(stated=False) is both
+    assert _stretch().for_range(stated=True) is None
+    with pytest.raises(BayesGRPOError, match="stated_range must not carry"):
+        _stretch(stated_range=both)
+    with pytest.raises(BayesGRPOError, match="stated_range must be a BandStretch"):
+        _stretch(stated_range={"knots": [0.5]})
