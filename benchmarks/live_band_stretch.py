@@ -223,6 +223,48 @@ def summary_rows(cut: float, band: str, scored: pd.DataFrame, by_rise: bool = Tr
     ]
 
 
+def knot_rows(
+    frame: pd.DataFrame, stretch, without: dict | None = None, count_runs: bool = False
+) -> list[dict]:
+    """The factors of ``stretch`` at each of its knots, with the number of (rising) updates there.
+
+    ``without``: the factors learnt without each source, whose range of rising-above factors is
+    added; ``count_runs``: add the number of runs at each knot.
+    """
+    rows = []
+    for i, knot in enumerate(stretch.knots):
+        at = frame[frame["cut"] == knot]
+        row: dict = {"knot": knot}
+        if count_runs:
+            row["runs"] = int(at["run_id"].nunique())
+        row["rising updates"] = int(at[at["rising"]]["run_id"].nunique())
+        row["rising below"] = stretch.rising_below[i]
+        row["rising above"] = stretch.rising_above[i]
+        row["other below"] = stretch.other_below[i]
+        row["other above"] = stretch.other_above[i]
+        if without is not None:
+            row["rising above, without a source (range)"] = "{:.2f}-{:.2f}".format(
+                *(f(s.rising_above[i] for s in without.values()) for f in (min, max))
+            )
+        rows.append(row)
+    return rows
+
+
+def band_rows(frame: pd.DataFrame, without: dict, by_rise: bool = True) -> list[dict]:
+    """Per cut: the band as drawn and stretched by the factors learnt without each run's source
+    (``without``: source -> :class:`BandStretch`), scored over all runs, and (``by_rise``) by rise
+    and by range too.
+    """
+    rows: list[dict] = []
+    for cut, at in frame.groupby("cut"):
+        at = at.reset_index(drop=True)
+        cross = stretch_factors(at, [without[source] for source in at["source"]])
+        for band, factors in (("as drawn", np.ones((len(at), 2))), ("stretched, cross-fitted", cross)):
+            summary = summary_rows(cut, band, per_run_scores(at, stretched_quantiles(at, factors)), by_rise)
+            rows += summary if by_rise else summary[:1]
+    return rows
+
+
 def main() -> None:
     """Forecast (cached), learn, cross-fit, score, write the factors and the report."""
     from bayesgrpo.evaluate.backtest import cross_fitted_band_stretch, learn_band_stretch
@@ -254,45 +296,10 @@ def main() -> None:
     document["without_source"] = {source: stretch.to_dict() for source, stretch in without.items()}
     (RESULTS / "live_band_stretch.json").write_text(json.dumps(document, indent=1) + "\n")
 
-    factor_rows = [
-        {
-            "knot": knot,
-            "rising updates": int(frame[(frame["cut"] == knot) & frame["rising"]]["run_id"].nunique()),
-            "rising below": shipped.rising_below[i],
-            "rising above": shipped.rising_above[i],
-            "other below": shipped.other_below[i],
-            "other above": shipped.other_above[i],
-            "rising above, without a source (range)": "{:.2f}-{:.2f}".format(
-                *(f(s.rising_above[i] for s in without.values()) for f in (min, max))
-            ),
-        }
-        for i, knot in enumerate(shipped.knots)
-    ]
-    rows = []
-    for cut, at in frame.groupby("cut"):
-        at = at.reset_index(drop=True)
-        cross = stretch_factors(at, [without[source] for source in at["source"]])
-        for band, factors in (("as drawn", np.ones((len(at), 2))), ("stretched, cross-fitted", cross)):
-            rows += summary_rows(cut, band, per_run_scores(at, stretched_quantiles(at, factors)))
-    stated_factor_rows = [
-        {
-            "knot": knot,
-            "runs": int(stated[stated["cut"] == knot]["run_id"].nunique()),
-            "rising updates": int(stated[(stated["cut"] == knot) & stated["rising"]]["run_id"].nunique()),
-            "rising below": stated_shipped.rising_below[i],
-            "rising above": stated_shipped.rising_above[i],
-            "other below": stated_shipped.other_below[i],
-            "other above": stated_shipped.other_above[i],
-        }
-        for i, knot in enumerate(stated_shipped.knots)
-    ]
-    stated_rows = []
-    for cut, at in stated.groupby("cut"):
-        at = at.reset_index(drop=True)
-        cross = stretch_factors(at, [stated_without[source] for source in at["source"]])
-        for band, factors in (("as drawn", np.ones((len(at), 2))), ("stretched, cross-fitted", cross)):
-            scored = per_run_scores(at, stretched_quantiles(at, factors))
-            stated_rows += summary_rows(cut, band, scored, by_rise=False)[:1]
+    factor_rows = knot_rows(frame, shipped, without=without)
+    rows = band_rows(frame, without)
+    stated_factor_rows = knot_rows(stated, stated_shipped, count_runs=True)
+    stated_rows = band_rows(stated, stated_without, by_rise=False)
     progress = frame.groupby(["run_id", "cut"])["progress"].first()
     lines = [
         "# The live predictive band's stretch, learnt on held-out sources",
