@@ -158,26 +158,54 @@ def cached_forecasts(seed: int, n_draws: int, stated: bool = False) -> pd.DataFr
             path.parent.mkdir(parents=True, exist_ok=True)
             forecasts(cut, seed, n_draws, stated).to_parquet(path)
         frames.append(pd.read_parquet(path))
-    frame = pd.concat(frames, ignore_index=True)
-    return frame.assign(q05=frame["q4"], q50=frame["q49"], q95=frame["q94"])
+    return pd.concat(frames, ignore_index=True)
+
+
+#: The band edges the learner reads by name, and their columns of the 99 quantiles (``q{i}`` is
+#: the quantile at ``LEVELS[i]``: ``q49`` the median, ``q4``/``q94`` the 90% band's edges).
+EDGE_COLUMNS = {"q05": 4, "q25": 24, "q50": 49, "q75": 74, "q95": 94}
+
+
+def band_edges(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` as :func:`bayesgrpo.evaluate.backtest.learn_band_stretch` reads them:
+    the band's edges by name (:data:`EDGE_COLUMNS`) beside the run, cut, rise flag and reward.
+
+    A frame of its own: the edges' names are also names of the 99 quantiles' columns (``q50`` is
+    the quantile at level 0.51), which they must not overwrite.
+    """
+    edges = {name: frame[f"q{i}"].to_numpy() for name, i in EDGE_COLUMNS.items()}
+    return frame[["run_id", "cut", "rising", "y"]].assign(**edges)
 
 
 def stretched_quantiles(frame: pd.DataFrame, factors: np.ndarray) -> np.ndarray:
-    """The 99 quantiles of each row stretched about the median by its (below, above) factors."""
+    """The 99 quantiles of each row stretched about the median by its (below, above) factors, or
+    with four a row (below, above, then the 50% band's below, above) mapped by quantile level as
+    the package maps a band's draws (:func:`bayesgrpo.model.draws.stretch_offsets`).
+    """
+    from bayesgrpo.model.draws import stretch_offsets
+
     q = frame[[f"q{i}" for i in range(len(LEVELS))]].to_numpy()
     median = q[:, [49]]
-    factor = np.where(q >= median, factors[:, [1]], factors[:, [0]])
-    return median + factor * (q - median)
+    if factors.shape[1] == 2 or np.array_equal(factors[:, 2:], factors[:, :2]):
+        factor = np.where(q >= median, factors[:, [1]], factors[:, [0]])
+        return median + factor * (q - median)
+    offset = q - median
+    above = stretch_offsets(offset, offset[:, [74]], offset[:, [94]], factors[:, [3]], factors[:, [1]])
+    below = stretch_offsets(offset, offset[:, [24]], offset[:, [4]], factors[:, [2]], factors[:, [0]])
+    return median + np.where(q >= median, above, below)
 
 
-def stretch_factors(frame: pd.DataFrame, stretches: list) -> np.ndarray:
+def stretch_factors(frame: pd.DataFrame, stretches: list, inner: bool = False) -> np.ndarray:
     """Per row of ``frame``: the (below, above) factors its :class:`BandStretch` (``stretches``,
-    one a row) gives at the row's progress and rise flag.
+    one a row) gives at the row's progress and rise flag; with ``inner``, then the 50% band's
+    (below, above) (:meth:`BandStretch.inner_factors`).
     """
+    rows = zip(stretches, frame["progress"], frame["rising"], strict=True)
     return np.array(
         [
             stretch.factors(float(progress), bool(rising))
-            for stretch, progress, rising in zip(stretches, frame["progress"], frame["rising"], strict=True)
+            + (stretch.inner_factors(float(progress), bool(rising)) if inner else ())
+            for stretch, progress, rising in rows
         ]
     )
 
@@ -242,6 +270,9 @@ def knot_rows(
         row["rising above"] = stretch.rising_above[i]
         row["other below"] = stretch.other_below[i]
         row["other above"] = stretch.other_above[i]
+        if stretch.by_level:
+            for name in ("rising below", "rising above", "other below", "other above"):
+                row[f"{name}, 50% band"] = getattr(stretch, name.replace(" ", "_") + "_inner")[i]
         if without is not None:
             row["rising above, without a source (range)"] = "{:.2f}-{:.2f}".format(
                 *(f(s.rising_above[i] for s in without.values()) for f in (min, max))
@@ -258,7 +289,7 @@ def band_rows(frame: pd.DataFrame, without: dict, by_rise: bool = True) -> list[
     rows: list[dict] = []
     for cut, at in frame.groupby("cut"):
         at = at.reset_index(drop=True)
-        cross = stretch_factors(at, [without[source] for source in at["source"]])
+        cross = stretch_factors(at, [without[source] for source in at["source"]], inner=True)
         for band, factors in (("as drawn", np.ones((len(at), 2))), ("stretched, cross-fitted", cross)):
             summary = summary_rows(cut, band, per_run_scores(at, stretched_quantiles(at, factors)), by_rise)
             rows += summary if by_rise else summary[:1]
@@ -283,12 +314,17 @@ def main() -> None:
         f"`{COMMAND}`: the live updates of the bundled runs that state a reward range, given it, by "
         "populations fitted without their source"
     )
-    stated_shipped = learn_band_stretch(stated, STATED_WINDOW, learnt_on=stated_provenance)
-    stated_without = cross_fitted_band_stretch(stated, sources, STATED_WINDOW, learnt_on=stated_provenance)
-    shipped = replace(learn_band_stretch(frame, WINDOW, learnt_on=provenance), stated_range=stated_shipped)
+    edges, stated_edges = band_edges(frame), band_edges(stated)
+    stated_shipped = learn_band_stretch(
+        stated_edges, STATED_WINDOW, learnt_on=stated_provenance, by_level=True
+    )
+    stated_without = cross_fitted_band_stretch(
+        stated_edges, sources, STATED_WINDOW, learnt_on=stated_provenance, by_level=True
+    )
+    shipped = replace(learn_band_stretch(edges, WINDOW, learnt_on=provenance), stated_range=stated_shipped)
     without = {
         source: replace(stretch, stated_range=stated_without[source])
-        for source, stretch in cross_fitted_band_stretch(frame, sources, WINDOW, learnt_on=provenance).items()
+        for source, stretch in cross_fitted_band_stretch(edges, sources, WINDOW, learnt_on=provenance).items()
     }
     document = {"command": COMMAND, "all_sources": shipped.to_dict()}
     SHIPPED.write_text(json.dumps(document, indent=1) + "\n")
@@ -340,8 +376,12 @@ def main() -> None:
         "by the population fitted without its source *with* its range given (as the forecast backtest and "
         "a user who states it do), cut at "
         + ", ".join(f"{k:.0%}" for k in STATED_KNOTS)
-        + ". Their factors are learnt apart (`BandStretch.stated_range`, the same rule) and used at progress "
-        f"{STATED_WINDOW[0]:g}-{STATED_WINDOW[1]:g} on runs given a range.",
+        + ". Their factors are learnt apart (`BandStretch.stated_range`) and used at progress "
+        f"{STATED_WINDOW[0]:g}-{STATED_WINDOW[1]:g} on runs given a range, by quantile level "
+        "(`BandStretch.by_level`): each side's 5/95% quantile matched so that 5% of later points lie "
+        "beyond it (the same rule), and its 25/75% quantile so that 25% do (`, 50% band`), the offsets "
+        "between and beyond them mapped piecewise-linearly "
+        "(`benchmarks/experiments/live_band_two_level.py --stated`).",
         "",
         markdown_table(pd.DataFrame(stated_factor_rows)),
         "",

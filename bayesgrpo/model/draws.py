@@ -106,11 +106,14 @@ class CurveDraws:
         The same over a longer window of the run's latest steps
         (:data:`bayesgrpo.questions.stopping.momentum.FLAT_WINDOW`): the evidence a rule asking
         for a flat run reads (a short window's slope is too noisy to say "no longer rises").
-    predictive_stretch : ndarray of shape (R, 2), optional
+    predictive_stretch : ndarray of shape (R, 2) or (R, 4), optional
         Per run, the factors (below, above) by which the predictive band's spread about its
-        median is stretched (:func:`stretch_about_median`; 1, 1: as drawn). The live update sets
-        them where the band was found too narrow on held-out sources
-        (:mod:`bayesgrpo.questions.band_stretch`); the curve band never has them.
+        median is stretched (:func:`stretch_about_median`; 1, 1: as drawn), and optionally two
+        more, (below, above) of the 50% band's edges, where the spread is mapped by quantile
+        level (:func:`stretch_offsets`: the 25/75% quantiles' offsets times the last two, the
+        5/95% quantiles' times the first two). The live update sets them where the band was
+        found miscalibrated on held-out sources (:mod:`bayesgrpo.questions.band_stretch`); the
+        curve band never has them.
     level_shift : ndarray of shape (S, R), optional
         Per draw and run, a level added to the curve from ``level_from_step`` on (reward units):
         where a run has left every curve of its update (a late jump, a collapse), the live
@@ -220,11 +223,13 @@ class CurveDraws:
             if value is not None:
                 object.__setattr__(self, name, frozen_array(per_run(value, n_runs, name)))
         if self.predictive_stretch is not None:
-            stretch = np.asarray(self.predictive_stretch, dtype=float).reshape(-1, 2)
-            if stretch.shape != (n_runs, 2) or not np.all(np.isfinite(stretch) & (stretch > 0)):
+            stretch = np.atleast_2d(np.asarray(self.predictive_stretch, dtype=float))
+            shaped = stretch.shape in ((n_runs, 2), (n_runs, 4))
+            if not shaped or not np.all(np.isfinite(stretch) & (stretch > 0)):
                 raise BayesGRPOError(
                     f"predictive_stretch must be finite, > 0 and of shape ({n_runs}, 2): (below, above) "
-                    f"a run; got {np.shape(self.predictive_stretch)}."
+                    f"a run, or ({n_runs}, 4) with the 50% band's (below, above) after them; got "
+                    f"{np.shape(self.predictive_stretch)}."
                 )
             object.__setattr__(self, "predictive_stretch", frozen_array(stretch))
         self._check_level(first.shape[0], n_runs)
@@ -579,7 +584,9 @@ def predictive_at(cd: CurveDraws, steps: Any, rng: np.random.Generator | int | N
     if cd.predictive_stretch is None:
         return np.asarray(draws)
     stretch = np.asarray(cd.predictive_stretch)
-    return stretch_about_median(draws, stretch[:, 0], stretch[:, 1])
+    if stretch.shape[1] == 2 or np.array_equal(stretch[:, 2:], stretch[:, :2]):
+        return stretch_about_median(draws, stretch[:, 0], stretch[:, 1])
+    return stretch_about_median(draws, stretch[:, 0], stretch[:, 1], stretch[:, 2], stretch[:, 3])
 
 
 def resampled_residuals(cd: CurveDraws, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -614,18 +621,26 @@ def residuals_about(cd: CurveDraws, steps: Any, rewards: Any) -> np.ndarray:
     return np.asarray(rewards[None, :, :] - reward_at(cd, steps))
 
 
-def stretch_about_median(draws: np.ndarray, below: Any, above: Any) -> np.ndarray:
+def stretch_about_median(
+    draws: np.ndarray, below: Any, above: Any, below_inner: Any = None, above_inner: Any = None
+) -> np.ndarray:
     """Draws whose spread about their median is stretched, each side by its own factor.
 
     ``median + factor (draw - median)`` at every run and step, with ``below`` for draws under
     the median and ``above`` for the rest: a monotone map, so every quantile of the draws moves
     the same way (the median stays). The standard post-hoc recalibration of a band's width.
+    Given ``below_inner`` and ``above_inner`` too, each side is mapped by quantile level
+    instead (:func:`stretch_offsets`): the 25/75% quantile's offset times the inner factor, the
+    5/95% quantile's times the outer one, still a monotone map.
 
     Parameters
     ----------
     draws : ndarray, shape (S, R, N)
     below, above : float or array_like of shape (R,)
-        Factors, > 0 (1: unchanged).
+        Factors, > 0 (1: unchanged): of the 5/95% quantiles' offsets where inner factors are
+        given, of every offset otherwise.
+    below_inner, above_inner : float or array_like of shape (R,), optional
+        Factors of the 25/75% quantiles' offsets (both or neither).
 
     Returns
     -------
@@ -633,11 +648,66 @@ def stretch_about_median(draws: np.ndarray, below: Any, above: Any) -> np.ndarra
     """
     draws = np.asarray(draws, dtype=float)
     n_runs = draws.shape[1]
-    low = np.broadcast_to(np.asarray(below, dtype=float), (n_runs,))[None, :, None]
-    high = np.broadcast_to(np.asarray(above, dtype=float), (n_runs,))[None, :, None]
+
+    def per_run(value: Any) -> np.ndarray:
+        return np.broadcast_to(np.asarray(value, dtype=float), (n_runs,))[None, :, None]
+
+    low, high = per_run(below), per_run(above)
     median = np.median(draws, axis=0, keepdims=True)
     offset = draws - median
-    return np.asarray(median + np.where(offset >= 0.0, high, low) * offset)
+    if below_inner is None and above_inner is None:
+        return np.asarray(median + np.where(offset >= 0.0, high, low) * offset)
+    if below_inner is None or above_inner is None:
+        raise BayesGRPOError("stretch_about_median needs both inner factors or neither.")
+    edges = np.quantile(draws, INNER_OUTER_LEVELS, axis=0, keepdims=True) - median
+    upper = offset >= 0.0
+    return np.asarray(
+        median
+        + np.where(
+            upper,
+            stretch_offsets(offset, edges[2], edges[3], per_run(above_inner), high),
+            stretch_offsets(offset, edges[1], edges[0], per_run(below_inner), low),
+        )
+    )
+
+
+#: The quantile levels :func:`stretch_about_median` maps by: the 90% band's and the 50% band's edges.
+INNER_OUTER_LEVELS = (0.05, 0.25, 0.75, 0.95)
+#: The smallest slope of :func:`stretch_offsets` between and beyond its edges (kept monotone).
+MIN_OFFSET_SLOPE = 0.05
+
+
+def stretch_offsets(offset: Any, inner_edge: Any, outer_edge: Any, inner: Any, outer: Any) -> np.ndarray:
+    """Offsets from a median mapped by quantile level, one side of it (a pure, monotone map).
+
+    Up to the inner edge (the 50% band's, in offset) an offset is multiplied by ``inner``; from
+    there it goes on linearly so that the outer edge (the 90% band's) lands at ``outer`` times
+    itself, and on at the same slope beyond it (at least :data:`MIN_OFFSET_SLOPE`). With
+    ``inner == outer`` every offset is multiplied by it, as :func:`stretch_about_median`'s one
+    factor a side.
+
+    Parameters
+    ----------
+    offset : array_like
+        Offsets from the median, all on one side of it (>= 0 above, <= 0 below).
+    inner_edge, outer_edge : array_like
+        The 25/75% and the 5/95% quantiles' offsets on that side (broadcast against ``offset``).
+    inner, outer : float or array_like
+        Their factors, > 0.
+
+    Returns
+    -------
+    ndarray
+        The mapped offsets.
+    """
+    offset, inner_edge, outer_edge = (np.asarray(v, dtype=float) for v in (offset, inner_edge, outer_edge))
+    inner, outer = np.asarray(inner, dtype=float), np.asarray(outer, dtype=float)
+    span = outer_edge - inner_edge
+    spread = np.abs(span) > 1e-12 * np.maximum(np.abs(outer_edge), 1.0)
+    ratio = (outer * outer_edge - inner * inner_edge) / np.where(spread, span, 1.0)
+    slope = np.maximum(np.where(spread, ratio, outer), MIN_OFFSET_SLOPE)
+    inside = np.abs(offset) <= np.abs(inner_edge)
+    return np.asarray(np.where(inside, inner * offset, inner * inner_edge + slope * (offset - inner_edge)))
 
 
 def band_draws(

@@ -14,7 +14,13 @@ that reached them would cost every run twice the CRPS); after about two thirds t
 A run whose reward range is stated (and given to the update) has its band drawn on a known
 range: it misses otherwise than one whose range is estimated from its points, so its factors are
 learnt apart, on such runs given their range (:attr:`BandStretch.stated_range`, over a window of
-its own).
+its own). Its band is also too peaked: one factor a side that brings the 90% band to 90% leaves
+its 50% band holding about 35% of later points mid-run, so its factors are learnt by quantile
+level (the 50% band's edges apart from the 90% band's: the ``*_inner`` factors,
+:func:`bayesgrpo.model.draws.stretch_offsets`), which
+``benchmarks/experiments/live_band_two_level.py --stated`` found sharper by the CRPS at every
+knot from 45% of a run on. Runs without a stated range keep one factor a side: there the same map
+made the notebook runs' 50% band too narrow and their CRPS worse.
 
 :class:`BandStretch` holds the factors by progress and by whether the run still rises; the
 shipped one (:func:`shipped_band_stretch`) was learnt by ``benchmarks/live_band_stretch.py`` on
@@ -52,6 +58,8 @@ __all__ = [
 #: A run rises when its logged reward's rise over its latest tenth, at the one-sided 95% bound,
 #: exceeds this share of its reward range (the default stop rule's guard, ``GuardedBudgetRule``).
 RISING_EPS = 0.01
+#: The factors a side of the 90% band, at each knot (each may have an ``_inner`` twin).
+OUTER_FIELDS = ("rising_below", "rising_above", "other_below", "other_above")
 #: The factors learnt on the bundled runs (``python benchmarks/live_band_stretch.py``).
 SHIPPED_BAND_STRETCH = Path(__file__).resolve().parents[1] / "_data" / "live_band_stretch.json"
 
@@ -80,6 +88,11 @@ class BandStretch:
         The factors of runs whose reward range is stated (given to the update), learnt apart on
         such runs: their band is drawn on a known range and misses otherwise than one whose range
         is estimated from its points. None: their band is as drawn.
+    rising_below_inner, rising_above_inner, other_below_inner, other_above_inner : tuple or None
+        At each knot, the factors of the 50% band's edges (the 25/75% quantiles' offsets from the
+        median), where the band is mapped by quantile level
+        (:func:`bayesgrpo.model.draws.stretch_offsets`): the four factors above then apply to the
+        90% band's edges. None (all four or none): one factor a side, every offset times it.
     """
 
     knots: tuple[float, ...]
@@ -92,6 +105,10 @@ class BandStretch:
     rising_z: float = RISE_Z
     learnt_on: str = ""
     stated_range: BandStretch | None = None
+    rising_below_inner: tuple[float, ...] | None = None
+    rising_above_inner: tuple[float, ...] | None = None
+    other_below_inner: tuple[float, ...] | None = None
+    other_above_inner: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.stated_range is not None and not isinstance(self.stated_range, BandStretch):
@@ -107,7 +124,13 @@ class BandStretch:
                 f"BandStretch knots must be one or more increasing progress values; got {knots}."
             )
         object.__setattr__(self, "knots", knots)
-        for name in ("rising_below", "rising_above", "other_below", "other_above"):
+        inner = [getattr(self, f"{name}_inner") is not None for name in OUTER_FIELDS]
+        if any(inner) and not all(inner):
+            raise BayesGRPOError(
+                "BandStretch's inner factors (rising_below_inner, rising_above_inner, other_below_inner, "
+                "other_above_inner) are given all four or none."
+            )
+        for name in OUTER_FIELDS + (tuple(f"{name}_inner" for name in OUTER_FIELDS) if all(inner) else ()):
             values = tuple(float(v) for v in getattr(self, name))
             if len(values) != len(knots) or not all(np.isfinite(v) and v > 0 for v in values):
                 raise BayesGRPOError(
@@ -130,6 +153,28 @@ class BandStretch:
         )
         return float(np.interp(progress, self.knots, below)), float(np.interp(progress, self.knots, above))
 
+    @property
+    def by_level(self) -> bool:
+        """Whether the band is mapped by quantile level (inner factors of the 50% band's edges)."""
+        return self.rising_below_inner is not None
+
+    def inner_factors(self, progress: float, rising: bool) -> tuple[float, float]:
+        """The (below, above) factors of the 50% band's edges at ``progress``: :meth:`factors`'
+        where the band is not mapped by quantile level (one factor a side), 1, 1 outside the window.
+        """
+        low, high = self.window
+        if not self.by_level:
+            return self.factors(progress, rising)
+        if not (np.isfinite(progress) and low <= progress <= high):
+            return 1.0, 1.0
+        below, above = (
+            (self.rising_below_inner, self.rising_above_inner)
+            if rising
+            else (self.other_below_inner, self.other_above_inner)
+        )
+        assert below is not None and above is not None  # by_level
+        return float(np.interp(progress, self.knots, below)), float(np.interp(progress, self.knots, above))
+
     def for_range(self, stated: bool) -> BandStretch | None:
         """The factors of a run whose range is stated (:attr:`stated_range`) or estimated (these)."""
         return self.stated_range if stated else self
@@ -143,6 +188,7 @@ class BandStretch:
         """A :class:`BandStretch` from :meth:`to_dict`'s mapping (unknown keys are an error)."""
         known = {"knots", "rising_below", "rising_above", "other_below", "other_above", "window"}
         known |= {"rising_eps", "rising_z", "learnt_on", "stated_range"}
+        known |= {f"{name}_inner" for name in OUTER_FIELDS}
         unknown = sorted(set(mapping) - known)
         if unknown:
             raise BayesGRPOError(f"unknown BandStretch fields {unknown}; known: {sorted(known)}.")
@@ -169,6 +215,8 @@ def with_band_stretch(
     cd : CurveDraws
         With the runs' recent rise attached (otherwise every run counts as not rising).
     stretch : BandStretch
+        Mapped by quantile level (:attr:`BandStretch.by_level`): four factors a run, (below,
+        above) of the 90% band's edges then of the 50% band's.
     progress : array_like of shape (R,)
         Each run's share of its steps logged so far.
     applies : bool or array_like of bool, shape (R,)
@@ -183,8 +231,10 @@ def with_band_stretch(
     progress = np.broadcast_to(np.asarray(progress, dtype=float), (cd.n_runs,))
     applies = np.broadcast_to(np.asarray(applies, dtype=bool), (cd.n_runs,))
     rising = rising_runs(cd, stretch.rising_eps, stretch.rising_z)
-    factors = np.ones((cd.n_runs, 2))
+    factors = np.ones((cd.n_runs, 4 if stretch.by_level else 2))
     for i in range(cd.n_runs):  # a loop over runs, not draws
         if applies[i]:
-            factors[i] = stretch.factors(float(progress[i]), bool(rising[i]))
+            factors[i, :2] = stretch.factors(float(progress[i]), bool(rising[i]))
+            if stretch.by_level:
+                factors[i, 2:] = stretch.inner_factors(float(progress[i]), bool(rising[i]))
     return replace(cd, predictive_stretch=factors)

@@ -923,7 +923,22 @@ class LiveUpdate:
         stretch = self.curve_draws.predictive_stretch
         if stretch is None:
             return 1.0, 1.0
-        below, above = np.asarray(stretch, dtype=float)[0]
+        below, above = np.asarray(stretch, dtype=float)[0, :2]
+        return float(below), float(above)
+
+    @property
+    def predictive_stretch_inner(self) -> tuple[float, float]:
+        """The factors (below, above) of the 50% predictive band's edges (the 25/75% quantiles).
+
+        The same as :attr:`predictive_stretch` where the band was stretched by one factor a side;
+        a run given its stated range, mid-run, has its band mapped by quantile level
+        (:attr:`bayesgrpo.questions.band_stretch.BandStretch.by_level`), and these factors then
+        apply to its 50% band's edges, :attr:`predictive_stretch`'s to its 90% band's.
+        """
+        stretch = self.curve_draws.predictive_stretch
+        if stretch is None or np.shape(stretch)[1] == 2:
+            return self.predictive_stretch
+        below, above = np.asarray(stretch, dtype=float)[0, 2:]
         return float(below), float(above)
 
     @property
@@ -958,10 +973,18 @@ class LiveUpdate:
         if departure.noise_factor != 1.0 and not count:
             note += f", the noise widened x{departure.noise_factor:.2f} to fit the run's latest points"
         below, above = self.predictive_stretch
-        if (below, above) != (1.0, 1.0):
+        inner = self.predictive_stretch_inner
+        learnt = "mid-run, " + ("a stated range" if self.reward_range[2] == "stated" else "no stated range")
+        if inner != (below, above):
+            note += (
+                f", its spread about the median stretched x{inner[0]:.2f} below and x{inner[1]:.2f} above "
+                f"at the 50% band's edges, x{below:.2f} and x{above:.2f} at the 90% band's "
+                f"({learnt}: learnt on held-out sources)"
+            )
+        elif (below, above) != (1.0, 1.0):
             note += (
                 f", its spread about the median stretched x{below:.2f} below and x{above:.2f} above "
-                "(mid-run, no stated range: learnt on held-out sources)"
+                f"({learnt}: learnt on held-out sources)"
             )
         return note
 

@@ -14,6 +14,12 @@ Usage::
 
     python benchmarks/live_band_stretch.py                  # the forecasts, cached (once)
     python benchmarks/experiments/live_band_two_level.py   # -> results/live_band_two_level.md
+    python benchmarks/experiments/live_band_two_level.py --stated
+    # -> results/live_band_two_level_stated.md: the runs that state a range, given it
+
+With ``--stated`` the forecasts are the 24 runs whose metadata states a reward range, each given
+it (``live_band_stretch.py``'s stated-range cache, cut at 40-80% of their steps): the kind the
+package can tell apart (``BandStretch.stated_range``), so a map of their own could be shipped.
 """
 
 from __future__ import annotations
@@ -97,8 +103,13 @@ def mapped_quantiles(frame: pd.DataFrame, factors: np.ndarray) -> np.ndarray:
 
 def main() -> None:
     """Cross-fit both maps by source, score them beside the band as drawn, write the table."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--stated", action="store_true", help="the runs that state a range, given it")
+    args = parser.parse_args()
     start = time.perf_counter()
-    frame = cached_forecasts(0, 1000)
+    frame = cached_forecasts(0, 1000, stated=args.stated)
     rows = []
     for cut, at in frame.groupby("cut"):
         at = at.reset_index(drop=True)
@@ -109,7 +120,8 @@ def main() -> None:
                 table = learnt(at[~held], two_level)
                 for i in np.flatnonzero(held):
                     key = (cut, bool(at.at[i, "rising"]))
-                    factors[i] = [*table[(*key, "below")], *table[(*key, "above")]]
+                    none = (1.0, 1.0)  # no run of the group left once the source is held out
+                    factors[i] = [*table.get((*key, "below"), none), *table.get((*key, "above"), none)]
             if not two_level:
                 quantiles = stretched_quantiles(at, factors[:, [1, 3]])
             else:
@@ -117,15 +129,25 @@ def main() -> None:
             for band, q in (("as drawn", stretched_quantiles(at, np.ones((len(at), 2)))), (label, quantiles)):
                 if band == "as drawn" and two_level:
                     continue
-                rows += summary_rows(cut, band, per_run_scores(at, q), by_rise=False)
+                summary = summary_rows(cut, band, per_run_scores(at, q), by_rise=False)
+                rows += summary[:1] if args.stated else summary
+    cuts = "/".join(f"{c * 100:g}" for c in sorted(frame["cut"].unique())) + "% of their steps"
+    what = (
+        f"{frame['run_id'].nunique()} bundled runs that state a reward range, each given it, cut at {cuts}"
+        if args.stated
+        else f"60 bundled runs, live path, no range given, cut at {cuts}"
+    )
     lines = [
-        "# The live band's stretch by quantile level",
+        "# The live band's stretch by quantile level"
+        + (": runs given their stated range" if args.stated else ""),
         "",
-        "Command: `python benchmarks/experiments/live_band_two_level.py` "
+        "Command: `python benchmarks/experiments/live_band_two_level.py"
+        + (" --stated" if args.stated else "")
+        + "` "
         f"({time.perf_counter() - start:.0f} s; "
         "the forecasts of `benchmarks/live_band_stretch.py`, seed 0)",
         "",
-        "60 bundled runs, live path, no range given, cut at 40/50/60% of their steps. Factors learnt per "
+        f"{what}. Factors learnt per "
         "cut, for rising and other updates apart, on the other sources' runs (cross-fitted by source). "
         "`one factor a side`: the shipped stretch (5% beyond each side of the 90% band). `two factors a "
         "side`: the 25/75% quantile's offset matched to 25% beyond it and the 5/95% quantile's to 5%, the "
@@ -136,7 +158,8 @@ def main() -> None:
         "",
     ]
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "live_band_two_level.md").write_text("\n".join(lines))
+    name = "live_band_two_level_stated.md" if args.stated else "live_band_two_level.md"
+    (RESULTS / name).write_text("\n".join(lines))
     print("\n".join(lines))
 
 

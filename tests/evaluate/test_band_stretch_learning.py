@@ -102,3 +102,23 @@ def test_a_backtests_forecasters_take_each_runs_stretch_one_per_population_and_s
     assert specs[0].model is specs[2].model is shared
     default, index = population_specs(populations, ["a", "c", "d"], 100, 0)
     assert all(spec.band_stretch == shipped_band_stretch() for spec in default) and len(default) == 2
+
+
+Z75 = 0.6744897501960817
+
+
+def test_factors_by_level_recover_a_50_band_too_narrow_inside_a_right_90_band():
+    frame = _forecasts(1.0, 1.0)  # the truth is standard normal: the 90% band is right
+    frame = frame.assign(q25=-Z75 / 1.6, q75=Z75 / 1.6)  # ... but the 50% band 1.6 times too narrow
+    stretch = learn_band_stretch(frame, (0.35, 0.85), by_level=True)
+    assert stretch.by_level
+    for name in ("rising_below", "rising_above", "other_below", "other_above"):
+        np.testing.assert_allclose(getattr(stretch, name), 1.0, atol=0.1)
+        np.testing.assert_allclose(getattr(stretch, f"{name}_inner"), 1.6, atol=0.15)
+    assert not learn_band_stretch(frame, (0.35, 0.85)).by_level  # one factor a side unless asked
+    with pytest.raises(BacktestError, match="50% band"):
+        learn_band_stretch(_forecasts(1.0, 1.0), (0.35, 0.85), by_level=True)
+    sources = dict(zip(frame["run_id"], frame["source"], strict=False))
+    assert all(
+        s.by_level for s in cross_fitted_band_stretch(frame, sources, (0.35, 0.85), by_level=True).values()
+    )

@@ -12,7 +12,7 @@ import pytest
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.logs.table import RunsTable
-from bayesgrpo.model.draws import CurveDraws, predictive_at, reward_at, stretch_about_median
+from bayesgrpo.model.draws import CurveDraws, predictive_at, reward_at, stretch_about_median, stretch_offsets
 from bayesgrpo.questions.band_stretch import (
     SHIPPED_BAND_STRETCH,
     BandStretch,
@@ -204,3 +204,118 @@ def test_the_stated_range_factors_round_trip_and_nest_once():
         _stretch(stated_range=both)
     with pytest.raises(BayesGRPOError, match="stated_range must be a BandStretch"):
         _stretch(stated_range={"knots": [0.5]})
+
+
+INNER = {
+    "rising_below_inner": (1.2, 1.0),
+    "rising_above_inner": (2.0, 2.0),
+    "other_below_inner": (0.6, 0.8),
+    "other_above_inner": (1.8, 1.4),
+}
+
+
+def test_offsets_mapped_by_level_put_each_edge_at_its_factor_and_stay_monotone():
+    offset = np.linspace(0.0, 3.0, 301)
+    out = stretch_offsets(offset, 0.674, 1.645, 2.0, 1.2)
+    edges = stretch_offsets(np.array([0.674, 1.645]), 0.674, 1.645, 2.0, 1.2)
+    np.testing.assert_allclose(edges, [2.0 * 0.674, 1.2 * 1.645])
+    assert np.all(np.diff(out) > 0)  # monotone: still a map of draws, quantiles move with it
+    np.testing.assert_allclose(stretch_offsets(offset, 0.674, 1.645, 1.5, 1.5), 1.5 * offset)  # one factor
+    below = stretch_offsets(-offset, -0.674, -1.645, 0.5, 2.0)  # the side below: negative offsets
+    assert stretch_offsets(-1.645, -0.674, -1.645, 0.5, 2.0) == pytest.approx(-2.0 * 1.645)
+    assert np.all(np.diff(-below) > 0)
+    # an outer edge at the inner one (no draws between): every offset beyond goes on at the outer factor
+    flat = stretch_offsets(np.array([0.5, 1.0, 2.0]), 1.0, 1.0, 2.0, 3.0)
+    np.testing.assert_allclose(flat, [1.0, 2.0, 5.0])
+
+
+def test_a_band_mapped_by_level_moves_its_50_and_90_edges_apart():
+    draws = np.random.default_rng(2).standard_normal((20001, 2, 3))
+    out = stretch_about_median(draws, [1.5, 1.0], [2.0, 1.0], [0.8, 1.0], [1.2, 1.0])
+    levels = [0.05, 0.25, 0.5, 0.75, 0.95]
+    q05, q25, q50, q75, q95 = np.quantile(out[:, 0, :], levels, axis=0)
+    r05, r25, r50, r75, r95 = np.quantile(draws[:, 0, :], levels, axis=0)
+    np.testing.assert_allclose(q50, r50, atol=1e-12)
+    np.testing.assert_allclose(q75 - q50, 1.2 * (r75 - r50), rtol=1e-3)
+    np.testing.assert_allclose(q95 - q50, 2.0 * (r95 - r50), rtol=1e-3)
+    np.testing.assert_allclose(q50 - q25, 0.8 * (r50 - r25), rtol=1e-3)
+    np.testing.assert_allclose(q50 - q05, 1.5 * (r50 - r05), rtol=1e-3)
+    np.testing.assert_allclose(out[:, 1], draws[:, 1], atol=1e-12)  # factors 1: as drawn
+    with pytest.raises(BayesGRPOError, match="both inner factors"):
+        stretch_about_median(draws, 1.0, 1.0, 1.0)
+
+
+def test_the_predictive_band_applies_four_factors_a_run_by_level():
+    plain = _draws()
+    by_level = _draws(predictive_stretch=np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 3.0, 1.0, 1.5]]))
+    steps = np.array([50.0, 90.0])
+    a, b = predictive_at(plain, steps, 7), predictive_at(by_level, steps, 7)
+    np.testing.assert_allclose(a[:, 0], b[:, 0], atol=1e-12)
+
+    def offset(draws, level):
+        return np.quantile(draws[:, 1], level, axis=0) - np.median(draws[:, 1], axis=0)
+
+    np.testing.assert_allclose(offset(b, 0.95), 3.0 * offset(a, 0.95), rtol=1e-3)
+    np.testing.assert_allclose(offset(b, 0.75), 1.5 * offset(a, 0.75), rtol=1e-3)
+    # four factors with the inner ones equal to the outer: exactly the one-factor band
+    same = _draws(predictive_stretch=np.array([[1.0, 3.0, 1.0, 3.0], [1.0, 3.0, 1.0, 3.0]]))
+    one = _draws(predictive_stretch=np.array([[1.0, 3.0], [1.0, 3.0]]))
+    np.testing.assert_array_equal(predictive_at(same, steps, 7), predictive_at(one, steps, 7))
+    with pytest.raises(BayesGRPOError, match="predictive_stretch"):
+        _draws(predictive_stretch=np.ones((2, 3)))
+
+
+def test_factors_by_level_interpolate_round_trip_and_come_all_four_or_none():
+    stretch = _stretch(**INNER)
+    assert stretch.by_level and not _stretch().by_level
+    assert stretch.inner_factors(0.5, rising=False) == pytest.approx((0.7, 1.6))
+    assert stretch.inner_factors(0.5, rising=True) == pytest.approx((1.1, 2.0))
+    assert stretch.factors(0.5, rising=False) == pytest.approx((0.9, 1.3))  # the 90% band's, unchanged
+    assert stretch.inner_factors(0.3, rising=True) == (1.0, 1.0)  # outside the window
+    assert _stretch().inner_factors(0.5, rising=False) == _stretch().factors(0.5, rising=False)
+    assert BandStretch.from_dict(stretch.to_dict()) == stretch
+    nested = _stretch(stated_range=stretch)
+    assert BandStretch.from_dict(nested.to_dict()).stated_range == stretch
+    with pytest.raises(BayesGRPOError, match="all four or none"):
+        _stretch(rising_below_inner=(1.0, 1.0))
+    with pytest.raises(BayesGRPOError, match="one finite factor"):
+        _stretch(**(INNER | {"other_above_inner": (1.0,)}))
+    attached = with_band_stretch(_draws(n_runs=2), stretch, [0.5, 0.2])
+    np.testing.assert_allclose(attached.predictive_stretch, [[0.9, 1.3, 0.7, 1.6], [1.0, 1.0, 1.0, 1.0]])
+
+
+def test_the_shipped_factors_map_by_level_only_where_a_range_is_stated():
+    shipped = shipped_band_stretch()
+    assert not shipped.by_level  # runs without a stated range: one factor a side
+    assert shipped.stated_range is not None and shipped.stated_range.by_level
+
+
+def test_a_run_given_its_range_gets_its_band_mapped_by_level_and_says_so(population):
+    model, sim = population
+    run = sim.table.select([sim.table.run_ids[0]])
+    steps = run.points["step"]
+    cut = steps.min() + 0.5 * (steps.max() - steps.min())
+    prefix = RunsTable(
+        points=run.points[steps <= cut].reset_index(drop=True), runs=run.runs, report=run.report
+    )
+    horizon = float(steps.max())
+    own = _stretch(window=(0.3, 0.9), **INNER)
+    update = LiveForecaster(model, random_seed=3, band_stretch=_stretch(stated_range=own)).update(
+        prefix, horizon=horizon
+    )
+    rising = bool(rising_runs(update.curve_draws)[0])
+    first = float(prefix.points["step"].min())
+    progress = (update.step - first) / (update.horizon_step - first)
+    assert update.reward_range[2] == "stated"
+    assert update.predictive_stretch == pytest.approx(own.factors(progress, rising))
+    assert update.predictive_stretch_inner == pytest.approx(own.inner_factors(progress, rising))
+    assert update.predictive_stretch_inner != update.predictive_stretch
+    note = update.band_note()
+    assert "50% band's edges" in note and "a stated range" in note
+    plain = LiveForecaster(model, random_seed=3, band_stretch=None).update(prefix, horizon=horizon)
+    assert plain.predictive_stretch_inner == (1.0, 1.0) == plain.predictive_stretch
+    q = update.quantiles([horizon], (0.5, 0.75, 0.95)).iloc[0]
+    q_plain = plain.quantiles([horizon], (0.5, 0.75, 0.95)).iloc[0]
+    inner_above, outer_above = update.predictive_stretch_inner[1], update.predictive_stretch[1]
+    assert q["q75"] - q["q50"] == pytest.approx(inner_above * (q_plain["q75"] - q_plain["q50"]), rel=2e-2)
+    assert q["q95"] - q["q50"] == pytest.approx(outer_above * (q_plain["q95"] - q_plain["q50"]), rel=2e-2)

@@ -22,6 +22,8 @@ from bayesgrpo.questions.band_stretch import BandStretch
 
 __all__ = [
     "FACTOR_GRID",
+    "INNER_COLUMNS",
+    "INNER_TAIL",
     "MIN_RUNS",
     "TAIL",
     "coverage_matched_factor",
@@ -50,7 +52,13 @@ def _checked(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def side_share(frame: pd.DataFrame, factor: float, side: str) -> float:
+#: The columns of the 50% band's edges a frame needs to learn factors by quantile level.
+INNER_COLUMNS = ("q25", "q75")
+#: Share of later points each side of the 50% band should leave beyond it.
+INNER_TAIL = 0.25
+
+
+def side_share(frame: pd.DataFrame, factor: float, side: str, inner: bool = False) -> float:
     """Mean over runs of the share of later points beyond one side of the stretched 90% band.
 
     Parameters
@@ -60,8 +68,11 @@ def side_share(frame: pd.DataFrame, factor: float, side: str) -> float:
     factor : float
         The side's stretch about the median.
     side : {"below", "above"}
+    inner : bool
+        The 50% band's side instead (columns ``q25``, ``q75``).
     """
-    y, q05, q50, q95 = (frame[c].to_numpy(dtype=float) for c in ("y", "q05", "q50", "q95"))
+    low, high = INNER_COLUMNS if inner else ("q05", "q95")
+    y, q05, q50, q95 = (frame[c].to_numpy(dtype=float) for c in ("y", low, "q50", high))
     if side == "above":
         beyond = y > q50 + factor * (q95 - q50)
     elif side == "below":
@@ -71,9 +82,11 @@ def side_share(frame: pd.DataFrame, factor: float, side: str) -> float:
     return float(pd.Series(beyond).groupby(frame["run_id"].to_numpy()).mean().mean())
 
 
-def coverage_matched_factor(frame: pd.DataFrame, side: str, tail: float = TAIL) -> float:
-    """The factor of :data:`FACTOR_GRID` whose stretched side leaves ``tail`` of the points beyond it."""
-    shares = np.array([side_share(frame, float(factor), side) for factor in FACTOR_GRID])
+def coverage_matched_factor(frame: pd.DataFrame, side: str, tail: float = TAIL, inner: bool = False) -> float:
+    """The factor of :data:`FACTOR_GRID` whose stretched side (of the 90% band, or with ``inner``
+    of the 50% band) leaves ``tail`` of the points beyond it.
+    """
+    shares = np.array([side_share(frame, float(factor), side, inner) for factor in FACTOR_GRID])
     return float(FACTOR_GRID[int(np.argmin(np.abs(shares - tail)))])
 
 
@@ -84,6 +97,7 @@ def learn_band_stretch(
     min_runs: int = MIN_RUNS,
     tail: float = TAIL,
     learnt_on: str = "",
+    by_level: bool = False,
     **rising: Any,
 ) -> BandStretch:
     """The band's factors at each cut of ``frame`` (its knots), for rising and other updates apart.
@@ -102,6 +116,10 @@ def learn_band_stretch(
         Share of later points to leave beyond each side of the 90% band.
     learnt_on : str
         Provenance, kept in the result.
+    by_level : bool
+        Learn the 50% band's edges apart too (:attr:`BandStretch.by_level`): each side's 25/75%
+        quantile matched so that :data:`INNER_TAIL` of the later points lie beyond it (the frame
+        then needs :data:`INNER_COLUMNS`).
     **rising
         ``rising_eps`` and ``rising_z`` of the flag the frame's ``rising`` column was made with.
 
@@ -110,12 +128,16 @@ def learn_band_stretch(
     BandStretch
     """
     frame = _checked(frame)
+    missing = [c for c in INNER_COLUMNS if c not in frame.columns]
+    if by_level and missing:
+        raise BacktestError(
+            f"held-out forecasts lack columns {missing}: the 50% band's edges, to learn by level"
+        )
     knots = sorted(float(c) for c in frame["cut"].unique())
     if not knots:
         raise BacktestError("no held-out forecasts to learn the band's stretch from")
-    factors: dict[str, list[float]] = {
-        k: [] for k in ("rising_below", "rising_above", "other_below", "other_above")
-    }
+    names = [f"{group}_{side}" for group in ("rising", "other") for side in ("below", "above")]
+    factors: dict[str, list[float]] = {k: [] for k in names + [f"{k}_inner" for k in names]}
     for knot in knots:
         at = frame[frame["cut"] == knot]
         for group, flag in (("rising", True), ("other", False)):
@@ -125,14 +147,30 @@ def learn_band_stretch(
                 factors[f"{group}_{side}"].append(
                     coverage_matched_factor(part, side, tail) if enough else 1.0
                 )
+                factors[f"{group}_{side}_inner"].append(
+                    coverage_matched_factor(part, side, INNER_TAIL, inner=True)
+                    if enough and by_level
+                    else 1.0
+                )
+
+    def learnt(name: str) -> tuple[float, ...]:
+        return tuple(factors[name])
+
+    def inner(name: str) -> tuple[float, ...] | None:
+        return tuple(factors[f"{name}_inner"]) if by_level else None
+
     return BandStretch(
         knots=tuple(knots),
-        rising_below=tuple(factors["rising_below"]),
-        rising_above=tuple(factors["rising_above"]),
-        other_below=tuple(factors["other_below"]),
-        other_above=tuple(factors["other_above"]),
+        rising_below=learnt("rising_below"),
+        rising_above=learnt("rising_above"),
+        other_below=learnt("other_below"),
+        other_above=learnt("other_above"),
         window=window,
         learnt_on=learnt_on,
+        rising_below_inner=inner("rising_below"),
+        rising_above_inner=inner("rising_above"),
+        other_below_inner=inner("other_below"),
+        other_above_inner=inner("other_above"),
         **rising,
     )
 
