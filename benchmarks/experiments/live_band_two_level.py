@@ -16,6 +16,8 @@ Usage::
     python benchmarks/experiments/live_band_two_level.py   # -> results/live_band_two_level.md
     python benchmarks/experiments/live_band_two_level.py --stated
     # -> results/live_band_two_level_stated.md: the runs that state a range, given it
+    python benchmarks/experiments/live_band_two_level.py --stated --knots 0.15 0.2 0.25 0.3 0.35
+    # -> results/live_band_two_level_stated_knots_0.15_0.2_0.25_0.3_0.35.md (earlier in a run)
 
 With ``--stated`` the forecasts are the 24 runs whose metadata states a reward range, each given
 it (``live_band_stretch.py``'s stated-range cache, cut at 40-80% of their steps): the kind the
@@ -107,9 +109,17 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--stated", action="store_true", help="the runs that state a range, given it")
+    parser.add_argument("--knots", type=float, nargs="+", help="cuts other than live_band_stretch.py's")
     args = parser.parse_args()
     start = time.perf_counter()
+    if args.knots:
+        import live_band_stretch
+
+        setattr(live_band_stretch, "STATED_KNOTS" if args.stated else "KNOTS", tuple(args.knots))
     frame = cached_forecasts(0, 1000, stated=args.stated)
+    flags = (" --stated" if args.stated else "") + (
+        " --knots " + " ".join(f"{k:g}" for k in args.knots) if args.knots else ""
+    )
     rows = []
     for cut, at in frame.groupby("cut"):
         at = at.reset_index(drop=True)
@@ -141,9 +151,7 @@ def main() -> None:
         "# The live band's stretch by quantile level"
         + (": runs given their stated range" if args.stated else ""),
         "",
-        "Command: `python benchmarks/experiments/live_band_two_level.py"
-        + (" --stated" if args.stated else "")
-        + "` "
+        "Command: `python benchmarks/experiments/live_band_two_level.py" + flags + "` "
         f"({time.perf_counter() - start:.0f} s; "
         "the forecasts of `benchmarks/live_band_stretch.py`, seed 0)",
         "",
@@ -158,7 +166,8 @@ def main() -> None:
         "",
     ]
     RESULTS.mkdir(exist_ok=True)
-    name = "live_band_two_level_stated.md" if args.stated else "live_band_two_level.md"
+    name = "live_band_two_level" + ("_stated" if args.stated else "")
+    name += ("_knots_" + "_".join(f"{k:g}" for k in args.knots) if args.knots else "") + ".md"
     (RESULTS / name).write_text("\n".join(lines))
     print("\n".join(lines))
 
