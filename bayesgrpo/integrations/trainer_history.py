@@ -272,7 +272,7 @@ def forecast_metrics(
         low, _, high = update.final_interval(interval, band="predictive")
         metrics[f"{PREFIX}forecast_final_predictive_low"] = low
         metrics[f"{PREFIX}forecast_final_predictive_high"] = high
-        stretch = draws.predictive_stretch  # mid-run, no stated range: the band may be widened
+        stretch = draws.predictive_stretch  # mid-run the band may be stretched (90% edges: columns 0-1)
         metrics[f"{PREFIX}predictive_stretch_above"] = 1.0 if stretch is None else float(stretch[0, 1])
         # 0: the Student-t noise; else how many of the run's recent residuals it is resampled from
         metrics[f"{PREFIX}predictive_noise_residuals"] = float(draws.residual_counts[0])

@@ -670,9 +670,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
         )
         stretch = (getattr(row, "band_stretch_below", 1.0), getattr(row, "band_stretch_above", 1.0))
         if row.band == "predictive" and stretch != (1.0, 1.0):
+            kind = "a stated range" if getattr(row, "eps_range_source", "") == "stated" else "no stated range"
             print(
                 f"    (the band's spread stretched x{stretch[0]:.2f} below and x{stretch[1]:.2f} above its "
-                "median: mid-run, no stated range, factors learnt on held-out sources)"
+                f"median: mid-run, {kind}, factors learnt on held-out sources)"
             )
         if row.band == "predictive" and getattr(row, "band_noise", "") == "recent residuals":
             print("    (the band's noise resampled from the run's residuals over its latest half of points)")

@@ -269,7 +269,7 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         "final_median": median,
         "final_lower": lower,
         "final_upper": upper,
-        # the predictive band's spread stretched about its median (mid-run, no stated range)
+        # the predictive band's 90% edges stretched about its median (mid-run; apart with a stated range)
         "band_stretch_below": update.predictive_stretch[0] if settings.band == "predictive" else 1.0,
         "band_stretch_above": update.predictive_stretch[1] if settings.band == "predictive" else 1.0,
         # where a logged point's noise comes from: the Student-t, or the run's recent residuals
