@@ -402,11 +402,17 @@ def test_every_command_says_what_reading_the_logs_repaired(tmp_path, capsys, mon
     assert "line 3" in capsys.readouterr().err
 
 
-def test_stop_says_which_range_eps_is_taken_against(tmp_path, capsys, monkeypatch, population):
+def _rising_run_on_shipped(tmp_path, monkeypatch, population):
+    """A 40-step run rising from 0.2 to 0.5 (``run.csv``), with the test population as the shipped one."""
     model, _ = population
     monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
     path = tmp_path / "run.csv"
     path.write_text("step,reward\n" + "".join(f"{s},{0.2 + 0.3 * s / 40}\n" for s in range(1, 41)))
+    return path
+
+
+def test_stop_says_which_range_eps_is_taken_against(tmp_path, capsys, monkeypatch, population):
+    path = _rising_run_on_shipped(tmp_path, monkeypatch, population)
     assert main(["stop", str(path), "--horizon", "100", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (
@@ -425,10 +431,7 @@ def test_stop_says_which_range_eps_is_taken_against(tmp_path, capsys, monkeypatc
 def test_stop_says_whether_a_stretched_band_was_learnt_on_runs_with_a_stated_range(
     tmp_path, capsys, monkeypatch, population
 ):
-    model, _ = population
-    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
-    path = tmp_path / "run.csv"
-    path.write_text("step,reward\n" + "".join(f"{s},{0.2 + 0.3 * s / 40}\n" for s in range(1, 41)))
+    path = _rising_run_on_shipped(tmp_path, monkeypatch, population)
     # at 40% of the horizon, inside both windows of the shipped stretch
     assert main(["stop", str(path), "--horizon", "100"]) == 0
     assert "mid-run, no stated range, factors learnt on held-out sources" in capsys.readouterr().out
@@ -442,10 +445,7 @@ def test_reward_range_states_the_range_of_every_run(tmp_path, capsys, monkeypatc
     """``--reward-range LOW HIGH`` is a stated range for every run read; a run's own metadata row
     wins over it; without it, a run whose rewards all lie in 0..1 is told it may state that range.
     """
-    model, _ = population
-    monkeypatch.setattr(bayesgrpo.model.datasets, "bundled_population", lambda: model)
-    path = tmp_path / "run.csv"
-    path.write_text("step,reward\n" + "".join(f"{s},{0.2 + 0.3 * s / 40}\n" for s in range(1, 41)))
+    path = _rising_run_on_shipped(tmp_path, monkeypatch, population)
     assert main(["stop", str(path), "--horizon", "100"]) == 0
     assert "every reward logged so far lies in 0 .. 1" in capsys.readouterr().out
     assert main(["stop", str(path), "--horizon", "100", "--reward-range", "0", "1", "--json"]) == 0
