@@ -155,6 +155,44 @@ def comparisons(
     return pd.DataFrame(out)
 
 
+#: How many of the most influential runs :func:`influence` leaves out, one at a time more.
+MOST_INFLUENTIAL = 3
+
+
+def influence(name: str, rows: pd.DataFrame, rules: tuple[str, ...] = RULES) -> pd.DataFrame:
+    """How much of the new default's gap to each fixed budget a few runs make, per kind of range.
+
+    For the first of ``rules`` against each of :data:`BUDGETS`, paired over runs: the mean of the
+    per-run difference in reward given up against the end with all runs, then with the 1, 2, ...
+    :data:`MOST_INFLUENTIAL` runs left out whose difference is largest (where the budget kept the
+    most reward over the default), and the mean difference in steps saved over the same runs.
+    """
+    focus = rules[0]
+    out = []
+    for kind, part in [("all", rows), *rows.groupby("range")]:
+        wide = part.pivot_table(index="run_id", columns="rule", values=["saved", "vs_end"])
+        for budget in BUDGETS:
+            vs_end = (wide[("vs_end", focus)] - wide[("vs_end", budget)]).sort_values(ascending=False)
+            saved = wide[("saved", focus)] - wide[("saved", budget)]
+            for left_out in range(MOST_INFLUENTIAL + 1):
+                kept = vs_end.index[left_out:]
+                out.append(
+                    {
+                        "set": name,
+                        "runs": kind if kind == "all" else str(kind),
+                        "against": budget,
+                        "left_out": left_out,
+                        "n": len(kept),
+                        "more_saved": float(saved[kept].mean()),
+                        "more_given_up": float(vs_end[kept].mean()),
+                        # the run's name, without the kind of range load_rows keys it with
+                        "last_left_out": str(vs_end.index[left_out - 1]).split(" | ")[0] if left_out else "",
+                        "its_difference": float(vs_end.iloc[left_out - 1]) if left_out else np.nan,
+                    }
+                )
+    return pd.DataFrame(out)
+
+
 def _told_apart(saved_lo: float, saved_hi: float, end_lo: float, end_hi: float) -> str:
     """What the intervals say: which of the two differences the runs can tell from none."""
     said = []
@@ -169,13 +207,13 @@ def _told_apart(saved_lo: float, saved_hi: float, end_lo: float, end_hi: float) 
     return ", ".join(said) if said else "neither"
 
 
-def rule_tables(rules: tuple[str, ...] = RULES) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Every set's :func:`summaries` and :func:`comparisons` of ``rules`` (the first against the
-    others), each as one table.
+def rule_tables(rules: tuple[str, ...] = RULES) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every set's :func:`summaries`, :func:`comparisons` of ``rules`` (the first against the
+    others) and :func:`influence` of the bundled sets, each as one table.
     """
     kinds = bundled_range_kinds()
     rng = np.random.default_rng(0)
-    tables, paired = [], []
+    tables, paired, influential = [], [], []
     for name, path in SETS:
         rows = load_rows(path, kinds, rules)
         missing = sorted(set(rules) - set(rows["rule"]))
@@ -183,13 +221,19 @@ def rule_tables(rules: tuple[str, ...] = RULES) -> tuple[pd.DataFrame, pd.DataFr
             raise SystemExit(f"{path} has no rows of {missing}: rerun the benchmark that writes it")
         tables.append(summaries(name, rows, rules))
         paired.append(comparisons(name, rows, rng, rules))
-    return pd.concat(tables, ignore_index=True), pd.concat(paired, ignore_index=True)
+        if name.startswith("bundled"):
+            influential.append(influence(name, rows, rules))
+    return (
+        pd.concat(tables, ignore_index=True),
+        pd.concat(paired, ignore_index=True),
+        pd.concat(influential, ignore_index=True),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Read every set's rows, compare the rules, write ``results/default_rule.md``."""
     start = time.perf_counter()
-    table, pairs = rule_tables()
+    table, pairs, influential = rule_tables()
     lines = [
         "# The default stop rule against the ones it replaced and the fixed budgets",
         "",
@@ -220,6 +264,16 @@ def main(argv: list[str] | None = None) -> int:
         "excludes zero.",
         "",
         markdown_table(pairs),
+        "",
+        "## What a few runs make of the gap to a fixed budget",
+        "",
+        "The bundled sets are 24-60 short, noisy runs, and a mean over them can turn on one or two. "
+        "`more_given_up` (the new default's mean reward given up against the end minus the budget's) "
+        f"with all runs (`left_out` 0), then with the 1 to {MOST_INFLUENTIAL} runs left out where the "
+        "budget kept the most over the default (`last_left_out`, the run left out last, and "
+        "`its_difference`, its own difference); `more_saved` over the same runs.",
+        "",
+        markdown_table(influential),
         "",
         "## On the simulated runs, by shape",
         "",
