@@ -231,8 +231,7 @@ def knot_frames(table, populations, kinds) -> pd.DataFrame:
                 quantiles = np.quantile(values, LEVELS, axis=0).T / spread
                 frame = pd.DataFrame(quantiles, columns=[f"q{i}" for i in range(len(LEVELS))])
                 frames.append(frame.assign(band=band, **common))
-    frame = pd.concat(frames, ignore_index=True)
-    return frame.assign(q05=frame["q4"], q50=frame["q49"], q95=frame["q94"])
+    return pd.concat(frames, ignore_index=True)
 
 
 def cached_knot_frames(table, populations, kinds) -> pd.DataFrame:
@@ -253,7 +252,14 @@ def relearnt_scores(frame: pd.DataFrame) -> list[pd.DataFrame]:
     """Per-run scores of each band at one knot: as drawn, and (the curve's bands) stretched by
     factors cross-fitted by source. One frame per band and stretch.
     """
-    from live_band_stretch import LEVELS, WINDOW, per_run_scores, stretch_factors, stretched_quantiles
+    from live_band_stretch import (
+        LEVELS,
+        WINDOW,
+        band_edges,
+        per_run_scores,
+        stretch_factors,
+        stretched_quantiles,
+    )
 
     from bayesgrpo.evaluate.backtest import cross_fitted_band_stretch
 
@@ -266,7 +272,7 @@ def relearnt_scores(frame: pd.DataFrame) -> list[pd.DataFrame]:
         if band == "persistence":
             continue
         sources = dict(zip(part["run_id"], part["source"], strict=False))
-        without = cross_fitted_band_stretch(part, sources, WINDOW, learnt_on=f"{band} band")
+        without = cross_fitted_band_stretch(band_edges(part), sources, WINDOW, learnt_on=f"{band} band")
         factors = stretch_factors(part, [without[source] for source in part["source"]])
         stretched = stretched_quantiles(part, factors)
         scored.append(per_run_scores(part, stretched).assign(band=band, stretch="relearnt"))
