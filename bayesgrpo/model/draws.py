@@ -584,9 +584,7 @@ def predictive_at(cd: CurveDraws, steps: Any, rng: np.random.Generator | int | N
     if cd.predictive_stretch is None:
         return np.asarray(draws)
     stretch = np.asarray(cd.predictive_stretch)
-    if stretch.shape[1] == 2 or np.array_equal(stretch[:, 2:], stretch[:, :2]):
-        return stretch_about_median(draws, stretch[:, 0], stretch[:, 1])
-    return stretch_about_median(draws, stretch[:, 0], stretch[:, 1], stretch[:, 2], stretch[:, 3])
+    return stretch_about_median(draws, *stretch.T)
 
 
 def resampled_residuals(cd: CurveDraws, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -655,10 +653,13 @@ def stretch_about_median(
     low, high = per_run(below), per_run(above)
     median = np.median(draws, axis=0, keepdims=True)
     offset = draws - median
-    if below_inner is None and above_inner is None:
-        return np.asarray(median + np.where(offset >= 0.0, high, low) * offset)
-    if below_inner is None or above_inner is None:
+    if (below_inner is None) != (above_inner is None):
         raise BayesGRPOError("stretch_about_median needs both inner factors or neither.")
+    one_factor = below_inner is None or (
+        np.array_equal(per_run(below_inner), low) and np.array_equal(per_run(above_inner), high)
+    )
+    if one_factor:  # inner factors equal to the outer ones map every offset by them: the same draws
+        return np.asarray(median + np.where(offset >= 0.0, high, low) * offset)
     edges = np.quantile(draws, INNER_OUTER_LEVELS, axis=0, keepdims=True) - median
     upper = offset >= 0.0
     return np.asarray(

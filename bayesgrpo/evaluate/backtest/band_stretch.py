@@ -72,11 +72,11 @@ def side_share(frame: pd.DataFrame, factor: float, side: str, inner: bool = Fals
         The 50% band's side instead (columns ``q25``, ``q75``).
     """
     low, high = INNER_COLUMNS if inner else ("q05", "q95")
-    y, q05, q50, q95 = (frame[c].to_numpy(dtype=float) for c in ("y", low, "q50", high))
+    y, lower, q50, upper = (frame[c].to_numpy(dtype=float) for c in ("y", low, "q50", high))
     if side == "above":
-        beyond = y > q50 + factor * (q95 - q50)
+        beyond = y > q50 + factor * (upper - q50)
     elif side == "below":
-        beyond = y < q50 + factor * (q05 - q50)
+        beyond = y < q50 + factor * (lower - q50)
     else:
         raise BacktestError(f"side must be 'below' or 'above'; got {side!r}")
     return float(pd.Series(beyond).groupby(frame["run_id"].to_numpy()).mean().mean())
