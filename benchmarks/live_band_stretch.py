@@ -139,6 +139,7 @@ def forecasts(cut: float, seed: int, n_draws: int, stated: bool = False) -> pd.D
                 cut=cut,
                 progress=(update.step - first) / (update.horizon_step - first),
                 rising=bool(rising_runs(update.curve_draws)[0]),
+                range_source=update.reward_range[2],
                 y=cut_at.held_out["reward"].to_numpy(dtype=float) / spread,
             )
         )
@@ -306,9 +307,14 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     start = time.perf_counter()
-    frame = cached_forecasts(args.seed, args.draws)
+    given_none = cached_forecasts(args.seed, args.draws)
     stated = cached_forecasts(args.seed, args.draws, stated=True)
-    sources = dict(zip(frame["run_id"], frame["source"], strict=False))
+    sources = dict(zip(given_none["run_id"], given_none["source"], strict=False))
+    # a run given no range whose rewards lie in 0 .. 1 is read as a score on 0 .. 1
+    # (LiveForecaster.read_unit_score): its update is a stated-range one, banded by the stated
+    # factors; the no-range factors are learnt on the updates that estimated their range
+    frame = given_none[given_none["range_source"] == "estimated"].reset_index(drop=True)
+    read_as_score = sorted(set(given_none.loc[given_none["range_source"] == "score", "run_id"]))
     provenance = f"`{COMMAND}`: the bundled runs' live updates by populations fitted without their source"
     stated_provenance = (
         f"`{COMMAND}`: the live updates of the bundled runs that state a reward range, given it, by "
@@ -347,7 +353,9 @@ def main() -> None:
         "backtests score that source's runs with).",
         "",
         f"{frame['run_id'].nunique()} bundled runs, each updated through `LiveForecaster` by the population "
-        "fitted without its source, no stated range given, cut at "
+        "fitted without its source, no stated range given and the range estimated from the prefix (the "
+        f"other {len(read_as_score)} runs log every reward inside 0 .. 1 and are read as a score on 0 .. 1, "
+        "`LiveForecaster.read_unit_score`: their updates are those of the last section), cut at "
         + ", ".join(f"{k:.0%}" for k in KNOTS)
         + " of its logged step span (the update's progress on its planned horizon: "
         f"{progress.min():.2f}-{progress.max():.2f}), the band as drawn. `rising`: the prefix's logged "
@@ -356,7 +364,7 @@ def main() -> None:
         "stretched about the median so that 5% of later points (mean over runs) lie beyond it, apart for "
         "rising and other updates, a group of fewer than 5 runs keeping 1. The package uses the factors "
         f"at progress {WINDOW[0]:g}-{WINDOW[1]:g} only, interpolated between knots, and only for runs "
-        "not given a stated range (those given one: the last section).",
+        "whose range is estimated (those given one or read as a score on 0 .. 1: the last section).",
         "",
         "## The shipped factors (learnt on every source)",
         "",
@@ -366,7 +374,7 @@ def main() -> None:
         "",
         "cover50/cover90: mean over runs of the share of later points inside the band; crps: over runs of "
         "the per-run mean CRPS (99 quantiles), units of the run's logged range. `no stated range` / "
-        "`stated range`: the runs' metadata (the update is given no range either way).",
+        "`stated range`: the runs' metadata (the update is given no range).",
         "",
         markdown_table(pd.DataFrame(rows)),
         "",

@@ -108,6 +108,9 @@ __all__ = [
     "own_range_bounds",
     "prefix_placement",
     "stated_reward_range",
+    "unit_score_range",
+    "UNIT_SCORE",
+    "RANGE_SOURCE_PHRASES",
     # the one-run conditioning it orchestrates (bayesgrpo.model.laplace), importable from here as
     # before the layout moved it
     "PARETO_K_LIMIT",
@@ -130,6 +133,18 @@ DEFAULT_LIKELIHOOD_WEIGHT = 0.5
 
 #: How :class:`LiveForecaster` places a run whose model size (or samples per step) is not given.
 UNKNOWN_COVARIATES: tuple[str, ...] = ("mean", "integrate")
+
+#: ``ModelData.bounds_source`` of a run read as a score on 0 .. 1 (:func:`unit_score_range`): a
+#: range neither stated (``"metadata"``) nor estimated from the prefix (``"data"``).
+UNIT_SCORE = "score"
+
+#: How a live update's reward range was found (:attr:`LiveUpdate.reward_range`'s ``how``), in
+#: words: what the CLI, ``watch`` and the callback print beside a relative eps.
+RANGE_SOURCE_PHRASES: dict[str, str] = {
+    "stated": "stated for the run",
+    "score": "read as a score on 0 .. 1 (no range stated, every logged reward inside it)",
+    "estimated": "estimated from the run",
+}
 
 
 #: From this share of a run's steps on, the live predictive band draws a logged point's noise from
@@ -215,6 +230,15 @@ class LiveForecaster:
         better band, at 40% not).
         ``None``: always the Student-t. :attr:`LiveUpdate.noise_source` says which an update's
         band has.
+    read_unit_score : bool
+        A run without a stated range whose every logged reward so far (and every reward of
+        ``reach``) lies in 0 .. 1 is read as a score on 0 .. 1 (an accuracy, a pass rate:
+        :func:`unit_score_range`) and updated as a run on that stated range, with the
+        population's levels, prior and band factors of such runs; its
+        :attr:`LiveUpdate.reward_range` says ``"score"``. Once a logged reward leaves 0 .. 1 the
+        range is estimated from the run again. Default True (measured on held-out sources of the
+        bundled runs: ``benchmarks/experiments/live_unit_range.py``); False estimates the range
+        of every run that states none from its prefix.
 
     Examples
     --------
@@ -237,6 +261,7 @@ class LiveForecaster:
     band_stretch: BandStretch | None = field(default_factory=shipped_band_stretch)
     follow_departure: bool = True
     recent_residuals_from: float | None = RECENT_RESIDUALS_FROM
+    read_unit_score: bool = True
     _priors: dict[tuple[Any, ...], GaussianRunPrior] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -365,7 +390,14 @@ class LiveForecaster:
             "size_standardizer": population.data.size_standardizer,
             "samples_standardizer": population.data.samples_standardizer,
         }
+        unit_score = self.read_unit_score and unit_score_range(run, reach) is not None
+        if unit_score:
+            run = type(run)(
+                points=run.points, runs=run.runs.assign(reward_min=0.0, reward_max=1.0), report=run.report
+            )
         data = prepare(run, **settings)
+        if unit_score:
+            data = dataclasses.replace(data, bounds_source=(UNIT_SCORE,))
         metadata = run.runs.iloc[0].to_dict()
         if self.place_own_range and data.bounds_source[0] == "data":
             bounds = own_range_bounds(population.data, run, data, population.bounds_margin, reach)
@@ -974,7 +1006,9 @@ class LiveUpdate:
             note += f", the noise widened x{departure.noise_factor:.2f} to fit the run's latest points"
         below, above = self.predictive_stretch
         inner = self.predictive_stretch_inner
-        learnt = "mid-run, " + ("a stated range" if self.reward_range[2] == "stated" else "no stated range")
+        learnt = "mid-run, " + {"stated": "a stated range", "score": "a score on 0 .. 1"}.get(
+            self.reward_range[2], "no stated range"
+        )
         if inner != (below, above):
             note += (
                 f", its spread about the median stretched x{inner[0]:.2f} below and x{inner[1]:.2f} above "
@@ -997,16 +1031,19 @@ class LiveUpdate:
     def reward_range(self) -> tuple[float, float, str]:
         """The reward range a relative ``eps`` is a share of: ``(lower, upper, how)``.
 
-        ``how`` is ``"stated"`` (the run's ``reward_min``/``reward_max``) or ``"estimated"``
-        (from the run's logged points: the prefix's range scaled to a whole run's the way the
-        population's runs relate the two at the same progress, :func:`own_range_bounds`, widened
-        by the population's margin each side).
+        ``how`` is ``"stated"`` (the run's ``reward_min``/``reward_max``), ``"score"`` (none
+        stated, every logged reward in 0 .. 1: read as a score on 0 .. 1,
+        :attr:`LiveForecaster.read_unit_score`) or ``"estimated"`` (from the run's logged
+        points: the prefix's range scaled to a whole run's the way the population's runs relate
+        the two at the same progress, :func:`own_range_bounds`, widened by the population's
+        margin each side).
         """
         scale = float(np.asarray(self.curve_draws.reward_scale, dtype=float).reshape(-1)[0])
         if self.data is None:
             return float("nan"), float("nan"), "unknown"
         lower = float(self.data.lower[0])
-        how = "stated" if self.data.bounds_source[0] == "metadata" else "estimated"
+        source = self.data.bounds_source[0]
+        how = {"metadata": "stated", UNIT_SCORE: "score"}.get(source, "estimated")
         return lower, lower + scale, how
 
     def range_note(self) -> str:
@@ -1014,6 +1051,13 @@ class LiveUpdate:
         lower, upper, how = self.reward_range
         if how == "stated":
             return f"eps is a share of the reward range {lower:.3g} .. {upper:.3g} stated for the run"
+        if how == "score":
+            return (
+                f"eps is a share of the reward range {lower:.3g} .. {upper:.3g}: no reward_min/reward_max "
+                "given and every reward logged so far lies in 0 .. 1, so the run is read as a score on "
+                "0 .. 1 (an accuracy, a pass rate); if it is not, state its range (--reward-range LOW HIGH, "
+                "or reward_min/reward_max in the run's metadata)"
+            )
         if how == "estimated":
             note = (
                 f"eps is a share of the reward range {lower:.3g} .. {upper:.3g}, estimated from the run's "
@@ -1109,6 +1153,26 @@ def _text(value: Any) -> str | None:
         return None
     text = str(value)
     return None if text in ("", "<NA>", "nan", "None") else text
+
+
+def unit_score_range(run: RunsTable, reach: tuple[float, float] | None = None) -> tuple[float, float] | None:
+    """``(0, 1)`` when a run of one states no reward range and every reward it logged (and
+    ``reach``, rewards it is known to be able to reach) lies in 0 .. 1: read as a score on
+    0 .. 1 (an accuracy, a pass rate); else None.
+
+    A reward summed from several reward functions can start inside 0 .. 1 and climb past 1; the
+    live update then estimates the range from the run again (:attr:`LiveUpdate.reward_range`
+    says which an answer used).
+    """
+    if len(run.runs) != 1 or stated_reward_range(run.runs.iloc[0].to_dict()) is not None:
+        return None
+    reward = run.points["reward"].to_numpy(dtype=float)
+    reward = reward[np.isfinite(reward)]
+    if reward.size == 0 or reward.min() < 0.0 or reward.max() > 1.0:
+        return None
+    if reach is not None and not 0.0 <= min(reach) <= max(reach) <= 1.0:
+        return None
+    return 0.0, 1.0
 
 
 def stated_reward_range(metadata: Mapping[str, Any]) -> tuple[float, float] | None:

@@ -11,11 +11,16 @@ populations the forecast and stopping backtests already hold (``results/loso/``)
 runs of known truth it would turn the runs whose rewards lie in [0, 1] into stated-range runs, whose
 stops ``stopping_simulated.py`` already holds (its "stated range" rows).
 
-So each "inferred" row is assembled from rows already measured: the live backtest's for runs the
-rule would leave alone, the stated-range rows for the runs it would change (the whole run's rewards
+So each "inferred" row is assembled from rows already measured: the live backtest's (as it was
+before the change, commit a2ce8a4: ``results/live_unit_range_before_*.csv``) for runs the rule
+would leave alone, the stated-range rows for the runs it would change (the whole run's rewards
 in [0, 1]; a prefix-based rule would switch a run only once its prefix is, which on these runs is
 from its first check). The forecast backtest seeds its live updates in another order than the live
 backtest, so the assembled rows carry a seed's difference (a point or two, ``stop_seed_spread.md``).
+
+The change was adopted (``LiveForecaster(read_unit_score=True)``, the default), and the "measured"
+rows are the live backtest and ``stopping_simulated.py`` rerun with it: the current
+``benchmarks/results/`` rows, set beside the assembled ones they were predicted by.
 
 Usage::
 
@@ -38,6 +43,9 @@ from live_backtest import range_kinds  # noqa: E402
 from stopping_simulated import simulate  # noqa: E402
 
 RESULTS = HERE / "results"
+BEFORE_FORECASTS = RESULTS / "live_unit_range_before_forecast_runs.csv"
+BEFORE_STOPS = RESULTS / "live_unit_range_before_stopping_runs.csv"
+BEFORE_SIMULATED_STOPS = RESULTS / "live_unit_range_before_simulated_stopping_runs.csv"
 LIVE_FORECASTS = BENCHMARKS / "results" / "live_backtest_forecast_runs.csv"
 LIVE_STOPS = BENCHMARKS / "results" / "live_backtest_stopping_runs.csv"
 STATED_FORECASTS = BENCHMARKS / "results" / "loso" / "backtest_forecast_runs.csv"
@@ -60,14 +68,19 @@ def unit_interval_runs(points: pd.DataFrame) -> set[str]:
 
 
 def forecast_rows(inferred: set[str]) -> pd.DataFrame:
-    """Coverage and CRPS of the live path as shipped and with the range inferred, per cut."""
-    live = pd.read_csv(LIVE_FORECASTS)
+    """Coverage and CRPS of the live path before, assembled with the range inferred, and measured."""
+    before = pd.read_csv(BEFORE_FORECASTS)
     stated = pd.read_csv(STATED_FORECASTS)
     assembled = pd.concat(
-        [live[~live["run_id"].isin(inferred)], stated[stated["run_id"].isin(inferred)]], ignore_index=True
+        [before[~before["run_id"].isin(inferred)], stated[stated["run_id"].isin(inferred)]], ignore_index=True
     )
+    measured = pd.read_csv(LIVE_FORECASTS)
     rows = []
-    for label, frame in (("live path as shipped", live), ("range inferred", assembled)):
+    for label, frame in (
+        ("live path before", before),
+        ("range inferred (assembled)", assembled),
+        ("read as a score (measured)", measured),
+    ):
         for cut, at in frame.groupby("cut"):
             bayes, persistence = at[at["method"] == "bayesgrpo"], at[at["method"] == "persistence"]
             rows.append(
@@ -84,10 +97,16 @@ def forecast_rows(inferred: set[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def stop_rows(label: str, shipped: pd.DataFrame, assembled: pd.DataFrame, end_column: str) -> pd.DataFrame:
-    """Each rule's mean steps saved and reward given up against the end, as shipped and inferred."""
+def stop_rows(
+    label: str, before: pd.DataFrame, assembled: pd.DataFrame, measured: pd.DataFrame, end_column: str
+) -> pd.DataFrame:
+    """Each rule's mean steps saved and reward given up against the end: before, assembled, measured."""
     rows = []
-    for variant, frame in (("as shipped", shipped), ("range inferred", assembled)):
+    for variant, frame in (
+        ("before", before),
+        ("range inferred (assembled)", assembled),
+        ("read as a score (measured)", measured),
+    ):
         means = frame[frame["rule"].isin(RULES)].groupby("rule")[["steps_saved", end_column]].mean()
         for rule in RULES:
             rows.append(
@@ -110,24 +129,25 @@ def main() -> None:
     inferred = unit_interval_runs(table.points)
     stated_ids = {run_id for run_id, kind in range_kinds(table).items() if kind == "stated"}
     forecasts = forecast_rows(inferred)
-    live_stops, stated_stops = pd.read_csv(LIVE_STOPS), pd.read_csv(STATED_STOPS)
+    before_stops, stated_stops = pd.read_csv(BEFORE_STOPS), pd.read_csv(STATED_STOPS)
     bundled = stop_rows(
         "bundled, leave one source out (60)",
-        live_stops,
+        before_stops,
         pd.concat(
             [
-                live_stops[~live_stops["run_id"].isin(inferred)],
+                before_stops[~before_stops["run_id"].isin(inferred)],
                 stated_stops[stated_stops["run_id"].isin(inferred)],
             ]
         ),
+        pd.read_csv(LIVE_STOPS),
         "reward_vs_end",
     )
     points, _, _ = simulate(16, 0)
     simulated_inferred = unit_interval_runs(points)
-    simulated = pd.read_csv(SIMULATED_STOPS)
+    before_simulated, simulated = pd.read_csv(BEFORE_SIMULATED_STOPS), pd.read_csv(SIMULATED_STOPS)
     without, with_range = (
-        simulated[simulated["range"] != "stated range"],
-        simulated[simulated["range"] == "stated range"],
+        before_simulated[before_simulated["range"] != "stated range"],
+        before_simulated[before_simulated["range"] == "stated range"],
     )
     simulated_rows = stop_rows(
         f"simulated, no stated range ({without['run_id'].nunique()})",
@@ -138,6 +158,7 @@ def main() -> None:
                 with_range[with_range["run_id"].isin(simulated_inferred)],
             ]
         ),
+        simulated[simulated["range"] != "stated range"],
         "vs_end",
     )
     lines = [

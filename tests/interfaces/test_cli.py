@@ -411,16 +411,32 @@ def _rising_run_on_shipped(tmp_path, monkeypatch, population):
     return path
 
 
+def _wide_rising_run(tmp_path):
+    """A 40-step run rising from 1.2 to 2.4 (``wide.csv``): outside 0 .. 1, so its range is estimated."""
+    path = tmp_path / "wide.csv"
+    path.write_text("step,reward\n" + "".join(f"{s},{1.2 + 1.2 * s / 40}\n" for s in range(1, 41)))
+    return path
+
+
 def test_stop_says_which_range_eps_is_taken_against(tmp_path, capsys, monkeypatch, population):
-    path = _rising_run_on_shipped(tmp_path, monkeypatch, population)
-    assert main(["stop", str(path), "--horizon", "100", "--json"]) == 0
+    _rising_run_on_shipped(tmp_path, monkeypatch, population)
+    wide = _wide_rising_run(tmp_path)
+    assert main(["stop", str(wide), "--horizon", "100", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (
-        row["eps_range_source"] == "estimated" and row["eps_range_lower"] < 0.2 < 0.5 < row["eps_range_upper"]
+        row["eps_range_source"] == "estimated" and row["eps_range_lower"] < 1.2 < 2.4 < row["eps_range_upper"]
     )
     assert row["decision"] in ("stop", "continue", "undecided")
-    assert main(["stop", str(path), "--horizon", "100"]) == 0
+    assert main(["stop", str(wide), "--horizon", "100"]) == 0
     assert "estimated from the run's logged points" in capsys.readouterr().out
+    # rewards inside 0 .. 1 and no range stated: read as a score on 0 .. 1, and said so
+    path = tmp_path / "run.csv"
+    assert main(["stop", str(path), "--horizon", "100", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["eps_range_source"], row["eps_range_lower"], row["eps_range_upper"]) == ("score", 0.0, 1.0)
+    assert "read as a score on 0 .. 1" in row["eps_range_note"]
+    assert main(["stop", str(path), "--horizon", "100"]) == 0
+    assert "read as a score on 0 .. 1" in capsys.readouterr().out
     meta = tmp_path / "meta.csv"
     meta.write_text("run_id,reward_min,reward_max\nrun,0,1\n")
     assert main(["stop", str(path), "--horizon", "100", "--metadata", str(meta), "--json"]) == 0
@@ -433,8 +449,10 @@ def test_stop_says_whether_a_stretched_band_was_learnt_on_runs_with_a_stated_ran
 ):
     path = _rising_run_on_shipped(tmp_path, monkeypatch, population)
     # at 40% of the horizon, inside both windows of the shipped stretch
-    assert main(["stop", str(path), "--horizon", "100"]) == 0
+    assert main(["stop", str(_wide_rising_run(tmp_path)), "--horizon", "100"]) == 0
     assert "mid-run, no stated range, factors learnt on held-out sources" in capsys.readouterr().out
+    assert main(["stop", str(path), "--horizon", "100"]) == 0  # inside 0 .. 1: read as a score
+    assert "mid-run, a score on 0 .. 1, factors learnt on held-out sources" in capsys.readouterr().out
     meta = tmp_path / "meta.csv"
     meta.write_text("run_id,reward_min,reward_max\nrun,0,1\n")
     assert main(["stop", str(path), "--horizon", "100", "--metadata", str(meta)]) == 0
@@ -443,11 +461,14 @@ def test_stop_says_whether_a_stretched_band_was_learnt_on_runs_with_a_stated_ran
 
 def test_reward_range_states_the_range_of_every_run(tmp_path, capsys, monkeypatch, population):
     """``--reward-range LOW HIGH`` is a stated range for every run read; a run's own metadata row
-    wins over it; without it, a run whose rewards all lie in 0..1 is told it may state that range.
+    wins over it; without it, a run whose rewards all lie in 0..1 is read as a score on 0 .. 1 and
+    told to state its range if it is not one.
     """
     path = _rising_run_on_shipped(tmp_path, monkeypatch, population)
     assert main(["stop", str(path), "--horizon", "100"]) == 0
-    assert "every reward logged so far lies in 0 .. 1" in capsys.readouterr().out
+    assert (
+        "every reward logged so far lies in 0 .. 1, so the run is read as a score" in capsys.readouterr().out
+    )
     assert main(["stop", str(path), "--horizon", "100", "--reward-range", "0", "1", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["eps_range_source"], row["eps_range_lower"], row["eps_range_upper"]) == ("stated", 0.0, 1.0)

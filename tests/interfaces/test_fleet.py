@@ -66,7 +66,7 @@ def test_every_run_gets_a_row_and_a_broken_log_gets_its_error(fleet):
     ok = table[table["status"] == "ok"]
     assert len(ok) == 8
     assert set(ok["decision"]) <= {"stop", "continue", "undecided"}
-    assert set(ok["eps_range_source"]) <= {"stated", "estimated"}  # every answer says its eps range
+    assert set(ok["eps_range_source"]) <= {"stated", "score", "estimated"}  # every answer says its eps range
     assert (ok["eps_range_lower"] < ok["eps_range_upper"]).all()
     assert (ok["final_lower"] <= ok["final_median"]).all() and (ok["final_median"] <= ok["final_upper"]).all()
     assert set(ok.loc[ok["run_id"].str.startswith("trl_"), "horizon_step"]) == {200.0}

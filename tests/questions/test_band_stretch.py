@@ -154,8 +154,13 @@ def test_the_live_update_stretches_the_band_of_a_run_without_a_stated_range_mid_
     stretch = _stretch(rising_above=(5.0, 5.0), other_above=(2.0, 2.0), rising_below=(1.0, 1.0))
     prefix = _no_range_prefix(sim, 0.5)
     horizon = float(sim.table.select([sim.table.run_ids[0]]).points["step"].max())
-    update = LiveForecaster(model, random_seed=3, band_stretch=stretch).update(prefix, horizon=horizon)
-    plain = LiveForecaster(model, random_seed=3, band_stretch=None).update(prefix, horizon=horizon)
+    # the range estimated from the prefix (read_unit_score=False: the run logs inside 0 .. 1)
+    update = LiveForecaster(model, random_seed=3, band_stretch=stretch, read_unit_score=False).update(
+        prefix, horizon=horizon
+    )
+    plain = LiveForecaster(model, random_seed=3, band_stretch=None, read_unit_score=False).update(
+        prefix, horizon=horizon
+    )
     rising = bool(rising_runs(update.curve_draws)[0])
     first = float(prefix.points["step"].min())
     progress = (update.step - first) / (update.horizon_step - first)
@@ -173,7 +178,7 @@ def test_the_live_update_stretches_the_band_of_a_run_without_a_stated_range_mid_
     assert update.quantiles([horizon], band="curve").equals(plain.quantiles([horizon], band="curve"))
     assert f"x{above:.2f} above" in update.band_note() and "curve band" in update.band_note("curve")
     # early in the run, or with the range stated, the band is as drawn
-    early = LiveForecaster(model, random_seed=3, band_stretch=stretch).update(
+    early = LiveForecaster(model, random_seed=3, band_stretch=stretch, read_unit_score=False).update(
         _no_range_prefix(sim, 0.2), horizon=horizon
     )
     assert early.predictive_stretch == (1.0, 1.0)
@@ -190,8 +195,14 @@ def test_the_live_update_stretches_the_band_of_a_run_without_a_stated_range_mid_
     both = replace(stretch, stated_range=own)
     given = LiveForecaster(model, random_seed=3, band_stretch=both).update(stated, horizon=horizon)
     assert given.predictive_stretch == own.factors(progress, bool(rising_runs(given.curve_draws)[0]))
+    # so does a run read as a score on 0 .. 1 (the default for a run logged inside 0 .. 1)
+    score = LiveForecaster(model, random_seed=3, band_stretch=both).update(prefix, horizon=horizon)
+    assert score.reward_range[2] == "score"
+    assert score.predictive_stretch == own.factors(progress, bool(rising_runs(score.curve_draws)[0]))
     assert given.predictive_stretch[1] == 3.0
-    not_given = LiveForecaster(model, random_seed=3, band_stretch=both).update(prefix, horizon=horizon)
+    not_given = LiveForecaster(model, random_seed=3, band_stretch=both, read_unit_score=False).update(
+        prefix, horizon=horizon
+    )
     assert not_given.predictive_stretch == update.predictive_stretch
 
 

@@ -8,7 +8,13 @@ import pytest
 
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.data import prepare
-from bayesgrpo.questions.live import LiveForecaster, own_range_bounds, prefix_placement
+from bayesgrpo.questions.live import (
+    UNIT_SCORE,
+    LiveForecaster,
+    own_range_bounds,
+    prefix_placement,
+    unit_score_range,
+)
 
 
 def _table(
@@ -116,10 +122,13 @@ def test_a_live_update_without_a_stated_range_uses_the_placed_bounds(population)
     partial = RunsTable(points=points, runs=own, report=one.report)
     horizon = float(one.points["step"].max())
 
-    placed = LiveForecaster(model, n_draws=500, random_seed=0).update(partial, horizon=horizon)
-    prefix_only = LiveForecaster(model, n_draws=500, random_seed=0, place_own_range=False).update(
+    # the simulated rewards lie in 0 .. 1: not read as a score here, to test the estimate
+    placed = LiveForecaster(model, n_draws=500, random_seed=0, read_unit_score=False).update(
         partial, horizon=horizon
     )
+    prefix_only = LiveForecaster(
+        model, n_draws=500, random_seed=0, place_own_range=False, read_unit_score=False
+    ).update(partial, horizon=horizon)
     raw = prepare(partial, horizon=horizon, max_points=model.max_points, bounds_margin=model.bounds_margin)
     expected = own_range_bounds(model.data, partial, raw, model.bounds_margin)
     assert expected is not None
@@ -158,3 +167,59 @@ def test_a_live_update_on_a_stated_range_is_untouched(population):
         partial, horizon=float(one.points["step"].max())
     )
     assert (update.data.lower[0], update.data.upper[0]) == (0.0, 1.0)
+
+
+def test_unit_score_range_reads_a_reward_inside_0_1_as_a_score_on_0_1():
+    inside = np.array([0.0, 0.2, 0.55, 1.0])
+    assert unit_score_range(_table({"r": inside})) == (0.0, 1.0)
+    assert unit_score_range(_table({"r": np.append(inside, np.nan)})) == (0.0, 1.0)  # NaN: not a reward
+    assert unit_score_range(_table({"r": np.append(inside, 1.01)})) is None  # left 0 .. 1
+    assert unit_score_range(_table({"r": np.append(inside, -0.01)})) is None
+    assert unit_score_range(_table({"r": inside}, stated=True)) is None  # a stated range wins
+    assert unit_score_range(_table({"r": np.array([np.nan])})) is None
+    assert unit_score_range(_table({"r": inside}), reach=(0.1, 0.9)) == (0.0, 1.0)
+    assert unit_score_range(_table({"r": inside}), reach=(0.0, 2.5)) is None  # known to reach past 1
+    assert unit_score_range(_table({"a": inside, "b": inside})) is None  # one run at a time
+
+
+def _prefix(sim, stated: bool) -> tuple[RunsTable, float]:
+    one = sim.table.select([sim.table.run_ids[0]])
+    points = one.points[one.points["step"] <= one.points["step"].quantile(0.3)].reset_index(drop=True)
+    runs = one.runs if stated else one.runs.drop(columns=["reward_min", "reward_max"], errors="ignore")
+    return RunsTable(points=points, runs=runs, report=one.report), float(one.points["step"].max())
+
+
+def test_a_live_update_reads_a_run_inside_0_1_as_one_on_its_stated_range(population):
+    model, sim = population
+    unstated, horizon = _prefix(sim, stated=False)
+    stated, _ = _prefix(sim, stated=True)
+    rewards = unstated.points["reward"]
+    assert rewards.min() >= 0.0 and rewards.max() <= 1.0  # the simulated rewards are scores
+    live = LiveForecaster(model, n_draws=500, random_seed=0)
+    read = live.update(unstated, horizon=horizon)
+    given = live.update(stated, horizon=horizon)
+    assert read.data.bounds_source == (UNIT_SCORE,) and given.data.bounds_source == ("metadata",)
+    assert read.reward_range == (0.0, 1.0, "score") and given.reward_range == (0.0, 1.0, "stated")
+    assert "read as a score on 0 .. 1" in read.range_note() and "--reward-range" in read.range_note()
+    # the same update as the stated 0 .. 1: prior, levels, band factors and draws
+    steps = np.array([horizon * 0.5, horizon])
+    np.testing.assert_array_equal(
+        read.reward_draws(steps, random_seed=1), given.reward_draws(steps, random_seed=1)
+    )
+    assert read.predictive_stretch == given.predictive_stretch
+    estimated = LiveForecaster(model, n_draws=500, random_seed=0, read_unit_score=False).update(
+        unstated, horizon=horizon
+    )
+    assert estimated.reward_range[2] == "estimated"
+
+
+def test_a_live_update_estimates_the_range_again_once_a_reward_leaves_0_1(population):
+    model, sim = population
+    unstated, horizon = _prefix(sim, stated=False)
+    points = unstated.points.copy()
+    points.loc[points.index[-1], "reward"] = 1.3  # a summed reward climbing past 1
+    left = RunsTable(points=points, runs=unstated.runs, report=unstated.report)
+    update = LiveForecaster(model, n_draws=500, random_seed=0).update(left, horizon=horizon)
+    assert update.reward_range[2] == "estimated" and update.data.bounds_source == ("data",)
+    assert update.reward_range[1] > 1.3
+    assert "read as a score" not in update.range_note()

@@ -670,7 +670,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
         )
         stretch = (getattr(row, "band_stretch_below", 1.0), getattr(row, "band_stretch_above", 1.0))
         if row.band == "predictive" and stretch != (1.0, 1.0):
-            kind = "a stated range" if getattr(row, "eps_range_source", "") == "stated" else "no stated range"
+            kind = {"stated": "a stated range", "score": "a score on 0 .. 1"}.get(
+                getattr(row, "eps_range_source", ""), "no stated range"
+            )
             print(
                 f"    (the band's spread stretched x{stretch[0]:.2f} below and x{stretch[1]:.2f} above its "
                 f"median: mid-run, {kind}, factors learnt on held-out sources)"
@@ -698,6 +700,7 @@ def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
     import numpy as np
 
     from bayesgrpo.interfaces.fleet import FleetSettings
+    from bayesgrpo.questions.live import RANGE_SOURCE_PHRASES
 
     settings = FleetSettings(
         rule=rule, horizon=args.horizon, band=args.band, reward=args.reward, metadata=args.metadata
@@ -717,9 +720,10 @@ def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
                 f"{format_interval(row.final_median, row.final_lower, row.final_upper)} (90% {row.band} band)"
             )
             print(f"    {row.reason}")
+            how = RANGE_SOURCE_PHRASES.get(row.eps_range_source, row.eps_range_source)
             print(
                 f"    (eps is a share of the reward range {row.eps_range_lower:.3g} .. "
-                f"{row.eps_range_upper:.3g}, {row.eps_range_source})"
+                f"{row.eps_range_upper:.3g}, {how})"
             )
     return EXIT_OK
 

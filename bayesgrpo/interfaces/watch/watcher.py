@@ -23,7 +23,7 @@ from bayesgrpo.logs.readers.load import MLFLOW_SCHEME
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.draws import DEFAULT_BAND, band_draws, check_band
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.questions.live import LiveForecaster, live_forecaster, resolve_population
+from bayesgrpo.questions.live import RANGE_SOURCE_PHRASES, LiveForecaster, live_forecaster, resolve_population
 from bayesgrpo.questions.stopping import prob_gain_below
 
 if TYPE_CHECKING:
@@ -81,8 +81,9 @@ class RunStatus:
         The path that gave the live update's draws (``importance`` or ``ensemble_mcmc``).
     range_lower, range_upper : float or None
         The reward range a relative eps is a share of.
-    range_source : {"stated", "estimated"} or None
-        Whether that range is the run's stated one or estimated from its logged points.
+    range_source : {"stated", "score", "estimated"} or None
+        Whether that range is the run's stated one, 0 .. 1 for a run read as a score on it, or
+        estimated from its logged points (:data:`bayesgrpo.questions.live.RANGE_SOURCE_PHRASES`).
     repairs : str or None
         What reading the run's log repaired or dropped (``ReadReport.repair_line``), or None.
     """
@@ -433,8 +434,8 @@ def compute_status(
         reason += f" [live update unreliable: Pareto k {update.posterior.pareto_k:.2f}]"
     method = getattr(update.posterior, "method", None)
     range_lower, range_upper, range_source = getattr(update, "reward_range", (None, None, None))
-    if range_source in ("estimated", "stated") and settings.relative:
-        how = "estimated from the run" if range_source == "estimated" else "stated for the run"
+    if range_source in RANGE_SOURCE_PHRASES and settings.relative:
+        how = RANGE_SOURCE_PHRASES[range_source]
         reason += f" [eps against the range {range_lower:.3g} .. {range_upper:.3g} {how}]"
     if not unreliable and method not in (None, "importance"):
         reason += f" [Pareto k {update.posterior.pareto_k:.2f}: answered by the {method} fallback]"
