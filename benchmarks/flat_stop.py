@@ -30,7 +30,7 @@ RULES = (FLAT_STOP, NEW_DEFAULT, *BUDGETS)
 def main(argv: list[str] | None = None) -> int:
     """Read every set's rows, compare the flat stop with the others, write ``results/flat_stop.md``."""
     start = time.perf_counter()
-    table, pairs = rule_tables(RULES)
+    table, pairs, _ = rule_tables(RULES)
     simulated = pd.read_csv(RESULTS / "stopping_simulated_runs.csv")
     lines = [
         "# The opt-in flat stop against the default rule and the fixed budgets",
