@@ -111,6 +111,7 @@ __all__ = [
     "unit_score_range",
     "UNIT_SCORE",
     "RANGE_SOURCE_PHRASES",
+    "BAND_FACTORS_LEARNT_FOR",
     # the one-run conditioning it orchestrates (bayesgrpo.model.laplace), importable from here as
     # before the layout moved it
     "PARETO_K_LIMIT",
@@ -145,6 +146,10 @@ RANGE_SOURCE_PHRASES: dict[str, str] = {
     "score": "read as a score on 0 .. 1 (no range stated, every logged reward inside it)",
     "estimated": "estimated from the run",
 }
+
+#: Which runs a band's mid-run stretch factors were learnt for, by the update's range ``how``
+#: (anything else: ``"no stated range"``): what ``band_note`` and ``bayesgrpo stop`` print.
+BAND_FACTORS_LEARNT_FOR: dict[str, str] = {"stated": "a stated range", "score": "a score on 0 .. 1"}
 
 
 #: From this share of a run's steps on, the live predictive band draws a logged point's noise from
@@ -392,9 +397,7 @@ class LiveForecaster:
         }
         unit_score = self.read_unit_score and unit_score_range(run, reach) is not None
         if unit_score:
-            run = type(run)(
-                points=run.points, runs=run.runs.assign(reward_min=0.0, reward_max=1.0), report=run.report
-            )
+            run = dataclasses.replace(run, runs=run.runs.assign(reward_min=0.0, reward_max=1.0))
         data = prepare(run, **settings)
         if unit_score:
             data = dataclasses.replace(data, bounds_source=(UNIT_SCORE,))
@@ -1006,9 +1009,7 @@ class LiveUpdate:
             note += f", the noise widened x{departure.noise_factor:.2f} to fit the run's latest points"
         below, above = self.predictive_stretch
         inner = self.predictive_stretch_inner
-        learnt = "mid-run, " + {"stated": "a stated range", "score": "a score on 0 .. 1"}.get(
-            self.reward_range[2], "no stated range"
-        )
+        learnt = "mid-run, " + BAND_FACTORS_LEARNT_FOR.get(self.reward_range[2], "no stated range")
         if inner != (below, above):
             note += (
                 f", its spread about the median stretched x{inner[0]:.2f} below and x{inner[1]:.2f} above "

@@ -670,9 +670,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
         )
         stretch = (getattr(row, "band_stretch_below", 1.0), getattr(row, "band_stretch_above", 1.0))
         if row.band == "predictive" and stretch != (1.0, 1.0):
-            kind = {"stated": "a stated range", "score": "a score on 0 .. 1"}.get(
-                getattr(row, "eps_range_source", ""), "no stated range"
-            )
+            from bayesgrpo.questions.live import BAND_FACTORS_LEARNT_FOR
+
+            kind = BAND_FACTORS_LEARNT_FOR.get(getattr(row, "eps_range_source", ""), "no stated range")
             print(
                 f"    (the band's spread stretched x{stretch[0]:.2f} below and x{stretch[1]:.2f} above its "
                 f"median: mid-run, {kind}, factors learnt on held-out sources)"
