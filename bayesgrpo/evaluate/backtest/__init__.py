@@ -8,7 +8,7 @@ Forecast backtest (:func:`forecast_backtest`)
     absolute error of the final reward (mean of the last 5% of the run's points). Scores in
     reward units are divided by the run's full logged reward range.
 
-Stopping backtest (:func:`stopping_backtest`, :func:`frontier`)
+Stopping backtest (:func:`stopping_backtest`, :func:`frontier`, :func:`paired_rule_differences`)
     Each rule is run on every run as it would have been run live: a Bayesian rule
     (:class:`bayesgrpo.questions.stopping.PlateauRule` and the other rules with a ``decide`` method) is
     asked at every ``check_every_fraction`` of the run's step span, seeing only the points logged
@@ -47,6 +47,7 @@ from bayesgrpo.evaluate.backtest.cuts import (
     run_points,
 )
 from bayesgrpo.evaluate.backtest.forecast import bayes_forecast_draws, forecast_backtest, live_forecasters
+from bayesgrpo.evaluate.backtest.paired import paired_rule_differences
 from bayesgrpo.evaluate.backtest.populations import (
     fold_assignment,
     held_out_populations,
@@ -100,6 +101,7 @@ __all__ = [
     "kfold_populations",
     "leave_one_source_out_populations",
     "oracle_stop_bound",
+    "paired_rule_differences",
     "source_group",
     "source_groups",
     "planned_horizon",
