@@ -113,13 +113,12 @@ def planned_steps() -> dict[str, float]:
     return {run_id: float(planned_horizon(bundled.select([run_id]))) for run_id in bundled.run_ids}
 
 
-def length_split_rows(
-    cut: float, at: pd.DataFrame, long_run, factors: np.ndarray, learnt: dict
-) -> list[dict]:
+def length_split_rows(cut: float, at: pd.DataFrame, factors: np.ndarray, learnt: dict) -> list[dict]:
     """The band as drawn and stretched by length (``factors``), scored apart on long and short runs,
     with the range over held-out sources of each group's upper 90% factor at ``cut``.
     """
     drawn = per_run_scores(at, stretched_quantiles(at, np.ones((len(at), 2))))
+    below_median = (at["y"] < at["q49"]).groupby(at["run_id"]).mean()
     stretched = per_run_scores(at, stretched_quantiles(at, factors))
     is_long = drawn["run_id"].map(planned_steps()) > LONG_RUN_STEPS
     stretches = list(learnt.values())
@@ -135,6 +134,9 @@ def length_split_rows(
                 "planned steps": name,
                 "runs": int(mask.sum()),
                 "upper factor (range over sources)": span(above),
+                "later points below the median, as drawn": float(
+                    below_median[drawn.loc[mask, "run_id"]].mean()
+                ),
                 "cover90 as drawn -> stretched": arrow(
                     drawn[mask]["cover90"].mean(), stretched[mask]["cover90"].mean()
                 ),
