@@ -88,13 +88,16 @@ def median_matched_shift(frame: pd.DataFrame) -> float:
     return float(SHIFT_GRID[int(np.argmin(np.abs(np.array(below) - 0.5)))])
 
 
-def cross_fitted_shift(frame: pd.DataFrame) -> np.ndarray:
-    """Per row: the median-matched shift at its cut learnt on the other sources' runs."""
+def cross_fitted_shift(frame: pd.DataFrame, group: pd.Series | None = None) -> np.ndarray:
+    """Per row: the median-matched shift at its cut (and in its ``group``, one label a row)
+    learnt on the other sources' runs.
+    """
+    group = pd.Series(0, index=frame.index) if group is None else group
     shift = np.zeros(len(frame))
-    for (cut, source), _ in frame.groupby(["cut", "source"]):
-        rows = ((frame["cut"] == cut) & (frame["source"] == source)).to_numpy()
-        others = frame[(frame["cut"] == cut).to_numpy() & ~rows]
-        shift[rows] = median_matched_shift(others)
+    for (cut, label, source), _ in frame.groupby([frame["cut"], group, frame["source"]]):
+        same = ((frame["cut"] == cut) & (group == label)).to_numpy()
+        rows = same & (frame["source"] == source).to_numpy()
+        shift[rows] = median_matched_shift(frame[same & ~rows])
     return shift
 
 
@@ -113,13 +116,17 @@ def planned_steps() -> dict[str, float]:
     return {run_id: float(planned_horizon(bundled.select([run_id]))) for run_id in bundled.run_ids}
 
 
-def length_split_rows(cut: float, at: pd.DataFrame, factors: np.ndarray, learnt: dict) -> list[dict]:
-    """The band as drawn and stretched by length (``factors``), scored apart on long and short runs,
-    with the range over held-out sources of each group's upper 90% factor at ``cut``.
+def length_split_rows(
+    cut: float, at: pd.DataFrame, factors: np.ndarray, learnt: dict, variant: str, moved=None
+) -> list[dict]:
+    """The band as drawn and stretched by length (``factors``; on ``moved``, the rows with their
+    centre moved, where given), scored apart on long and short runs, with the range over held-out
+    sources of each group's upper 90% factor at ``cut``.
     """
     drawn = per_run_scores(at, stretched_quantiles(at, np.ones((len(at), 2))))
     below_median = (at["y"] < at["q49"]).groupby(at["run_id"]).mean()
-    stretched = per_run_scores(at, stretched_quantiles(at, factors))
+    changed = at if moved is None else moved
+    stretched = per_run_scores(changed, stretched_quantiles(changed, factors))
     is_long = drawn["run_id"].map(planned_steps()) > LONG_RUN_STEPS
     stretches = list(learnt.values())
     i = list(stretches[0].knots).index(cut)
@@ -131,6 +138,7 @@ def length_split_rows(cut: float, at: pd.DataFrame, factors: np.ndarray, learnt:
         rows.append(
             {
                 "cut": cut,
+                "variant": variant,
                 "planned steps": name,
                 "runs": int(mask.sum()),
                 "upper factor (range over sources)": span(above),
@@ -224,6 +232,15 @@ def main() -> None:
         learnt_on="early, by length",
         by_level=True,
     )
+    # the centre moved apart for long and short runs, then the band by level, by length
+    long_moved = shifted(frame, cross_fitted_shift(frame, long_run))
+    by_length_moved = cross_fitted_band_stretch(
+        band_edges(long_moved.assign(rising=long_run)),
+        sources,
+        window,
+        learnt_on="early, moved by length",
+        by_level=True,
+    )
     # the centre moved first (learnt without the run's source), then the band by level on it
     shift = cross_fitted_shift(frame)
     moved = shifted(frame, shift)
@@ -273,7 +290,21 @@ def main() -> None:
                 per_run_scores(at, stretched_quantiles(at, length_factors)),
             )
         )
-        length_rows += length_split_rows(float(cut), at, length_factors, by_length)
+        length_rows += length_split_rows(float(cut), at, length_factors, by_length, "by level")
+        # the long runs' centre moved up (learnt apart for long and short runs), then by level
+        at_long_moved = long_moved[(long_moved["cut"] == cut).to_numpy()].reset_index(drop=True)
+        long_moved_factors = stretch_factors(
+            at_long_moved.assign(rising=at_long), [by_length_moved[s] for s in at["source"]], inner=True
+        )
+        variants.append(
+            (
+                "centre moved by length, then by level by length",
+                per_run_scores(at_long_moved, stretched_quantiles(at_long_moved, long_moved_factors)),
+            )
+        )
+        length_rows += length_split_rows(
+            float(cut), at, long_moved_factors, by_length_moved, "centre moved, then by level", at_long_moved
+        )
         variants.append(
             ("centre moved", per_run_scores(at_moved, stretched_quantiles(at_moved, np.ones((len(at), 2)))))
         )
