@@ -164,7 +164,9 @@ RECENT_RESIDUALS_FROM = 0.425
 #: and its end were chosen on those runs without each run's source
 #: (``benchmarks/experiments/live_long_headroom.py``), the end where the mid-run band stretch begins.
 LONG_RUN_STEPS = 150.0
-LONG_RUN_HEADROOM = 0.5
+#: Off by default: as the default (0.5) it lowered the long runs' mean CRPS on the live backtest
+#: but raised their median CRPS and final-reward error (``live_long_headroom_backtest.md``).
+LONG_RUN_HEADROOM = 0.0
 LONG_RUN_HEADROOM_UNTIL = 0.35
 #: The latest share of a run's logged points whose residuals :func:`with_recent_residuals` keeps.
 RESIDUAL_SHARE = 0.5
@@ -203,16 +205,19 @@ class LiveForecaster:
         of it (0, default: the range as the population's runs had it). The curve is bounded by
         the range it is normalised by, so a run that climbs past the estimate is forecast too low.
     long_run_steps, long_run_headroom, long_run_headroom_until : float
-        More room for a long run early: a run without a stated range planned for more than
+        Opt-in room for a long run early: a run without a stated range planned for more than
         ``long_run_steps`` steps (its horizon step less its first logged step; None: never) gets
-        ``long_run_headroom`` more, until ``long_run_headroom_until`` of its planned steps. Early
-        in a long notebook run the estimate spans little of what the run will reach: left one
-        source out, the band as drawn held 62-65% of the 15 long runs' later points at 10-25% of a
-        run, and only 21-23% of them lay below its median; room of 0.5 (chosen without each
-        run's source) lowered their mean CRPS by 4% at 10% and 12% at 25% and raised that
-        coverage by 3.5-6 points. It is no help to the short runs (50-142 planned steps), whose
-        band holds 90-94% already and whose CRPS it worsens, nor from half a run on
-        (``benchmarks/experiments/live_long_headroom.py``).
+        ``long_run_headroom`` more (0, default: none), until ``long_run_headroom_until`` of its
+        planned steps. Early in a long notebook run the estimate spans little of what the run
+        will reach: left one source out, the band as drawn held 62-65% of the 15 long runs' later
+        points at 10-25% of a run, and only 21-23% of them lay below its median
+        (``benchmarks/experiments/live_long_headroom.py``). With 0.5 the live backtest's long
+        runs got a lower mean CRPS (0.220 -> 0.213 at 10%, 0.184 -> 0.170 at 25%) and more
+        coverage (61 -> 69%, 67 -> 71%), but a higher median CRPS and final-reward error
+        (0.263 -> 0.309 at 10%); over all 60 runs the 90% band reached 88.3% at 25% while the
+        median CRPS at 10% went from 0.76 to 0.84 x persistence
+        (``benchmarks/experiments/results/live_long_headroom_backtest.md``). Short runs
+        (50-142 planned steps) lose by it.
     bin_noise_exponent : float
         A run's points are binned (at most the population's ``max_points``); a bin of ``n``
         points has noise ``sigma / n ** (bin_noise_exponent / 2)``. 1 (default) treats the

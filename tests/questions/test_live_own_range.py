@@ -239,6 +239,7 @@ def _early_unstated(sim, share: float = 0.3) -> tuple[RunsTable, float, float]:
 
 
 def test_a_long_run_early_gets_more_room_above_its_estimated_range(population):
+    """Opt-in (``long_run_headroom`` 0 by default): a long run early, and only it, gets the room."""
     model, sim = population
     run, horizon, planned = _early_unstated(sim)
     options = {"n_draws": 500, "random_seed": 0, "read_unit_score": False}
@@ -250,6 +251,8 @@ def test_a_long_run_early_gets_more_room_above_its_estimated_range(population):
         run, horizon=horizon
     )
     lower, upper = none.data.lower[0], none.data.upper[0]
+    default = LiveForecaster(model, **options).update(run, horizon=horizon)
+    assert (default.data.lower[0], default.data.upper[0]) == pytest.approx((lower, upper))
     assert long.data.lower[0] == pytest.approx(lower)
     assert long.data.upper[0] == pytest.approx(upper + 0.5 * (upper - lower))
     assert (short.data.lower[0], short.data.upper[0]) == pytest.approx((lower, upper))
@@ -265,7 +268,7 @@ def test_a_long_run_on_a_stated_range_gets_no_room(population):
     run, horizon, planned = _early_unstated(sim)
     one = sim.table.select([sim.table.run_ids[0]])
     stated = RunsTable(points=run.points, runs=one.runs, report=run.report)
-    update = LiveForecaster(model, n_draws=500, random_seed=0, long_run_steps=planned - 1).update(
-        stated, horizon=horizon
-    )
+    update = LiveForecaster(
+        model, n_draws=500, random_seed=0, long_run_steps=planned - 1, long_run_headroom=0.5
+    ).update(stated, horizon=horizon)
     assert (update.data.lower[0], update.data.upper[0]) == (0.0, 1.0)
