@@ -209,8 +209,8 @@ class LiveForecaster:
         ``long_run_steps`` steps (its horizon step less its first logged step; None: never) gets
         ``long_run_headroom`` more (0, default: none), until ``long_run_headroom_until`` of its
         planned steps. Early in a long notebook run the estimate spans little of what the run
-        will reach: left one source out, the band as drawn held 62-65% of the 15 long runs' later
-        points at 10-25% of a run, and only 21-23% of them lay below its median
+        will reach: left one source out, the band as drawn held 65% / 62% of the 15 long runs'
+        later points at 10% / 25% of a run, and only 23% / 22% of them lay below its median
         (``benchmarks/experiments/live_long_headroom.py``). With 0.5 the live backtest's long
         runs got a lower mean CRPS (0.220 -> 0.213 at 10%, 0.184 -> 0.170 at 25%) and more
         coverage (61 -> 69%, 67 -> 71%), but a higher median CRPS and final-reward error
@@ -384,18 +384,14 @@ class LiveForecaster:
             self._priors[key] = prior
         return self._priors[key]
 
-    def long_run_room(self, run: RunsTable, horizon_step: float) -> float:
-        """The room above the estimated range a run gets for being long and early in its steps
-        (``long_run_headroom`` or 0; see the class's parameters).
+    def long_run_room(self, planned_steps: float, progress: float) -> float:
+        """The room above the estimated range a run gets for being long (``planned_steps``, its
+        horizon step less its first logged step) and early in its steps (``progress``, the share
+        of them logged): ``long_run_headroom`` or 0 (see the class's parameters).
         """
-        if self.long_run_steps is None or self.long_run_headroom == 0.0:
+        if self.long_run_steps is None or planned_steps <= self.long_run_steps:
             return 0.0
-        steps = run.points["step"].to_numpy(dtype=float)
-        first, last = float(steps.min()), float(steps.max())
-        planned = horizon_step - first
-        if planned <= self.long_run_steps:
-            return 0.0
-        return self.long_run_headroom if (last - first) / planned < self.long_run_headroom_until else 0.0
+        return self.long_run_headroom if progress < self.long_run_headroom_until else 0.0
 
     def update(
         self, run: RunsTable, *, horizon: float | None = None, reach: tuple[float, float] | None = None
@@ -443,10 +439,15 @@ class LiveForecaster:
         if unit_score:
             data = dataclasses.replace(data, bounds_source=(UNIT_SCORE,))
         metadata = run.runs.iloc[0].to_dict()
+        # where the run stands on its planned steps (placing the range below keeps the horizon)
+        first_step = float(run.points["step"].min())
+        last_step = float(run.points["step"].max())
+        span = float(data.horizon_step[0]) - first_step
+        progress = (last_step - first_step) / span if span > 0 else float("nan")
         if self.place_own_range and data.bounds_source[0] == "data":
             bounds = own_range_bounds(population.data, run, data, population.bounds_margin, reach)
             if bounds is not None:
-                headroom = self.range_headroom + self.long_run_room(run, float(data.horizon_step[0]))
+                headroom = self.range_headroom + self.long_run_room(span, progress)
                 upper = bounds[1] + headroom * (bounds[1] - bounds[0])
                 runs = run.runs.assign(reward_min=bounds[0], reward_max=upper)
                 placed = prepare(type(run)(points=run.points, runs=runs, report=run.report), **settings)
@@ -465,7 +466,6 @@ class LiveForecaster:
         )
         # the run's own latest rise rides along: a rule may hold a plateau claim it contradicts
         curve_draws = with_recent_rise(run_curve_draws(posterior, data, population.curve), run.points)
-        last_step = float(run.points["step"].max())
         logged = run.points["reward"].to_numpy(dtype=float)
         logged = logged[np.isfinite(logged)]
         update = LiveUpdate(
@@ -496,9 +496,6 @@ class LiveForecaster:
             warnings.warn(
                 f"live update of {update.run_id}: {departure.note()}", ForecastDepartureWarning, stacklevel=2
             )
-        first_step = float(run.points["step"].min())
-        span = float(data.horizon_step[0]) - first_step
-        progress = (last_step - first_step) / span if span > 0 else float("nan")
         if self.recent_residuals_from is not None and progress >= self.recent_residuals_from:
             curve_draws = with_recent_residuals(curve_draws, run.points)  # about the curve as followed
         # the factors learnt on runs whose range was estimated, or on runs whose range was stated

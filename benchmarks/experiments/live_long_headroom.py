@@ -1,7 +1,7 @@
 """Room above the estimated range for long runs only (``LiveForecaster.range_headroom``).
 
 ``live_band_early.py`` found the live band's early misses on the runs that estimate their range
-are the long ones (more than 150 planned steps): their forecast's median sits below 72-79% of
+are the long ones (more than 150 planned steps): their forecast's median sits below 72-80% of
 their later points at 10-30% of a run. The curve of a run without a stated range is bounded by
 the range the update estimates from the prefix. A long run's early prefix spans little of what
 the run will reach, so the curve cannot climb far enough. ``live_takeover.py`` tried room above
