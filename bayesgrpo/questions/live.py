@@ -218,6 +218,12 @@ class LiveForecaster:
         median CRPS at 10% went from 0.76 to 0.84 x persistence
         (``benchmarks/experiments/results/live_long_headroom_backtest.md``). Short runs
         (50-142 planned steps) lose by it.
+    placement_neighbours : int or None
+        Where a prefix sits in its run's whole range (:func:`prefix_placement`) is read from the
+        population's runs (normalised by their own range) planned for the nearest number of steps
+        to the run's, this many of them (at least ``MIN_PLACEMENT_RUNS``); None (default): from
+        all of them. A long run's prefix spans less of its whole range than a short run's at the
+        same share of its steps (``benchmarks/experiments/live_placement_by_length.py``).
     bin_noise_exponent : float
         A run's points are binned (at most the population's ``max_points``); a bin of ``n``
         points has noise ``sigma / n ** (bin_noise_exponent / 2)``. 1 (default) treats the
@@ -290,6 +296,7 @@ class LiveForecaster:
     long_run_steps: float | None = LONG_RUN_STEPS
     long_run_headroom: float = LONG_RUN_HEADROOM
     long_run_headroom_until: float = LONG_RUN_HEADROOM_UNTIL
+    placement_neighbours: int | None = None
     unknown_covariates: str = "integrate"
     band_stretch: BandStretch | None = field(default_factory=shipped_band_stretch)
     follow_departure: bool = True
@@ -445,7 +452,15 @@ class LiveForecaster:
         span = float(data.horizon_step[0]) - first_step
         progress = (last_step - first_step) / span if span > 0 else float("nan")
         if self.place_own_range and data.bounds_source[0] == "data":
-            bounds = own_range_bounds(population.data, run, data, population.bounds_margin, reach)
+            bounds = own_range_bounds(
+                population.data,
+                run,
+                data,
+                population.bounds_margin,
+                reach,
+                planned_steps=float(data.horizon_step[0]),
+                neighbours=self.placement_neighbours,
+            )
             if bounds is not None:
                 headroom = self.range_headroom + self.long_run_room(span, progress)
                 upper = bounds[1] + headroom * (bounds[1] - bounds[0])
@@ -839,7 +854,12 @@ def noise_widening(
 MIN_PLACEMENT_RUNS = 3
 
 
-def prefix_placement(population: ModelData, progress: float) -> tuple[float, float] | None:
+def prefix_placement(
+    population: ModelData,
+    progress: float,
+    planned_steps: float | None = None,
+    neighbours: int | None = None,
+) -> tuple[float, float] | None:
     """Where a prefix up to ``progress`` sits in its run's whole range, by the population's runs.
 
     For each population run normalised by its own range (all runs when fewer than
@@ -854,6 +874,10 @@ def prefix_placement(population: ModelData, progress: float) -> tuple[float, flo
         The population's data.
     progress : float
         The prefix's progress (normalised, 1 at the horizon).
+    planned_steps, neighbours : float and int, optional
+        Read the medians from the ``neighbours`` runs (at least ``MIN_PLACEMENT_RUNS``) whose
+        horizon step is nearest ``planned_steps`` on the log scale, of those with two points in
+        the prefix (ties kept); either None: from all of them.
 
     Returns
     -------
@@ -863,7 +887,7 @@ def prefix_placement(population: ModelData, progress: float) -> tuple[float, flo
     own = np.array([source == "data" for source in population.bounds_source], dtype=bool)
     if own.sum() < MIN_PLACEMENT_RUNS:
         own = np.ones(population.n_runs, dtype=bool)
-    range_share, floor_share = [], []
+    range_share, floor_share, horizons = [], [], []
     for i in np.flatnonzero(own):
         mask = population.mask[i]
         t, y = population.t[i, mask], population.y[i, mask]
@@ -873,9 +897,17 @@ def prefix_placement(population: ModelData, progress: float) -> tuple[float, flo
             continue
         range_share.append(float(prefix.max() - prefix.min()) / whole)
         floor_share.append(float(prefix.min() - y.min()) / whole)
+        horizons.append(float(population.horizon_step[i]))
     if len(range_share) < MIN_PLACEMENT_RUNS:
         return None
-    return float(np.median(range_share)), float(np.median(floor_share))
+    shares, floors = np.asarray(range_share), np.asarray(floor_share)
+    if neighbours is not None and planned_steps is not None and planned_steps > 0:
+        distance = np.abs(np.log(np.maximum(horizons, 1.0)) - np.log(planned_steps))
+        keep = max(int(neighbours), MIN_PLACEMENT_RUNS)
+        if keep < distance.size:
+            nearest = distance <= np.sort(distance)[keep - 1]
+            shares, floors = shares[nearest], floors[nearest]
+    return float(np.median(shares)), float(np.median(floors))
 
 
 def own_range_bounds(
@@ -884,6 +916,9 @@ def own_range_bounds(
     data: ModelData,
     margin: float,
     reach: tuple[float, float] | None = None,
+    *,
+    planned_steps: float | None = None,
+    neighbours: int | None = None,
 ) -> tuple[float, float] | None:
     """Reward bounds for a live run without a stated range, as the population's runs had them.
 
@@ -908,6 +943,9 @@ def own_range_bounds(
     reach : (float, float), optional
         Rewards the run can reach (:meth:`LiveForecaster.update`): the whole range is widened to
         cover them before the margin is added.
+    planned_steps, neighbours : float and int, optional
+        Place the prefix by the population's runs of the nearest planned steps
+        (:func:`prefix_placement`); default by all of them.
 
     Returns
     -------
@@ -919,7 +957,7 @@ def own_range_bounds(
     reward = reward[np.isfinite(reward)]
     low, high = float(reward.min()), float(reward.max())
     mask = data.mask[0]
-    placement = prefix_placement(population, float(data.t[0, mask].max()))
+    placement = prefix_placement(population, float(data.t[0, mask].max()), planned_steps, neighbours)
     if high <= low or placement is None:
         return None
     range_share, floor_share = placement

@@ -61,6 +61,61 @@ def test_prefix_placement_of_falling_runs_puts_the_prefix_at_the_top():
     assert floor_share == pytest.approx(20 / 39)
 
 
+def _short_and_long_population() -> object:
+    """Three short runs (40 planned steps) that rise in a line, three long ones (400) that rise late
+    (reward = progress cubed): at half of a run a short prefix spans about half its range, a long one
+    an eighth.
+    """
+    frames, runs = [], []
+    for i in range(3):
+        frames.append(
+            pd.DataFrame(
+                {
+                    "run_id": f"short{i}",
+                    "step": np.arange(1.0, 41.0),
+                    "reward": np.linspace(0, 1, 40) * (i + 1),
+                }
+            )
+        )
+        runs.append({"run_id": f"short{i}", "total_steps": 40.0})
+        steps = np.arange(10.0, 401.0, 10.0)
+        frames.append(
+            pd.DataFrame({"run_id": f"long{i}", "step": steps, "reward": (steps / 400.0) ** 3 * (i + 1)})
+        )
+        runs.append({"run_id": f"long{i}", "total_steps": 400.0})
+    table = RunsTable(points=pd.concat(frames, ignore_index=True), runs=pd.DataFrame(runs))
+    return prepare(table, max_points=40)
+
+
+def test_prefix_placement_reads_the_runs_of_the_nearest_planned_steps():
+    data = _short_and_long_population()
+    short_share, _ = prefix_placement(data, 0.5, planned_steps=40.0, neighbours=3)
+    long_share, _ = prefix_placement(data, 0.5, planned_steps=400.0, neighbours=3)
+    assert short_share == pytest.approx(19 / 39)
+    # the long runs' points at or before half their steps: steps 10..200, rewards (step / 400)^3
+    assert long_share == pytest.approx(((200 / 400) ** 3 - (10 / 400) ** 3) / (1 - (10 / 400) ** 3))
+    # a run planned for 200 steps is nearer the long runs on the log scale (log 5 against log 2)
+    assert prefix_placement(data, 0.5, planned_steps=200.0, neighbours=3)[0] == pytest.approx(long_share)
+    # all six runs read without a length, or with more neighbours than there are runs
+    everyone = prefix_placement(data, 0.5)
+    assert long_share < everyone[0] < short_share
+    assert prefix_placement(data, 0.5, planned_steps=400.0, neighbours=10) == pytest.approx(everyone)
+    # fewer than MIN_PLACEMENT_RUNS neighbours are read as that many
+    assert prefix_placement(data, 0.5, planned_steps=400.0, neighbours=1) == pytest.approx(
+        prefix_placement(data, 0.5, planned_steps=400.0, neighbours=3)
+    )
+
+
+def test_own_range_bounds_of_a_long_run_read_the_long_runs():
+    population = _short_and_long_population()
+    live = _table({"live": np.linspace(2.0, 3.0, 20)}, total_steps=400)
+    data = prepare(live, max_points=40)
+    everyone = own_range_bounds(population, live, data, margin=0.5)
+    by_length = own_range_bounds(population, live, data, margin=0.5, planned_steps=400.0, neighbours=3)
+    # the long runs had spanned less of their range by then: the whole range is estimated wider
+    assert by_length[1] - by_length[0] > everyone[1] - everyone[0]
+
+
 def test_prefix_placement_needs_enough_runs_with_two_points_in_the_prefix():
     data = _rising_population(n_runs=2)
     # two own-range runs are too few: all runs are read instead, still only two
