@@ -19,73 +19,24 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = HERE.parent
 sys.path.insert(0, str(BENCHMARKS))
 sys.path.insert(0, str(HERE))
-from _loso import loso_populations  # noqa: E402
 from _markdown import markdown_table  # noqa: E402
-from live_band_early import LONG_RUN_STEPS, planned_steps  # noqa: E402
-from live_band_stretch import LEVELS, per_run_scores  # noqa: E402
+from live_band_early import LONG_RUN_STEPS  # noqa: E402
+from live_placement_by_length import scored_variants  # noqa: E402
 
 RESULTS = HERE / "results"
 HEADROOMS = (0.0, 0.25, 0.5, 1.0, 2.0)
 CUTS = (0.1, 0.25, 0.5)
-
-
-def scored_updates(cuts, headrooms, seed: int, n_draws: int) -> pd.DataFrame:
-    """Per run, cut and headroom: the live update's 99 quantiles scored on the later points
-    (``length``: ``long`` or ``short``, planned steps above :data:`LONG_RUN_STEPS` or not).
-    """
-    from live_backtest import without_stated_range
-
-    from bayesgrpo.evaluate.backtest import cut_points, live_forecasters, planned_horizon, source_group
-    from bayesgrpo.evaluate.backtest.cuts import prefix_table, run_points
-    from bayesgrpo.model.datasets import load_bundled
-
-    bundled = load_bundled(warn=False)
-    table = without_stated_range(bundled)
-    sources = {str(row["run_id"]): source_group(row) for row in bundled.runs.to_dict("records")}
-    lives = live_forecasters(loso_populations(bundled), table.run_ids, n_draws, seed)
-    frames = []
-    for run_id in table.run_ids:
-        length = "long" if planned_steps()[run_id] > LONG_RUN_STEPS else "short"
-        run = table.select([run_id])
-        points = run_points(run, run_id)
-        spread = float(points["reward"].max() - points["reward"].min())
-        for cut in cuts:
-            cut_at = cut_points(points, cut)
-            if cut_at.held_out.empty or len(cut_at.observed) < 5:
-                continue
-            for headroom in headrooms:
-                live = dataclasses.replace(lives[run_id], range_headroom=headroom, long_run_steps=None)
-                update = live.update(prefix_table(run, cut_at.observed), horizon=planned_horizon(run))
-                if update.reward_range[2] != "estimated":
-                    break  # read as a score on 0 .. 1: no estimated range to give room above
-                draws = update.reward_draws(cut_at.held_out["step"].to_numpy(dtype=float), band="predictive")
-                q = np.quantile(draws, LEVELS, axis=0).T / spread
-                frame = pd.DataFrame(q, columns=[f"q{i}" for i in range(len(LEVELS))])
-                y = cut_at.held_out["reward"].to_numpy(dtype=float) / spread
-                scored = per_run_scores(
-                    frame.assign(run_id=run_id, rising=False, range="unstated", y=y), q
-                ).assign(
-                    cut=cut,
-                    headroom=headroom,
-                    length=length,
-                    source=sources[run_id],
-                    below_median=float(np.mean(y < q[:, 49])),
-                )
-                frames.append(scored)
-    return pd.concat(frames, ignore_index=True)
 
 
 def cross_fitted_choice(scored: pd.DataFrame) -> pd.DataFrame:
@@ -128,7 +79,12 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     start = time.perf_counter()
-    scored = scored_updates(CUTS, HEADROOMS, args.seed, args.draws)
+    # the range placed by all the population's runs, as when this experiment was first run (the
+    # default since places it by the runs of the nearest planned steps: live_placement_by_length.py)
+    variants = {
+        h: {"range_headroom": h, "long_run_steps": None, "placement_neighbours": None} for h in HEADROOMS
+    }
+    scored = scored_variants(CUTS, variants, "headroom", args.seed, args.draws)
     summary = (
         scored.groupby(["length", "cut", "headroom"])
         .agg(

@@ -24,7 +24,9 @@ import dataclasses
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,10 +46,26 @@ NEIGHBOURS = (0, 5, 8, 12, 16)
 CUTS = (0.1, 0.25, 0.5)
 
 
-def scored_updates(cuts, neighbours, seed: int, n_draws: int) -> pd.DataFrame:
-    """Per run, cut and neighbour count: the live update's 99 quantiles scored on the later points,
-    with the same points' persistence CRPS (the last logged reward carried forward with the
-    prefix's own spread, as the live backtest's persistence).
+def scored_variants(
+    cuts, variants: Mapping[float, Mapping[str, Any]], column: str, seed: int, n_draws: int
+) -> pd.DataFrame:
+    """Per run, cut and variant: the live update's 99 quantiles scored on the later points, with the
+    same points' persistence CRPS (the last logged reward carried forward with the prefix's own
+    spread, as the live backtest's persistence).
+
+    Parameters
+    ----------
+    cuts : sequence of float
+    variants : mapping of float to mapping
+        ``value -> LiveForecaster fields`` each update is made with (``value`` fills ``column``).
+    column : str
+    seed, n_draws : int
+
+    Returns
+    -------
+    DataFrame
+        One row per run, cut and variant (``length``: ``long`` or ``short``, planned steps above
+        :data:`LONG_RUN_STEPS` or not); runs read as a score on 0 .. 1 are left out.
     """
     from live_backtest import without_stated_range
 
@@ -81,8 +99,8 @@ def scored_updates(cuts, neighbours, seed: int, n_draws: int) -> pd.DataFrame:
                 random_seed=seed,
             )
             persistence_crps = float(np.mean(crps_from_draws(persistence.draws / spread, y)))
-            for k in neighbours:
-                live = dataclasses.replace(lives[run_id], placement_neighbours=k or None)
+            for value, fields in variants.items():
+                live = dataclasses.replace(lives[run_id], **fields)
                 update = live.update(prefix_table(run, cut_at.observed), horizon=planned_horizon(run))
                 if update.reward_range[2] != "estimated":
                     break  # read as a score on 0 .. 1: no estimated range to place
@@ -93,11 +111,11 @@ def scored_updates(cuts, neighbours, seed: int, n_draws: int) -> pd.DataFrame:
                     frame.assign(run_id=run_id, rising=False, range="unstated", y=y), q
                 ).assign(
                     cut=cut,
-                    neighbours=k,
                     length=length,
                     source=sources[run_id],
                     below_median=float(np.mean(y < q[:, 49])),
                     persistence_crps=persistence_crps,
+                    **{column: value},
                 )
                 frames.append(scored)
     return pd.concat(frames, ignore_index=True)
@@ -161,7 +179,8 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     start = time.perf_counter()
-    scored = scored_updates(CUTS, NEIGHBOURS, args.seed, args.draws)
+    variants = {k: {"placement_neighbours": k or None} for k in NEIGHBOURS}
+    scored = scored_variants(CUTS, variants, "neighbours", args.seed, args.draws)
     lines = [
         "# The estimated range placed by runs of a similar length",
         "",
@@ -169,7 +188,8 @@ def main() -> None:
         f"({time.perf_counter() - start:.0f} s; seed {args.seed}, {args.draws} draws). The bundled runs "
         "given no range whose update estimates it, each updated by the population fitted without its "
         "source, `LiveForecaster(placement_neighbours=k)` (k = 0: the share read from all the "
-        "population's own-range runs, the default). Scored on the later points in units of the run's "
+        "population's own-range runs, the default before this experiment; 12 is the default since). "
+        "Scored on the later points in units of the run's "
         "logged range: predictive 50% / 90% coverage and share of later points below the median (mean "
         "over runs), CRPS (99 quantiles; median and mean over runs) and its median ratio to "
         f"persistence's on the same points. `long`: planned for more than {LONG_RUN_STEPS:g} steps.",
