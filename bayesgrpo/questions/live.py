@@ -173,6 +173,9 @@ LONG_RUN_HEADROOM_UNTIL = 0.35
 #: 12 / 16 / all with the lowest mean CRPS on the other sources' runs, for every source at 10% and
 #: 25% of a run (``benchmarks/experiments/live_placement_by_length.py``).
 PLACEMENT_NEIGHBOURS = 12
+#: Which quantile of those runs' shares places the prefix, by the run's progress: ``(progress,
+#: quantile)`` knots, interpolated linearly and held outside them (``LiveForecaster.placement_quantile``).
+PLACEMENT_QUANTILE: tuple[tuple[float, float], ...] = ((0.0, 0.5),)
 #: The latest share of a run's logged points whose residuals :func:`with_recent_residuals` keeps.
 RESIDUAL_SHARE = 0.5
 #: Fewest residuals the band resamples (fewer: the Student-t is kept), and most (the latest ones).
@@ -236,6 +239,11 @@ class LiveForecaster:
         run (90% band 79.5 -> 82.6% of later points, median CRPS 0.168 -> 0.146, long and short
         runs both) and at 25% (80.8 -> 82.9%, mean CRPS 0.179 -> 0.172); at 50% it changes
         little (``benchmarks/experiments/live_placement_by_length.py``).
+    placement_quantile : tuple of (float, float)
+        Which quantile of those runs' shares of their whole range places the prefix, as
+        ``(progress, quantile)`` knots by the run's share of its steps logged (interpolated
+        linearly, held outside the knots; default :data:`PLACEMENT_QUANTILE`). The median (0.5)
+        is the typical run's; a lower one estimates a wider range.
     bin_noise_exponent : float
         A run's points are binned (at most the population's ``max_points``); a bin of ``n``
         points has noise ``sigma / n ** (bin_noise_exponent / 2)``. 1 (default) treats the
@@ -309,6 +317,7 @@ class LiveForecaster:
     long_run_headroom: float = LONG_RUN_HEADROOM
     long_run_headroom_until: float = LONG_RUN_HEADROOM_UNTIL
     placement_neighbours: int | None = PLACEMENT_NEIGHBOURS
+    placement_quantile: tuple[tuple[float, float], ...] = PLACEMENT_QUANTILE
     unknown_covariates: str = "integrate"
     band_stretch: BandStretch | None = field(default_factory=shipped_band_stretch)
     follow_departure: bool = True
@@ -412,6 +421,15 @@ class LiveForecaster:
             return 0.0
         return self.long_run_headroom if progress < self.long_run_headroom_until else 0.0
 
+    def share_quantile(self, progress: float) -> float:
+        """The quantile of the population's prefix shares that places a run at ``progress``
+        (:attr:`placement_quantile`; 0.5 where the progress is unknown).
+        """
+        if not np.isfinite(progress):
+            return 0.5
+        knots = np.asarray(self.placement_quantile, dtype=float).reshape(-1, 2)
+        return float(np.interp(progress, knots[:, 0], knots[:, 1]))
+
     def update(
         self, run: RunsTable, *, horizon: float | None = None, reach: tuple[float, float] | None = None
     ) -> LiveUpdate:
@@ -472,6 +490,7 @@ class LiveForecaster:
                 reach,
                 planned_steps=float(data.horizon_step[0]),
                 neighbours=self.placement_neighbours,
+                share_quantile=self.share_quantile(progress),
             )
             if bounds is not None:
                 headroom = self.range_headroom + self.long_run_room(span, progress)
@@ -871,6 +890,7 @@ def prefix_placement(
     progress: float,
     planned_steps: float | None = None,
     neighbours: int | None = None,
+    share_quantile: float = 0.5,
 ) -> tuple[float, float] | None:
     """Where a prefix up to ``progress`` sits in its run's whole range, by the population's runs.
 
@@ -890,6 +910,9 @@ def prefix_placement(
         Read the medians from the ``neighbours`` runs (at least ``MIN_PLACEMENT_RUNS``) whose
         horizon step is nearest ``planned_steps`` on the log scale, of those with two points in
         the prefix (ties kept); either None: from all of them.
+    share_quantile : float
+        The quantile of the range shares returned (default 0.5, the median); the floor share is
+        always the median.
 
     Returns
     -------
@@ -919,7 +942,7 @@ def prefix_placement(
         if keep < distance.size:
             nearest = distance <= np.sort(distance)[keep - 1]
             shares, floors = shares[nearest], floors[nearest]
-    return float(np.median(shares)), float(np.median(floors))
+    return float(np.quantile(shares, share_quantile)), float(np.median(floors))
 
 
 def own_range_bounds(
@@ -931,6 +954,7 @@ def own_range_bounds(
     *,
     planned_steps: float | None = None,
     neighbours: int | None = None,
+    share_quantile: float = 0.5,
 ) -> tuple[float, float] | None:
     """Reward bounds for a live run without a stated range, as the population's runs had them.
 
@@ -958,6 +982,8 @@ def own_range_bounds(
     planned_steps, neighbours : float and int, optional
         Place the prefix by the population's runs of the nearest planned steps
         (:func:`prefix_placement`); default by all of them.
+    share_quantile : float
+        The quantile of their range shares that places it (:func:`prefix_placement`).
 
     Returns
     -------
@@ -969,7 +995,9 @@ def own_range_bounds(
     reward = reward[np.isfinite(reward)]
     low, high = float(reward.min()), float(reward.max())
     mask = data.mask[0]
-    placement = prefix_placement(population, float(data.t[0, mask].max()), planned_steps, neighbours)
+    placement = prefix_placement(
+        population, float(data.t[0, mask].max()), planned_steps, neighbours, share_quantile
+    )
     if high <= low or placement is None:
         return None
     range_share, floor_share = placement

@@ -47,7 +47,7 @@ CUTS = (0.1, 0.25, 0.5)
 
 
 def scored_variants(
-    cuts, variants: Mapping[float, Mapping[str, Any]], column: str, seed: int, n_draws: int
+    cuts, variants: Mapping[Any, Mapping[str, Any]], column: str, seed: int, n_draws: int
 ) -> pd.DataFrame:
     """Per run, cut and variant: the live update's 99 quantiles scored on the later points, with the
     same points' persistence CRPS (the last logged reward carried forward with the prefix's own
@@ -56,7 +56,7 @@ def scored_variants(
     Parameters
     ----------
     cuts : sequence of float
-    variants : mapping of float to mapping
+    variants : mapping of value to mapping
         ``value -> LiveForecaster fields`` each update is made with (``value`` fills ``column``).
     column : str
     seed, n_draws : int
