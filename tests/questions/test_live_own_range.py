@@ -106,6 +106,37 @@ def test_prefix_placement_reads_the_runs_of_the_nearest_planned_steps():
     )
 
 
+def test_prefix_placement_reads_the_quantile_asked_of_the_shares():
+    data = _short_and_long_population()
+    shares = []
+    for i in range(data.n_runs):
+        y = data.y[i, data.mask[i]]
+        prefix = y[data.t[i, data.mask[i]] <= 0.5]
+        shares.append((prefix.max() - prefix.min()) / (y.max() - y.min()))
+    for q in (0.1, 0.3, 0.5, 0.9):
+        share, floor = prefix_placement(data, 0.5, share_quantile=q)
+        assert share == pytest.approx(np.quantile(shares, q))
+        assert floor == pytest.approx(prefix_placement(data, 0.5)[1])  # the floor stays the median
+
+
+def test_the_share_quantile_ramps_with_progress():
+    forecaster = object.__new__(LiveForecaster)  # only its placement_quantile is read
+    forecaster.placement_quantile = ((0.1, 0.5), (0.25, 0.3))
+    assert forecaster.share_quantile(0.05) == pytest.approx(0.5)
+    assert forecaster.share_quantile(0.175) == pytest.approx(0.4)
+    assert forecaster.share_quantile(0.6) == pytest.approx(0.3)
+    assert forecaster.share_quantile(float("nan")) == pytest.approx(0.5)
+
+
+def test_a_lower_share_quantile_estimates_a_wider_range():
+    population = _short_and_long_population()
+    live = _table({"live": np.linspace(2.0, 3.0, 20)}, total_steps=400)
+    data = prepare(live, max_points=40)
+    median = own_range_bounds(population, live, data, margin=0.5)
+    lower = own_range_bounds(population, live, data, margin=0.5, share_quantile=0.2)
+    assert lower[1] - lower[0] > median[1] - median[0]
+
+
 def test_own_range_bounds_of_a_long_run_read_the_long_runs():
     population = _short_and_long_population()
     live = _table({"live": np.linspace(2.0, 3.0, 20)}, total_steps=400)
@@ -186,7 +217,17 @@ def test_a_live_update_without_a_stated_range_uses_the_placed_bounds(population)
         model, n_draws=500, random_seed=0, place_own_range=False, read_unit_score=False
     ).update(partial, horizon=horizon)
     raw = prepare(partial, horizon=horizon, max_points=model.max_points, bounds_margin=model.bounds_margin)
-    expected = own_range_bounds(model.data, partial, raw, model.bounds_margin)
+    first, last = float(partial.points["step"].min()), float(partial.points["step"].max())
+    live = LiveForecaster(model, n_draws=500, random_seed=0)
+    expected = own_range_bounds(
+        model.data,
+        partial,
+        raw,
+        model.bounds_margin,
+        planned_steps=float(raw.horizon_step[0]),
+        neighbours=live.placement_neighbours,
+        share_quantile=live.share_quantile((last - first) / (float(raw.horizon_step[0]) - first)),
+    )
     assert expected is not None
     assert (placed.data.lower[0], placed.data.upper[0]) == pytest.approx(expected)
     assert placed.data.bounds_source == ("data",)
