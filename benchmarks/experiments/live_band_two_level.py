@@ -18,6 +18,8 @@ Usage::
     # -> results/live_band_two_level_stated.md: the runs that state a range, given it
     python benchmarks/experiments/live_band_two_level.py --stated --knots 0.15 0.2 0.25 0.3 0.35
     # -> results/live_band_two_level_stated_knots_0.15_0.2_0.25_0.3_0.35.md (earlier in a run)
+    python benchmarks/experiments/live_band_two_level.py --knots 0.1 0.25
+    # -> results/live_band_two_level_knots_0.1_0.25.md: the live band's early cuts, three maps
 
 With ``--stated`` the forecasts are the 24 runs whose metadata states a reward range, each given
 it (``live_band_stretch.py``'s stated-range cache, cut at 40-80% of their steps): the kind the
@@ -48,6 +50,12 @@ from live_band_stretch import (  # noqa: E402
 from bayesgrpo.evaluate.backtest.band_stretch import FACTOR_GRID, MIN_RUNS  # noqa: E402
 
 RESULTS = HERE / "results"
+#: The maps scored beside the band as drawn: label -> :func:`learnt`'s mode.
+MAPS = {
+    "one factor a side (shipped)": "one",
+    "two factors a side": "two",
+    "50% band only (90% as drawn)": "inner",
+}
 #: Quantile columns: the median, the 50% band's edges, the 90% band's edges.
 MEDIAN, INNER, OUTER = 49, {"below": 24, "above": 74}, {"below": 4, "above": 94}
 
@@ -66,16 +74,18 @@ def matched(frame: pd.DataFrame, column: int, side: str, target: float) -> float
     return float(FACTOR_GRID[int(np.argmin(np.abs(shares - target)))])
 
 
-def learnt(frame: pd.DataFrame, two_level: bool) -> dict[tuple[float, bool, str], tuple[float, float]]:
-    """Per (knot, rising, side): (inner, outer) factors; one-level: the outer factor for both."""
+def learnt(frame: pd.DataFrame, mode: str) -> dict[tuple[float, bool, str], tuple[float, float]]:
+    """Per (knot, rising, side): (inner, outer) factors. ``mode``: ``"one"`` the outer factor for
+    both, ``"two"`` each matched, ``"inner"`` the inner matched and the outer edge left as drawn.
+    """
     out = {}
     for (cut, rising), part in frame.groupby(["cut", "rising"]):
         for side in ("below", "above"):
             if part["run_id"].nunique() < MIN_RUNS:
                 out[(cut, rising, side)] = (1.0, 1.0)
                 continue
-            outer = matched(part, OUTER[side], side, 0.05)
-            inner = matched(part, INNER[side], side, 0.25) if two_level else outer
+            outer = 1.0 if mode == "inner" else matched(part, OUTER[side], side, 0.05)
+            inner = outer if mode == "one" else matched(part, INNER[side], side, 0.25)
             out[(cut, rising, side)] = (inner, outer)
     return out
 
@@ -123,21 +133,21 @@ def main() -> None:
     rows = []
     for cut, at in frame.groupby("cut"):
         at = at.reset_index(drop=True)
-        for label, two_level in (("one factor a side (shipped)", False), ("two factors a side", True)):
+        for label, mode in MAPS.items():
             factors = np.ones((len(at), 4))
             for source in at["source"].unique():
                 held = (at["source"] == source).to_numpy()
-                table = learnt(at[~held], two_level)
+                table = learnt(at[~held], mode)
                 for i in np.flatnonzero(held):
                     key = (cut, bool(at.at[i, "rising"]))
                     none = (1.0, 1.0)  # no run of the group left once the source is held out
                     factors[i] = [*table.get((*key, "below"), none), *table.get((*key, "above"), none)]
-            if not two_level:
+            if mode == "one":
                 quantiles = stretched_quantiles(at, factors[:, [1, 3]])
             else:
                 quantiles = mapped_quantiles(at, factors)
             for band, q in (("as drawn", stretched_quantiles(at, np.ones((len(at), 2)))), (label, quantiles)):
-                if band == "as drawn" and two_level:
+                if band == "as drawn" and mode != "one":
                     continue
                 summary = summary_rows(cut, band, per_run_scores(at, q), by_rise=False)
                 rows += summary[:1] if args.stated else summary
@@ -159,7 +169,8 @@ def main() -> None:
         "cut, for rising and other updates apart, on the other sources' runs (cross-fitted by source). "
         "`one factor a side`: the shipped stretch (5% beyond each side of the 90% band). `two factors a "
         "side`: the 25/75% quantile's offset matched to 25% beyond it and the 5/95% quantile's to 5%, the "
-        "offsets mapped piecewise-linearly. Coverage: mean over runs; CRPS: per-run mean over 99 quantiles, "
+        "offsets mapped piecewise-linearly. `50% band only`: the 25/75% offset matched, the 5/95% "
+        "quantile left where it was drawn. Coverage: mean over runs; CRPS: per-run mean over 99 quantiles, "
         "units of the run's logged range.",
         "",
         markdown_table(pd.DataFrame(rows)),
