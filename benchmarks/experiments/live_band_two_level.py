@@ -20,6 +20,8 @@ Usage::
     # -> results/live_band_two_level_stated_knots_0.15_0.2_0.25_0.3_0.35.md (earlier in a run)
     python benchmarks/experiments/live_band_two_level.py --knots 0.1 0.25
     # -> results/live_band_two_level_knots_0.1_0.25.md: the live band's early cuts, three maps
+    python benchmarks/experiments/live_band_two_level.py --knots 0.1 0.25 --by-kind
+    # -> ..._by_kind.md: the factors of runs read as scores and of the others learnt apart
 
 With ``--stated`` the forecasts are the 24 runs whose metadata states a reward range, each given
 it (``live_band_stretch.py``'s stated-range cache, cut at 40-80% of their steps): the kind the
@@ -120,6 +122,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--stated", action="store_true", help="the runs that state a range, given it")
     parser.add_argument("--knots", type=float, nargs="+", help="cuts other than live_band_stretch.py's")
+    parser.add_argument(
+        "--by-kind",
+        action="store_true",
+        help="learn the factors of runs read as scores and of runs whose range is estimated apart "
+        "(the package tells the two apart: LiveForecaster.read_unit_score)",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     if args.knots:
@@ -130,15 +138,18 @@ def main() -> None:
     flags = (" --stated" if args.stated else "") + (
         " --knots " + " ".join(f"{k:g}" for k in args.knots) if args.knots else ""
     )
+    flags += " --by-kind" if args.by_kind else ""
+    kinds = frame["range_source"].to_numpy() if args.by_kind else np.full(len(frame), "all")
     rows = []
-    for cut, at in frame.groupby("cut"):
+    for cut, at in frame.assign(kind=kinds).groupby("cut"):
         at = at.reset_index(drop=True)
         for label, mode in MAPS.items():
             factors = np.ones((len(at), 4))
-            for source in at["source"].unique():
+            for source, kind in at[["source", "kind"]].drop_duplicates().itertuples(index=False):
                 held = (at["source"] == source).to_numpy()
-                table = learnt(at[~held], mode)
-                for i in np.flatnonzero(held):
+                same_kind = (at["kind"] == kind).to_numpy()
+                table = learnt(at[~held & same_kind], mode)
+                for i in np.flatnonzero(held & same_kind):
                     key = (cut, bool(at.at[i, "rising"]))
                     none = (1.0, 1.0)  # no run of the group left once the source is held out
                     factors[i] = [*table.get((*key, "below"), none), *table.get((*key, "above"), none)]
@@ -166,8 +177,13 @@ def main() -> None:
         "the forecasts of `benchmarks/live_band_stretch.py`, seed 0)",
         "",
         f"{what}. Factors learnt per "
-        "cut, for rising and other updates apart, on the other sources' runs (cross-fitted by source). "
-        "`one factor a side`: the shipped stretch (5% beyond each side of the 90% band). `two factors a "
+        "cut, for rising and other updates apart, on the other sources' runs (cross-fitted by source)"
+        + (
+            ", for runs read as scores on 0 .. 1 and runs whose range is estimated apart. "
+            if args.by_kind
+            else ". "
+        )
+        + "`one factor a side`: the shipped stretch (5% beyond each side of the 90% band). `two factors a "
         "side`: the 25/75% quantile's offset matched to 25% beyond it and the 5/95% quantile's to 5%, the "
         "offsets mapped piecewise-linearly. `50% band only`: the 25/75% offset matched, the 5/95% "
         "quantile left where it was drawn. Coverage: mean over runs; CRPS: per-run mean over 99 quantiles, "
@@ -178,7 +194,8 @@ def main() -> None:
     ]
     RESULTS.mkdir(exist_ok=True)
     name = "live_band_two_level" + ("_stated" if args.stated else "")
-    name += ("_knots_" + "_".join(f"{k:g}" for k in args.knots) if args.knots else "") + ".md"
+    name += "_knots_" + "_".join(f"{k:g}" for k in args.knots) if args.knots else ""
+    name += ("_by_kind" if args.by_kind else "") + ".md"
     (RESULTS / name).write_text("\n".join(lines))
     print("\n".join(lines))
 
