@@ -54,6 +54,15 @@ WINDOW = (0.35, 0.65)
 #: learnt apart on those runs (:attr:`BandStretch.stated_range`).
 STATED_KNOTS = (0.4, 0.45, 0.5, 0.6, 0.7, 0.8)
 STATED_WINDOW = (0.35, 0.85)
+#: The knots and window of the early factors of runs whose range is estimated
+#: (:attr:`BandStretch.early`): the 50% band's edges alone, the 90% band's kept as drawn
+#: (``benchmarks/experiments/live_band_two_level.py --knots 0.1 0.25 --by-kind``). The window
+#: starts at 0: an update cut at 10% of a run's logged steps sits at 5-10% of its planned ones.
+EARLY_KNOTS = (0.1, 0.25)
+EARLY_WINDOW = (0.0, 0.35)
+#: Fewest runs of a group to learn its early factors from: early in a run few updates rise (4
+#: and 7 of the 36 at 10% and 25%), too few to set the shape of their band's centre; they keep 1.
+EARLY_MIN_RUNS = 10
 LEVELS = np.linspace(0.01, 0.99, 99)
 COMMAND = "python benchmarks/live_band_stretch.py"
 
@@ -146,13 +155,17 @@ def forecasts(cut: float, seed: int, n_draws: int, stated: bool = False) -> pd.D
     return pd.concat(frames, ignore_index=True)
 
 
-def cached_forecasts(seed: int, n_draws: int, stated: bool = False) -> pd.DataFrame:
-    """:func:`forecasts` at every knot, each cached on disk under a hash of the package's code."""
+def cached_forecasts(
+    seed: int, n_draws: int, stated: bool = False, knots: tuple[float, ...] | None = None
+) -> pd.DataFrame:
+    """:func:`forecasts` at every knot (:data:`KNOTS`, :data:`STATED_KNOTS` or ``knots``), each
+    cached on disk under a hash of the package's code.
+    """
     from live_backtest import code_hash
 
     code = code_hash()[:12]
     frames = []
-    for cut in STATED_KNOTS if stated else KNOTS:
+    for cut in knots or (STATED_KNOTS if stated else KNOTS):
         kind = "_stated" if stated else ""
         path = SCRATCH / f"seed{seed}_draws{n_draws}_cut{cut:g}{kind}_{code}.parquet"
         if not path.exists():
@@ -271,7 +284,7 @@ def knot_rows(
         row["rising above"] = stretch.rising_above[i]
         row["other below"] = stretch.other_below[i]
         row["other above"] = stretch.other_above[i]
-        if stretch.by_level:
+        if stretch.rising_below_inner is not None:  # mapped by level at these knots
             for name in ("rising below", "rising above", "other below", "other above"):
                 row[f"{name}, 50% band"] = getattr(stretch, name.replace(" ", "_") + "_inner")[i]
         if without is not None:
@@ -314,6 +327,8 @@ def main() -> None:
     # (LiveForecaster.read_unit_score): its update is a stated-range one, banded by the stated
     # factors; the no-range factors are learnt on the updates that estimated their range
     frame = given_none[given_none["range_source"] == "estimated"].reset_index(drop=True)
+    early = cached_forecasts(args.seed, args.draws, knots=EARLY_KNOTS)
+    early = early[early["range_source"] == "estimated"].reset_index(drop=True)
     read_as_score = sorted(set(given_none.loc[given_none["range_source"] == "score", "run_id"]))
     provenance = f"`{COMMAND}`: the bundled runs' live updates by populations fitted without their source"
     stated_provenance = (
@@ -327,9 +342,19 @@ def main() -> None:
     stated_without = cross_fitted_band_stretch(
         stated_edges, sources, STATED_WINDOW, learnt_on=stated_provenance, by_level=True
     )
-    shipped = replace(learn_band_stretch(edges, WINDOW, learnt_on=provenance), stated_range=stated_shipped)
+    early_options = {
+        "learnt_on": provenance + ", early in a run",
+        "by_level": True,
+        "outer_as_drawn": True,
+        "min_runs": EARLY_MIN_RUNS,
+    }
+    early_edges = band_edges(early)
+    early_shipped = learn_band_stretch(early_edges, EARLY_WINDOW, **early_options)
+    early_without = cross_fitted_band_stretch(early_edges, sources, EARLY_WINDOW, **early_options)
+    mid_run = learn_band_stretch(edges, WINDOW, learnt_on=provenance)
+    shipped = replace(mid_run, stated_range=stated_shipped, early=early_shipped)
     without = {
-        source: replace(stretch, stated_range=stated_without[source])
+        source: replace(stretch, stated_range=stated_without[source], early=early_without[source])
         for source, stretch in cross_fitted_band_stretch(edges, sources, WINDOW, learnt_on=provenance).items()
     }
     document = {"command": COMMAND, "all_sources": shipped.to_dict()}
@@ -341,6 +366,8 @@ def main() -> None:
     factor_rows = knot_rows(frame, shipped, without=without)
     rows = band_rows(frame, without)
     stated_factor_rows = knot_rows(stated, stated_shipped, count_runs=True)
+    early_factor_rows = knot_rows(early, early_shipped, count_runs=True)
+    early_rows = band_rows(early, without)
     stated_rows = band_rows(stated, stated_without, by_rise=False)
     progress = frame.groupby(["run_id", "cut"])["progress"].first()
     lines = [
@@ -377,6 +404,20 @@ def main() -> None:
         "`stated range`: the runs' metadata (the update is given no range).",
         "",
         markdown_table(pd.DataFrame(rows)),
+        "",
+        "## Early in a run: the 50% band alone",
+        "",
+        "The same updates of the runs whose range is estimated, cut at "
+        + ", ".join(f"{k:.0%}" for k in EARLY_KNOTS)
+        + ". There a stretch of the 90% band costs every run CRPS (its misses are runs whose rise has "
+        "not begun), but the 50% band is too narrow: its 25/75% quantiles alone are matched so that 25% "
+        "of later points lie beyond each, the 5/95% quantiles kept as drawn (`BandStretch.early`, used at "
+        f"progress {EARLY_WINDOW[0]:g}-{EARLY_WINDOW[1]:g}, held at the nearest knot's factors outside the "
+        "knots; `benchmarks/experiments/live_band_two_level.py --knots 0.1 0.25 --by-kind`).",
+        "",
+        markdown_table(pd.DataFrame(early_factor_rows)),
+        "",
+        markdown_table(pd.DataFrame(early_rows)),
         "",
         "## Runs that state their range, given it",
         "",

@@ -22,6 +22,13 @@ level (the 50% band's edges apart from the 90% band's: the ``*_inner`` factors,
 knot from 45% of a run on. Runs without a stated range keep one factor a side: there the same map
 made the notebook runs' 50% band too narrow and their CRPS worse.
 
+Earlier in a run (10-35%) the band of a run whose range is estimated is not stretched: a stretch
+that reaches its misses (runs whose rise has not begun) costs every run CRPS. But its 50% band is
+too narrow there (40% / 43% of later points at the 10% / 25% cuts), so its 50% band's edges alone
+are matched, the 90% band's left as drawn (:attr:`BandStretch.early`;
+``benchmarks/experiments/live_band_two_level.py --knots 0.1 0.25 --by-kind``: 48% / 49% at a
+median CRPS within 0.002 of the band as drawn).
+
 :class:`BandStretch` holds the factors by progress and by whether the run still rises; the
 shipped one (:func:`shipped_band_stretch`) was learnt by ``benchmarks/live_band_stretch.py`` on
 the bundled runs (:func:`bayesgrpo.evaluate.backtest.band_stretch.learn_band_stretch`), and the
@@ -93,6 +100,10 @@ class BandStretch:
         median), where the band is mapped by quantile level
         (:func:`bayesgrpo.model.draws.stretch_offsets`): the four factors above then apply to the
         90% band's edges. None (all four or none): one factor a side, every offset times it.
+    early : BandStretch or None
+        The factors used before this window (inside ``early.window``, which must end where this
+        window starts or before): mapped by quantile level, learnt with the 90% band's edges kept
+        as drawn (their factors 1) and the 50% band's matched. None: the band is as drawn there.
     """
 
     knots: tuple[float, ...]
@@ -109,6 +120,7 @@ class BandStretch:
     rising_above_inner: tuple[float, ...] | None = None
     other_below_inner: tuple[float, ...] | None = None
     other_above_inner: tuple[float, ...] | None = None
+    early: BandStretch | None = None
 
     def __post_init__(self) -> None:
         if self.stated_range is not None and not isinstance(self.stated_range, BandStretch):
@@ -142,9 +154,30 @@ class BandStretch:
         if not 0.0 <= low < high <= 1.0:
             raise BayesGRPOError(f"BandStretch.window must be 0 <= start < end <= 1; got {self.window}.")
         object.__setattr__(self, "window", (low, high))
+        early = self.early
+        if early is not None:
+            if not isinstance(early, BandStretch) or not early.by_level:
+                raise BayesGRPOError("BandStretch.early must be a BandStretch mapped by quantile level.")
+            if early.early is not None or early.stated_range is not None:
+                raise BayesGRPOError("BandStretch.early must carry no early or stated_range of its own.")
+            if early.window[1] > low:
+                raise BayesGRPOError(
+                    f"BandStretch.early's window {early.window} must end where the window {self.window} "
+                    "starts or before."
+                )
+
+    def _early_at(self, progress: float) -> BandStretch | None:
+        """:attr:`early` where ``progress`` lies inside its window (its end excluded), else None."""
+        early = self.early
+        if early is None or not np.isfinite(progress):
+            return None
+        return early if early.window[0] <= progress < early.window[1] else None
 
     def factors(self, progress: float, rising: bool) -> tuple[float, float]:
-        """The (below, above) factors of a run at ``progress`` (1, 1 outside the window)."""
+        """The (below, above) factors of a run at ``progress`` (1, 1 outside the windows)."""
+        early = self._early_at(progress)
+        if early is not None:
+            return early.factors(progress, rising)
         low, high = self.window
         if not (np.isfinite(progress) and low <= progress <= high):
             return 1.0, 1.0
@@ -155,15 +188,21 @@ class BandStretch:
 
     @property
     def by_level(self) -> bool:
-        """Whether the band is mapped by quantile level (inner factors of the 50% band's edges)."""
-        return self.rising_below_inner is not None
+        """Whether the band is mapped by quantile level (inner factors of the 50% band's edges),
+        here or early in a run (:attr:`early`).
+        """
+        return self.rising_below_inner is not None or self.early is not None
 
     def inner_factors(self, progress: float, rising: bool) -> tuple[float, float]:
         """The (below, above) factors of the 50% band's edges at ``progress``: :meth:`factors`'
-        where the band is not mapped by quantile level (one factor a side), 1, 1 outside the window.
+        where the band is not mapped by quantile level (one factor a side), 1, 1 outside the
+        windows; inside :attr:`early`'s window, its own.
         """
+        early = self._early_at(progress)
+        if early is not None:
+            return early.inner_factors(progress, rising)
         low, high = self.window
-        if not self.by_level:
+        if self.rising_below_inner is None:
             return self.factors(progress, rising)
         if not (np.isfinite(progress) and low <= progress <= high):
             return 1.0, 1.0
@@ -187,14 +226,15 @@ class BandStretch:
     def from_dict(cls, mapping: Mapping[str, Any]) -> BandStretch:
         """A :class:`BandStretch` from :meth:`to_dict`'s mapping (unknown keys are an error)."""
         known = {"knots", "rising_below", "rising_above", "other_below", "other_above", "window"}
-        known |= {"rising_eps", "rising_z", "learnt_on", "stated_range"}
+        known |= {"rising_eps", "rising_z", "learnt_on", "stated_range", "early"}
         known |= {f"{name}_inner" for name in OUTER_FIELDS}
         unknown = sorted(set(mapping) - known)
         if unknown:
             raise BayesGRPOError(f"unknown BandStretch fields {unknown}; known: {sorted(known)}.")
         fields: dict[str, Any] = {key: tuple(v) if isinstance(v, list) else v for key, v in mapping.items()}
-        if fields.get("stated_range") is not None:
-            fields["stated_range"] = cls.from_dict(fields["stated_range"])
+        for nested in ("stated_range", "early"):
+            if fields.get(nested) is not None:
+                fields[nested] = cls.from_dict(fields[nested])
         return cls(**fields)
 
 

@@ -1090,7 +1090,9 @@ class LiveUpdate:
         """The factors (below, above) of the 50% predictive band's edges (the 25/75% quantiles).
 
         The same as :attr:`predictive_stretch` where the band was stretched by one factor a side;
-        a run given its stated range, mid-run, has its band mapped by quantile level
+        a run given its stated range, mid-run, and a run whose range is estimated, early in a run
+        (:attr:`bayesgrpo.questions.band_stretch.BandStretch.early`, its 90% band's factors 1),
+        have their band mapped by quantile level
         (:attr:`bayesgrpo.questions.band_stretch.BandStretch.by_level`), and these factors then
         apply to its 50% band's edges, :attr:`predictive_stretch`'s to its 90% band's.
         """
@@ -1133,8 +1135,15 @@ class LiveUpdate:
             note += f", the noise widened x{departure.noise_factor:.2f} to fit the run's latest points"
         below, above = self.predictive_stretch
         inner = self.predictive_stretch_inner
-        learnt = "mid-run, " + BAND_FACTORS_LEARNT_FOR.get(self.reward_range[2], "no stated range")
-        if inner != (below, above):
+        kind = BAND_FACTORS_LEARNT_FOR.get(self.reward_range[2], "no stated range")
+        learnt = "mid-run, " + kind
+        if (below, above) == (1.0, 1.0) and inner != (1.0, 1.0):  # early in a run (BandStretch.early)
+            note += (
+                f", its 50% band's edges stretched about the median x{inner[0]:.2f} below and "
+                f"x{inner[1]:.2f} above, its 90% band's as drawn (early in a run, {kind}: learnt on "
+                "held-out sources)"
+            )
+        elif inner != (below, above):
             note += (
                 f", its spread about the median stretched x{inner[0]:.2f} below and x{inner[1]:.2f} above "
                 f"at the 50% band's edges, x{below:.2f} and x{above:.2f} at the 90% band's "

@@ -122,3 +122,15 @@ def test_factors_by_level_recover_a_50_band_too_narrow_inside_a_right_90_band():
     assert all(
         s.by_level for s in cross_fitted_band_stretch(frame, sources, (0.35, 0.85), by_level=True).values()
     )
+
+
+def test_the_50_band_alone_is_learnt_with_the_90_band_kept_as_drawn():
+    frame = _forecasts(2.0, 2.0)  # the 90% band too narrow above ...
+    frame = frame.assign(q25=-Z75 / 1.6, q75=Z75 / 1.6)  # ... and the 50% band below and above
+    stretch = learn_band_stretch(frame, (0.0, 0.35), by_level=True, outer_as_drawn=True)
+    for name in ("rising_below", "rising_above", "other_below", "other_above"):
+        assert getattr(stretch, name) == (1.0, 1.0)  # kept as drawn
+    np.testing.assert_allclose(stretch.other_below_inner, 1.6, atol=0.15)
+    assert stretch.other_above_inner[0] > 2.0  # the points above spread twice as far
+    with pytest.raises(BacktestError, match="by_level"):
+        learn_band_stretch(frame, (0.0, 0.35), outer_as_drawn=True)

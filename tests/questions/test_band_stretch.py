@@ -181,7 +181,23 @@ def test_the_live_update_stretches_the_band_of_a_run_without_a_stated_range_mid_
     early = LiveForecaster(model, random_seed=3, band_stretch=stretch, read_unit_score=False).update(
         _no_range_prefix(sim, 0.2), horizon=horizon
     )
-    assert early.predictive_stretch == (1.0, 1.0)
+    assert early.predictive_stretch == (1.0, 1.0) == early.predictive_stretch_inner
+    # ... but for its 50% band's edges where early factors are given
+    with_early = LiveForecaster(
+        model, random_seed=3, band_stretch=replace(stretch, early=EARLY), read_unit_score=False
+    ).update(_no_range_prefix(sim, 0.2), horizon=horizon)
+    early_progress = (with_early.step - first) / (with_early.horizon_step - first)
+    assert early_progress < 0.35 and with_early.predictive_stretch == (1.0, 1.0)
+    assert with_early.predictive_stretch_inner == pytest.approx(
+        EARLY.inner_factors(early_progress, bool(rising_runs(with_early.curve_draws)[0]))
+    )
+    q_early = with_early.quantiles([horizon], (0.5, 0.75, 0.95)).iloc[0]
+    q_drawn = early.quantiles([horizon], (0.5, 0.75, 0.95)).iloc[0]
+    assert q_early["q95"] == pytest.approx(q_drawn["q95"], rel=1e-2)  # the 90% band as drawn
+    assert q_early["q75"] - q_early["q50"] == pytest.approx(
+        with_early.predictive_stretch_inner[1] * (q_drawn["q75"] - q_drawn["q50"]), rel=2e-2
+    )
+    assert "50% band's edges" in with_early.band_note() and "early in a run" in with_early.band_note()
     run = sim.table.select([sim.table.run_ids[0]])
     stated = RunsTable(points=prefix.points, runs=run.runs, report=run.report)
     assert LiveForecaster(model, random_seed=3, band_stretch=stretch).update(
@@ -295,10 +311,64 @@ def test_factors_by_level_interpolate_round_trip_and_come_all_four_or_none():
     np.testing.assert_allclose(attached.predictive_stretch, [[0.9, 1.3, 0.7, 1.6], [1.0, 1.0, 1.0, 1.0]])
 
 
-def test_the_shipped_factors_map_by_level_only_where_a_range_is_stated():
+def test_the_shipped_factors_map_by_level_where_a_range_is_stated_and_early_in_a_run():
     shipped = shipped_band_stretch()
-    assert not shipped.by_level  # runs without a stated range: one factor a side
+    assert shipped.rising_below_inner is None  # runs without a stated range, mid-run: one factor a side
     assert shipped.stated_range is not None and shipped.stated_range.by_level
+    early = shipped.early  # ... and early in a run their 50% band alone
+    assert early is not None and early.by_level and early.window[1] <= shipped.window[0]
+    for name in ("rising_below", "rising_above", "other_below", "other_above"):
+        assert getattr(early, name) == (1.0,) * len(early.knots)  # the 90% band as drawn
+    assert shipped.factors(0.1, rising=False) == (1.0, 1.0)
+    assert shipped.inner_factors(0.1, rising=False) != (1.0, 1.0)
+
+
+#: Early factors: the 90% band as drawn, the 50% band's edges widened.
+EARLY = BandStretch(
+    knots=(0.1, 0.25),
+    rising_below=(1.0, 1.0),
+    rising_above=(1.0, 1.0),
+    other_below=(1.0, 1.0),
+    other_above=(1.0, 1.0),
+    window=(0.0, 0.35),
+    rising_below_inner=(1.2, 1.0),
+    rising_above_inner=(1.4, 1.2),
+    other_below_inner=(1.3, 1.1),
+    other_above_inner=(1.5, 1.3),
+)
+
+
+def test_early_factors_map_the_50_band_alone_before_the_window_and_nothing_after():
+    stretch = _stretch(early=EARLY)
+    assert stretch.by_level and not _stretch().by_level
+    assert stretch.factors(0.1, rising=False) == (1.0, 1.0)
+    assert stretch.inner_factors(0.1, rising=False) == pytest.approx((1.3, 1.5))
+    assert stretch.inner_factors(0.175, rising=False) == pytest.approx((1.2, 1.4))  # interpolated
+    assert stretch.inner_factors(0.02, rising=True) == pytest.approx((1.2, 1.4))  # held at the first knot
+    assert stretch.inner_factors(0.3, rising=True) == pytest.approx((1.0, 1.2))  # ... and at the last
+    for progress in (0.35, 0.5, 0.7, float("nan")):  # from the window on: as without early factors
+        for rising in (True, False):
+            assert stretch.factors(progress, rising) == _stretch().factors(progress, rising)
+            assert stretch.inner_factors(progress, rising) == _stretch().factors(progress, rising)
+    assert BandStretch.from_dict(stretch.to_dict()) == stretch
+    both = _stretch(early=EARLY, stated_range=_stretch(window=(0.35, 0.85), **INNER))
+    assert BandStretch.from_dict(both.to_dict()) == both
+    attached = with_band_stretch(_draws(n_runs=2), stretch, [0.1, 0.5])
+    np.testing.assert_allclose(attached.predictive_stretch, [[1.0, 1.0, 1.3, 1.5], [0.9, 1.3, 0.9, 1.3]])
+
+
+@pytest.mark.parametrize(
+    ("early", "message"),
+    [
+        (replace(EARLY, **dict.fromkeys(INNER)), "mapped by quantile level"),
+        (replace(EARLY, window=(0.0, 0.4)), "must end where"),
+        (replace(EARLY, early=replace(EARLY, window=(0.0, 0.05)), window=(0.05, 0.35)), "no early or"),
+        ({"knots": [0.1]}, "mapped by quantile level"),
+    ],
+)
+def test_bad_early_factors_are_errors(early, message):
+    with pytest.raises(BayesGRPOError, match=message):
+        _stretch(early=early)
 
 
 def test_a_run_given_its_range_gets_its_band_mapped_by_level_and_says_so(population):

@@ -98,6 +98,7 @@ def learn_band_stretch(
     tail: float = TAIL,
     learnt_on: str = "",
     by_level: bool = False,
+    outer_as_drawn: bool = False,
     **rising: Any,
 ) -> BandStretch:
     """The band's factors at each cut of ``frame`` (its knots), for rising and other updates apart.
@@ -120,6 +121,10 @@ def learn_band_stretch(
         Learn the 50% band's edges apart too (:attr:`BandStretch.by_level`): each side's 25/75%
         quantile matched so that :data:`INNER_TAIL` of the later points lie beyond it (the frame
         then needs :data:`INNER_COLUMNS`).
+    outer_as_drawn : bool
+        With ``by_level``: keep the 90% band's edges as drawn (their factors 1) and learn only the
+        50% band's (:attr:`BandStretch.early`, early in a run, where a stretch of the 90% band
+        costs every run CRPS).
     **rising
         ``rising_eps`` and ``rising_z`` of the flag the frame's ``rising`` column was made with.
 
@@ -128,6 +133,8 @@ def learn_band_stretch(
     BandStretch
     """
     frame = _checked(frame)
+    if outer_as_drawn and not by_level:
+        raise BacktestError("outer_as_drawn learns the 50% band's edges alone: it needs by_level=True")
     missing = [c for c in INNER_COLUMNS if c not in frame.columns]
     if by_level and missing:
         raise BacktestError(
@@ -145,7 +152,7 @@ def learn_band_stretch(
             enough = part["run_id"].nunique() >= min_runs
             for side in ("below", "above"):
                 factors[f"{group}_{side}"].append(
-                    coverage_matched_factor(part, side, tail) if enough else 1.0
+                    coverage_matched_factor(part, side, tail) if enough and not outer_as_drawn else 1.0
                 )
                 factors[f"{group}_{side}_inner"].append(
                     coverage_matched_factor(part, side, INNER_TAIL, inner=True)
