@@ -25,9 +25,9 @@ made the notebook runs' 50% band too narrow and their CRPS worse.
 Earlier in a run (10-35%) the band of a run whose range is estimated is not stretched: a stretch
 that reaches its misses (runs whose rise has not begun) costs every run CRPS. But its 50% band is
 too narrow there (40% / 43% of later points at the 10% / 25% cuts), so its 50% band's edges alone
-are matched, the 90% band's left as drawn (:attr:`BandStretch.early`;
-``benchmarks/experiments/live_band_two_level.py --knots 0.1 0.25 --by-kind``: 48% / 49% at a
-median CRPS within 0.002 of the band as drawn).
+are matched, the 90% band's left as drawn (:attr:`BandStretch.early`; cross-fitted in
+``benchmarks/live_band_stretch.py``: 48% / 48% at a median CRPS within 0.002 of the band as drawn;
+the experiment: ``benchmarks/experiments/live_band_two_level.py --knots 0.1 0.25 --by-kind``).
 
 :class:`BandStretch` holds the factors by progress and by whether the run still rises; the
 shipped one (:func:`shipped_band_stretch`) was learnt by ``benchmarks/live_band_stretch.py`` on
