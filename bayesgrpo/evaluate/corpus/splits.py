@@ -1,0 +1,138 @@
+"""Sources to folds by a hash of their name, run weights, and a bootstrap over sources.
+
+A source is one repository, or one recipe of a monorepo (``owner/name:recipe``). Its fold is a
+function of its name alone, so adding sources never moves an old one: about 20% of sources go to
+the sealed fold (nothing is chosen on it; it is scored once per change that claims a gain) and the
+rest to folds ``0`` .. ``4``, on which defaults are chosen and scored in turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+#: The fold no default, prior, threshold or band factor is chosen on.
+SEALED = "sealed"
+#: The folds defaults are chosen on (four of them) and scored on (the fifth), in turn.
+FOLDS: tuple[str, ...] = ("0", "1", "2", "3", "4")
+#: Share of sources sealed, in percent of the hash's range.
+SEALED_PERCENT = 20
+
+
+def _digest(source: str) -> str:
+    return hashlib.sha256(source.strip().encode("utf-8")).hexdigest()
+
+
+def source_fold(source: str) -> str:
+    """The fold of a source: :data:`SEALED` for about 20% of names, else ``"0"`` .. ``"4"``.
+
+    Parameters
+    ----------
+    source : str
+        The source's name (``"owner/name"`` or ``"owner/name:recipe"``).
+
+    Returns
+    -------
+    str
+    """
+    digest = _digest(source)
+    if int(digest[:8], 16) % 100 < SEALED_PERCENT:
+        return SEALED
+    return FOLDS[int(digest[8:16], 16) % len(FOLDS)]
+
+
+def run_weights(sources: Sequence[str] | pd.Series, scheme: str = "pooled", cap: float = 0.1) -> np.ndarray:
+    """Weights of runs (summing to 1) for a mean over runs.
+
+    Parameters
+    ----------
+    sources : sequence of str
+        The source of each run (one entry per run).
+    scheme : {"pooled", "equal"}
+        ``"pooled"``: every run alike, except that no source carries more than ``cap`` of the
+        total (its runs share that much, the others are scaled up to make 1). ``"equal"``: each
+        source weighs the same, split evenly among its runs.
+    cap : float
+        The most one source may weigh in ``"pooled"`` (at most 10% of the runs by default).
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    labels = pd.Series(np.asarray(sources, dtype=object))
+    if labels.empty:
+        return np.zeros(0)
+    counts = labels.map(labels.value_counts()).to_numpy(dtype=float)
+    n_sources = labels.nunique()
+    if scheme == "equal":
+        return 1.0 / (n_sources * counts)
+    if scheme != "pooled":
+        raise ValueError(f"scheme must be 'pooled' or 'equal', not {scheme!r}")
+    if cap * n_sources < 1.0:  # fewer than 1 / cap sources: a cap cannot hold, each source equal
+        return 1.0 / (n_sources * counts)
+    share = pd.Series(labels.value_counts(), dtype=float) / len(labels)
+    # Water-filling: sources over the cap are held at it, the rest share what is left in
+    # proportion to their runs; repeat until no source is over.
+    capped: set[object] = set()
+    while True:
+        free = share.drop(list(capped))
+        left = 1.0 - cap * len(capped)
+        scaled = free / free.sum() * left
+        over = scaled[scaled > cap + 1e-12]
+        if over.empty:
+            break
+        capped.update(over.index)
+    source_weight = {name: cap for name in capped} | scaled.to_dict()
+    return labels.map(source_weight).to_numpy(dtype=float) / counts
+
+
+def source_bootstrap(
+    values: Sequence[float] | np.ndarray,
+    sources: Sequence[str] | pd.Series,
+    statistic: Callable[[np.ndarray, np.ndarray], float] | None = None,
+    scheme: str = "pooled",
+    n_boot: int = 2000,
+    level: float = 0.9,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """A weighted statistic of per-run values and its interval from resampling whole sources.
+
+    Parameters
+    ----------
+    values : array of float
+        One value per run (NaNs are left out).
+    sources : sequence of str
+        Each run's source.
+    statistic : callable, optional
+        ``statistic(values, weights) -> float``; the weighted mean by default.
+    scheme : {"pooled", "equal"}
+        How runs are weighed (:func:`run_weights`), recomputed in each resample.
+    n_boot, level, seed
+        Resamples, the interval's level and the random seed.
+
+    Returns
+    -------
+    (estimate, low, high) : tuple of float
+    """
+    statistic = statistic or (lambda v, w: float(np.sum(v * w) / np.sum(w)))
+    frame = pd.DataFrame({"value": np.asarray(values, dtype=float), "source": np.asarray(sources)})
+    frame = frame[np.isfinite(frame["value"])]
+    if frame.empty:
+        return (float("nan"),) * 3
+    estimate = statistic(frame["value"].to_numpy(), run_weights(frame["source"], scheme))
+    groups = [group["value"].to_numpy() for _, group in frame.groupby("source", sort=True)]
+    names = np.arange(len(groups))
+    rng = np.random.default_rng(seed)
+    draws = np.empty(n_boot)
+    for b in range(n_boot):
+        picked = rng.choice(names, size=len(groups), replace=True)
+        # a source drawn twice counts as two sources (its copies get distinct labels)
+        sample_values = np.concatenate([groups[i] for i in picked])
+        sample_sources = np.concatenate([np.full(len(groups[i]), k) for k, i in enumerate(picked)])
+        draws[b] = statistic(sample_values, run_weights(sample_sources.astype(str), scheme))
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(draws, [tail, 1.0 - tail])
+    return estimate, float(low), float(high)

@@ -1,0 +1,223 @@
+"""Find reward logs in fetched git mirrors: every version of every file, read by the package.
+
+The corpus (``benchmarks/corpus/README.md``) is built from public repositories that commit their
+training logs. This script is how candidates are found: for each bare git mirror given, it walks
+every blob of every commit, keeps the files whose name and first bytes look like a log a reader
+of bayesgrpo takes (TRL ``trainer_state.json`` and console dicts, verl console lines, TensorBoard
+event files, notebooks with a GRPO progress table, CSV/JSONL tables with a reward column), reads
+each through ``bayesgrpo.load_runs`` and writes one JSON line per run it yields: the repository,
+a commit that holds the file, its path and blob, the format, the reward key the reader chose,
+what the log states of the run (model, size, total steps, reward range), its length and a
+fingerprint of its points (to find the same run committed twice, or copied between repositories).
+
+Usage::
+
+    python benchmarks/corpus/scan.py /work/.mirror/OWNER+NAME/repo ... --out scan.jsonl
+
+Mirrors already in ``--out`` are skipped, so a long scan resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from bayesgrpo import load_runs
+
+#: File names worth a look, by suffix or name.
+_LOG_NAME = re.compile(
+    r"(trainer_state\.json$|tfevents|\.ipynb$|\.log$|\.txt$|\.out$|\.csv$|\.jsonl$|\.json$)",
+    re.IGNORECASE,
+)
+#: What the first bytes of a log must hold for the readers to be tried on it.
+_SIGNATURES = (b"reward", b"Reward", b"REWARD", b"critic/score", b"objective/scores")
+_MIN_BYTES = 400
+_MAX_BYTES = 60 * 2**20
+#: Fewest logged points a run needs to be worth a row.
+MIN_POINTS = 10
+#: Points compared to tell a run from a longer or shorter copy of itself (a notebook committed
+#: mid-run and again at the end holds one run twice).
+HEAD_POINTS = 20
+
+
+def _git(mirror: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    return subprocess.run(
+        ["git", f"--git-dir={mirror}", *args],
+        input=stdin,
+        capture_output=True,
+        check=True,
+    ).stdout
+
+
+def _repository_name(mirror: Path) -> str:
+    folder = mirror.parent.name if mirror.name == "repo" else mirror.name
+    return folder.replace("+", "/", 1)
+
+
+def candidate_blobs(mirror: Path) -> list[tuple[str, str, int]]:
+    """Every (blob, path, size) of the mirror's history whose name looks like a log."""
+    listing = _git(mirror, "rev-list", "--all", "--objects", "--missing=allow-any").decode("utf-8", "replace")
+    seen: dict[str, str] = {}
+    for line in listing.splitlines():
+        sha, _, path = line.partition(" ")
+        if path and _LOG_NAME.search(path) and sha not in seen:
+            seen[sha] = path
+    if not seen:
+        return []
+    checks = _git(
+        mirror,
+        "cat-file",
+        "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+        stdin="\n".join(seen).encode() + b"\n",
+    ).decode()
+    blobs = []
+    for line in checks.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == "blob" and _MIN_BYTES <= int(parts[2]) <= _MAX_BYTES:
+            blobs.append((parts[0], seen[parts[0]], int(parts[2])))
+    return blobs
+
+
+def _blob_bytes(mirror: Path, sha: str) -> bytes:
+    return _git(mirror, "cat-file", "blob", sha)
+
+
+def commit_holding(mirror: Path, sha: str, path: str) -> str | None:
+    """A commit whose tree holds blob ``sha`` at ``path`` (the newest that does)."""
+    commits = _git(mirror, "log", "--all", "--format=%H", f"--find-object={sha}").decode().split()
+    for commit in commits:
+        try:
+            found = _git(mirror, "rev-parse", f"{commit}:{path}").decode().strip()
+        except subprocess.CalledProcessError:
+            continue
+        if found == sha:
+            return commit
+    return None
+
+
+def points_fingerprint(steps: np.ndarray, rewards: np.ndarray) -> str:
+    """A hash of a run's points rounded to 4 significant digits: equal for copies of one log."""
+    rounded = [f"{int(s)}:{float(r):.4g}" for s, r in zip(steps, rewards, strict=True)]
+    return hashlib.sha256(",".join(rounded).encode()).hexdigest()[:16]
+
+
+def _looks_like_log(path: str, head: bytes) -> bool:
+    if "tfevents" in path.lower():
+        return True
+    return any(signature in head for signature in _SIGNATURES)
+
+
+def read_blob_runs(path: str, content: bytes) -> Iterator[dict[str, object]]:
+    """Read one blob through ``load_runs`` under its own name; one dict per run of enough points."""
+    with tempfile.TemporaryDirectory() as folder:
+        parent = Path(folder) / (Path(path).parent.name or "root")
+        parent.mkdir()
+        file = parent / Path(path).name
+        file.write_bytes(content)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                table = load_runs(file, warn=False)
+            except Exception as exc:  # noqa: BLE001 - a scan records what each reader says
+                yield {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                return
+        runs = table.runs.set_index("run_id")
+        for run_id, points in table.points.groupby("run_id", sort=False):
+            if len(points) < MIN_POINTS:
+                continue
+            meta = runs.loc[run_id]
+            steps = points["step"].to_numpy()
+            rewards = points["reward"].to_numpy(dtype=float)
+            yield {
+                "run_id": str(run_id),
+                "format": _text(meta.get("format")),
+                "reward_key": _text(meta.get("reward_key")),
+                "model": _text(meta.get("model")),
+                "family": _text(meta.get("family")),
+                "size_b": _number(meta.get("size_b")),
+                "algorithm": _text(meta.get("algorithm")),
+                "total_steps": _number(meta.get("total_steps")),
+                "reward_min": _number(meta.get("reward_min")),
+                "reward_max": _number(meta.get("reward_max")),
+                "n_points": len(points),
+                "first_step": int(steps.min()),
+                "last_step": int(steps.max()),
+                "reward_first": float(rewards[0]),
+                "reward_last": float(rewards[-1]),
+                "reward_lo": float(np.nanmin(rewards)),
+                "reward_hi": float(np.nanmax(rewards)),
+                "fingerprint": points_fingerprint(steps, rewards),
+                "head_fingerprint": points_fingerprint(steps[:HEAD_POINTS], rewards[:HEAD_POINTS]),
+            }
+
+
+def _text(value: object) -> str | None:
+    return (
+        None
+        if value is None or (isinstance(value, float) and np.isnan(value)) or str(value) == "<NA>"
+        else str(value)
+    )
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if np.isnan(number) else number
+
+
+def scan_mirror(mirror: Path) -> Iterator[dict[str, object]]:
+    """One dict per run found in the mirror's history (and one per blob a reader refused)."""
+    repository = _repository_name(mirror)
+    for sha, path, size in candidate_blobs(mirror):
+        content = _blob_bytes(mirror, sha)
+        if not _looks_like_log(path, content[:_MAX_BYTES]):
+            continue
+        rows = list(read_blob_runs(path, content))
+        if not rows:
+            continue
+        commit = commit_holding(mirror, sha, path)
+        for row in rows:
+            yield {"repo": repository, "commit": commit, "path": path, "blob": sha, "bytes": size} | row
+
+
+def main() -> None:
+    """Scan mirrors for reward logs."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mirrors", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    done: set[str] = set()
+    if args.out.exists():
+        for line in args.out.read_text().splitlines():
+            done.add(json.loads(line)["repo"])
+    with args.out.open("a") as out:
+        for mirror in args.mirrors:
+            repository = _repository_name(mirror)
+            if repository in done:
+                continue
+            found = 0
+            try:
+                for row in scan_mirror(mirror):
+                    out.write(json.dumps(row) + "\n")
+                    found += "run_id" in row
+            except subprocess.CalledProcessError as exc:
+                print(f"{repository}: git failed: {exc.stderr.decode()[:200]}", file=sys.stderr)
+            out.write(json.dumps({"repo": repository, "scanned": True, "runs": found}) + "\n")
+            out.flush()
+            print(f"{repository}: {found} runs", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
