@@ -36,7 +36,7 @@ from bayesgrpo import load_runs
 
 #: File names worth a look, by suffix or name.
 _LOG_NAME = re.compile(
-    r"(trainer_state\.json$|tfevents|\.ipynb$|\.log$|\.txt$|\.out$|\.csv$|\.jsonl$|\.json$)",
+    r"(trainer_state\.json$|tfevents|\.ipynb$|\.log$|\.txt$|\.out$|\.csv$|\.jsonl$|\.json$|\.wandb$)",
     re.IGNORECASE,
 )
 #: What the first bytes of a log must hold for the readers to be tried on it.
@@ -93,8 +93,15 @@ def _blob_bytes(mirror: Path, sha: str) -> bytes:
 
 
 def commit_holding(mirror: Path, sha: str, path: str) -> str | None:
-    """A commit whose tree holds blob ``sha`` at ``path`` (the newest that does)."""
-    commits = _git(mirror, "log", "--all", "--format=%H", f"--find-object={sha}").decode().split()
+    """A commit whose tree holds blob ``sha`` at ``path`` (the newest that does).
+
+    ``git log --find-object`` is asked first; in a snapshot with missing objects it fails, and the
+    newest 500 commits are then asked one by one.
+    """
+    try:
+        commits = _git(mirror, "log", "--all", "--format=%H", f"--find-object={sha}").decode().split()
+    except subprocess.CalledProcessError:
+        commits = _git(mirror, "rev-list", "--all", "--max-count=500").decode().split()
     for commit in commits:
         try:
             found = _git(mirror, "rev-parse", f"{commit}:{path}").decode().strip()
@@ -133,7 +140,7 @@ def read_blob_runs(path: str, content: bytes) -> Iterator[dict[str, object]]:
                 return
         runs = table.runs.set_index("run_id")
         for run_id, points in table.points.groupby("run_id", sort=False):
-            if len(points) < MIN_POINTS:
+            if points["reward"].notna().sum() < MIN_POINTS:
                 continue
             meta = runs.loc[run_id]
             steps = points["step"].to_numpy()
@@ -152,8 +159,8 @@ def read_blob_runs(path: str, content: bytes) -> Iterator[dict[str, object]]:
                 "n_points": len(points),
                 "first_step": int(steps.min()),
                 "last_step": int(steps.max()),
-                "reward_first": float(rewards[0]),
-                "reward_last": float(rewards[-1]),
+                "reward_first": float(rewards[np.isfinite(rewards)][0]),
+                "reward_last": float(rewards[np.isfinite(rewards)][-1]),
                 "reward_lo": float(np.nanmin(rewards)),
                 "reward_hi": float(np.nanmax(rewards)),
                 "fingerprint": points_fingerprint(steps, rewards),
@@ -181,7 +188,10 @@ def scan_mirror(mirror: Path) -> Iterator[dict[str, object]]:
     """One dict per run found in the mirror's history (and one per blob a reader refused)."""
     repository = _repository_name(mirror)
     for sha, path, size in candidate_blobs(mirror):
-        content = _blob_bytes(mirror, sha)
+        try:
+            content = _blob_bytes(mirror, sha)
+        except subprocess.CalledProcessError:  # a blob the snapshot lacks
+            continue
         if not _looks_like_log(path, content[:_MAX_BYTES]):
             continue
         rows = list(read_blob_runs(path, content))

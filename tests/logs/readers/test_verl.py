@@ -659,6 +659,7 @@ def test_split_fields(rest, names, texts, malformed):
         ("(wiQkzJWorkerDict_0:0 WorkerDict pid=934604) step:3 - a:1", True),
         ("(TaskRunner pid=1, ip=10.0.0.3) step:3 - a:1", True),
         ("(TaskRunner pid=1) 100%|##| 3/3\rstep:3 - a:1", True),
+        ("(TaskRunner pid=1) step:3 - a:1(TaskRunner pid=1) \rTraining Progress: 6%| 3/50", True),
         ("step:abc - a:1", True),  # starts like a step line: a record, reported later
         ("(main_task pid=54569) Let's start with the first step:", False),
         ("(main_task pid=54569) step: compute 3 + 4", True),
@@ -783,6 +784,18 @@ def test_garbage_and_ansi_lines_are_not_records(tmp_path):
     assert table.report.records_read == 3 and table.report.records_kept == 3
     assert not table.report.has_changes
     np.testing.assert_allclose(table.points["reward"], [0.1, 0.2, 0.3])
+
+
+def test_a_progress_bar_written_onto_a_step_line_loses_no_step(tmp_path):
+    # verl 0.5+ prints tqdm's bar on the step line's own line, after a carriage return and the
+    # TaskRunner's prefix (seen in a public log: 26 of 50 steps were lost before this was read)
+    bar = "\x1b[36m(TaskRunner pid=1669256)\x1b[0m \rTraining Progress:   4%|\u258d  | {s}/50 [06:44<2:43:05]"
+    lines = [step_line(s, train_metrics(s, s / 10)) + (bar.format(s=s) if s % 2 else "") for s in range(1, 7)]
+    table = load(write_lines(tmp_path / "run.log", lines))
+    assert table.report.records_read == 6 and table.report.records_kept == 6
+    np.testing.assert_allclose(table.points["reward"], 0.1 * np.arange(1, 7))
+    assert not any("Training Progress" in column for column in table.points.columns)
+    assert not table.report.has_changes
 
 
 def test_malformed_step_lines_are_records(tmp_path):

@@ -27,10 +27,12 @@ from bayesgrpo.logs.readers.verl.lines import (
     STEP_HEAD,
     STEP_MARK,
     Tally,
+    cut_embedded_prefix,
     metric_aliases,
     parse_value,
     parse_values,
     split_fields,
+    step_segment,
 )
 from bayesgrpo.logs.report import ReadIssue
 
@@ -342,7 +344,7 @@ def _scan(handle: BinaryIO, path: Path, strict: bool) -> tuple[_Columns, Metadat
         complete = raw.endswith(b"\n")
         text = raw.decode("utf-8", "replace").rstrip()
         if "\r" in text:
-            text = text[text.rfind("\r") + 1 :]
+            text = step_segment(text)
         at = text.find(STEP_MARK)
         if at < 0:
             scanner.feed(line_no, text)
@@ -357,6 +359,8 @@ def _scan(handle: BinaryIO, path: Path, strict: bool) -> tuple[_Columns, Metadat
         body = text[at + len(STEP_MARK) :]
         if "\x1b" in body:
             body = ANSI_ESCAPE.sub("", body)
+        if "pid=" in body:
+            body = cut_embedded_prefix(body)
         columns.add_line(line_no, body, complete)
     scanner.finish()
     return columns, scanner, line_no

@@ -44,6 +44,8 @@ VALIDATION_ALIAS = "val_reward"
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 STEP_HEAD = re.compile(r"\s*(?:\([^()]*\bpid=\d+[^()]*\)\s*)?")
 LINE_PREFIX = re.compile(r"\s*(\([^()]*\bpid=\d+[^()]*\))\s?")
+#: A Ray prefix inside a line: another process's output written onto the end of a step line.
+_EMBEDDED_PREFIX = re.compile(r"\((?:[^()]*\s)?pid=\d+[^()]*\)")
 _NP_SCALAR = re.compile(r"np\.(?:float|int|uint)\d*\((.*)\)")
 _NP_SCALAR_ARROW = r"^np\.(?:float|int|uint)\d*\((.*)\)$"
 _VAL_CORE = re.compile(r"val-core/(?P<ds>.+)/(?P<var>[^/]+)/mean@(?P<n>\d+)")
@@ -156,11 +158,36 @@ def is_step_line(text: str) -> bool:
     return _step_body(text) is not None
 
 
+def step_segment(text: str) -> str:
+    """The part of a line with carriage returns that is read: the last part with a step mark.
+
+    A terminal shows what follows a line's last carriage return. verl's step line is often
+    followed on the same line, after a carriage return, by a progress bar (``step:7 - ... -
+    perf/throughput:486.8`` then ``Training Progress: 4%|...| 7/200``): the step line is the
+    record, the bar is not. A line with no step mark gives its last part, as a terminal shows it.
+    """
+    segments = text.split("\r")
+    for segment in reversed(segments):
+        if STEP_MARK in segment:
+            return segment
+    return segments[-1]
+
+
+def cut_embedded_prefix(body: str) -> str:
+    """A step line's body up to another process's Ray prefix written onto its end, if any.
+
+    >>> cut_embedded_prefix("critic/score/mean:0.4 - perf/throughput:486.8(TaskRunner pid=7) ")
+    'critic/score/mean:0.4 - perf/throughput:486.8'
+    """
+    match = _EMBEDDED_PREFIX.search(body)
+    return body if match is None else body[: match.start()].rstrip()
+
+
 def _step_body(text: str) -> str | None:
     """The text after ``step:`` of a step line, ANSI codes removed; ``None`` for other lines."""
     text = text.rstrip()
     if "\r" in text:
-        text = text[text.rfind("\r") + 1 :]
+        text = step_segment(text)
     at = text.find(STEP_MARK)
     if at < 0:
         return None
@@ -170,7 +197,7 @@ def _step_body(text: str) -> str | None:
     if STEP_HEAD.fullmatch(head) is None:
         return None
     body = text[at + len(STEP_MARK) :]
-    return ANSI_ESCAPE.sub("", body) if "\x1b" in body else body
+    return cut_embedded_prefix(ANSI_ESCAPE.sub("", body) if "\x1b" in body else body)
 
 
 def looks_like_verl_console(path: str | Path, max_bytes: int = 16 * 2**20) -> bool:
