@@ -58,6 +58,8 @@ _VERL_LINE = re.compile(r"step:\s*\d+\s+-\s+[\w/@.()\-]+:")
 _TRL_DICT_LINE = re.compile(
     r"\{\s*'(?:loss|epoch|learning_rate|grad_norm|reward|train_runtime|eval_[\w/]+)'\s*:"
 )
+#: A JSON list of log dicts (a log_history saved on its own): ``[{"loss": ..., ... "step": 1}``.
+_BARE_HISTORY_HEAD = re.compile(r'\s*\[\s*\{[^\[\]{}]*"(?:loss|reward|reward_mean|step)"\s*:')
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 _HEAD_BYTES = 65536
 _CONSOLE_HEAD_BYTES = 4 * 2**20
@@ -106,7 +108,9 @@ def detect_format(path: PathLike) -> str | None:
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
     if suffix == ".json":
-        return "trl-state" if '"log_history"' in head or name == "trainer_state.json" else None
+        if '"log_history"' in head or name == "trainer_state.json" or _BARE_HISTORY_HEAD.match(head):
+            return "trl-state"
+        return None
     if suffix == ".csv" or suffix == ".tsv":
         first_line = head.splitlines()[0] if head else ""
         if " - " in first_line and (

@@ -47,7 +47,19 @@ TABLE_ALIASES: dict[str, str] = {
     "Training Loss": "loss",
     "loss": "loss",
 }
-REWARD_CANDIDATES = ("reward", "train/reward", "critic/score/mean", "critic/rewards/mean", "rewards/mean")
+#: Default reward columns, in order of preference (``reward/mean``, ``reward_mean`` and
+#: ``mean_reward``: what other trainers and hand-written GRPO loops name it in the tables they
+#: write, seen in public logs).
+REWARD_CANDIDATES = (
+    "reward",
+    "train/reward",
+    "critic/score/mean",
+    "critic/rewards/mean",
+    "rewards/mean",
+    "reward/mean",
+    "reward_mean",
+    "mean_reward",
+)
 
 
 def _split_csv_line(line: str) -> list[str]:

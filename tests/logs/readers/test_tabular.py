@@ -521,3 +521,15 @@ def test_bug_step_too_large_for_int64(tmp_path):
         table = load(path)
     assert table.points["step"].tolist() == [1]
     assert issues(table)["bad_step"][:2] == ("dropped", 1)
+
+
+@pytest.mark.parametrize("column", ["reward_mean", "mean_reward"])
+def test_hand_written_loops_reward_columns_are_read_by_default(tmp_path, column):
+    # public GRPO loops write their mean reward under these names (metrics.jsonl, train_log.csv)
+    path = tmp_path / "train_log.csv"
+    pd.DataFrame({"step": [1, 2, 3], column: [0.1, 0.2, 0.4], "reward_std": [0.3, 0.3, 0.2]}).to_csv(
+        path, index=False
+    )
+    table = bayesgrpo.load_runs(path, warn=False)
+    assert table.runs.loc[0, "reward_key"] == column
+    np.testing.assert_allclose(table.points["reward"], [0.1, 0.2, 0.4])

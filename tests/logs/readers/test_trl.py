@@ -761,3 +761,31 @@ if __name__ == "__main__":
     for file_name, content in golden_files().items():
         (DATA / file_name).write_bytes(content.encode("utf-8"))
         print("wrote", DATA / file_name)
+
+
+def test_a_log_history_saved_on_its_own_is_read_as_a_trainer_state(tmp_path):
+    # json.dump(trainer.state.log_history, f): a bare list of TRL log dicts (seen in public repos
+    # under names like trajectory.json, train_log_stage0.json), GRPO's and PPO's
+    grpo = [{"loss": 0.01, "reward": 0.2 + 0.1 * s, "reward_std": 0.3, "step": s} for s in range(1, 6)]
+    grpo.append({"train_runtime": 12.0, "train_loss": 0.02, "step": 5})
+    ppo = [
+        {"objective/scores": -0.1 + 0.05 * s, "objective/kl": 1.0, "eps": s, "step": s} for s in range(1, 5)
+    ]
+    (tmp_path / "grpo").mkdir()
+    (tmp_path / "ppo").mkdir()
+    (tmp_path / "grpo" / "trajectory.json").write_text(json.dumps(grpo, indent=2))
+    (tmp_path / "ppo" / "trajectory.json").write_text(json.dumps(ppo, indent=2))
+    table = bayesgrpo.load_runs(tmp_path, warn=False)
+    runs = table.runs.set_index("run_id")
+    assert set(runs["format"]) == {"trl-state"}
+    assert sorted(runs["reward_key"]) == ["objective/scores", "reward"]
+    grpo = table.points[table.points["run_id"] == runs.index[runs["reward_key"] == "reward"][0]]
+    np.testing.assert_allclose(grpo["reward"], 0.2 + 0.1 * np.arange(1, 6))
+    assert "bare_log_history" in {issue.kind for issue in table.report.issues}
+    assert table.report.balanced
+
+
+def test_a_json_list_of_other_things_is_not_a_log_history(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps([{"model": "a", "accuracy": 0.5}, {"model": "b", "accuracy": 0.6}]))
+    assert bayesgrpo.logs.readers.detect_format(path) is None

@@ -41,8 +41,15 @@ TRL_ALIASES: dict[str, str] = {
 }
 
 #: Default reward metrics, in order of preference: GRPO/RLOO-style ``reward``, then PPO's
-#: reward-model score and RLHF reward (``PPOTrainer`` of TRL >= 0.12).
-TRL_REWARD_CANDIDATES: tuple[str, ...] = ("reward", "objective/scores", "objective/rlhf_reward")
+#: reward-model score and RLHF reward (``PPOTrainer`` of TRL >= 0.12), then the names hand-written
+#: GRPO loops log their mean reward under (seen in public logs: ``reward_mean``, ``mean_reward``).
+TRL_REWARD_CANDIDATES: tuple[str, ...] = (
+    "reward",
+    "objective/scores",
+    "objective/rlhf_reward",
+    "reward_mean",
+    "mean_reward",
+)
 
 #: Keys only the end-of-training summary row has (``speed_metrics("train", ...)``).
 SUMMARY_MARKERS: frozenset[str] = frozenset(

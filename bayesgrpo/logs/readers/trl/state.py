@@ -13,6 +13,7 @@ from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, 
 from bayesgrpo.logs.readers._common import locations
 from bayesgrpo.logs.readers._records import RawRun
 from bayesgrpo.logs.readers.trl.columns import (
+    TRL_REWARD_CANDIDATES,
     ColumnStore,
     byte_offset,
     json_error_place,
@@ -149,6 +150,18 @@ def _load_state(path: Path, strict: bool) -> tuple[dict[str, Any], list[Any], li
                 f"not valid JSON ({exc.msg}) at {where} and no log_history found", path, where
             ) from exc
         return _salvaged(path, text, exc, cut, salvage, strict)
+    if isinstance(state, list) and _is_bare_history(state):
+        # log_history saved on its own (json.dump(trainer.state.log_history, f)): one list of dicts
+        note = ReadIssue(
+            str(path),
+            "bare_log_history",
+            "info",
+            1,
+            (),
+            "a log_history list saved without its trainer state around it: read as one; no "
+            "max_steps, logging_steps or batch size stated",
+        )
+        return {}, state, [note], 0
     if not isinstance(state, dict):
         raise LogReadError(
             f"not a trainer state: the JSON is a {type(state).__name__}, not an object with a "
@@ -165,6 +178,17 @@ def _load_state(path: Path, strict: bool) -> tuple[dict[str, Any], list[Any], li
             f"not a trainer state: log_history is a {type(history).__name__}, not a list", path
         )
     return state, history, [], 0
+
+
+def _is_bare_history(entries: list[Any]) -> bool:
+    """Whether a JSON list is a log_history on its own: objects with a step, some with a loss or reward."""
+    objects = [entry for entry in entries[:200] if isinstance(entry, dict)]
+    keys = ("loss", *TRL_REWARD_CANDIDATES)
+    return (
+        bool(objects)
+        and all("step" in entry for entry in objects)
+        and any(key in entry for entry in objects for key in keys)
+    )
 
 
 def _salvaged(
