@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from bayesgrpo import load_runs
+from bayesgrpo.errors import UnknownMetricError
+from bayesgrpo.logs.table import RunsTable
 
 #: File names worth a look, by suffix or name.
 _LOG_NAME = re.compile(
@@ -124,6 +126,29 @@ def _looks_like_log(path: str, head: bytes) -> bool:
     return any(signature in head for signature in _SIGNATURES)
 
 
+#: A reward-like metric the reader suggests when the default names are not logged.
+_SUGGESTED_REWARD = re.compile(r"'([^']*reward[^']*)'", re.IGNORECASE)
+#: A suggested name is taken only if it reads as a mean reward: ``reward``, ``terminal_reward``,
+#: ``Reward``, ``train/reward_mean``; not ``reward_std`` or ``constant_reward_groups``.
+_MEAN_REWARD = re.compile(r"^([a-z]+[_/ ])?rewards?([_/ ]mean)?$", re.IGNORECASE)
+
+
+def _load(file: Path) -> RunsTable:
+    """Read a file with the default reward, or with the reward-like metric the reader suggests.
+
+    A log whose reward is logged under a name no reader knows (``terminal_reward``, a notebook
+    table's ``Reward``) is read with that name: the manifest records it as the run's reward key.
+    """
+    try:
+        return load_runs(file, warn=False)
+    except UnknownMetricError as exc:
+        suggested = _SUGGESTED_REWARD.findall(str(exc).split("Did you mean")[-1])
+        means = [name for name in suggested if _MEAN_REWARD.match(name)]
+        if not means:
+            raise
+        return load_runs(file, reward=means[0], warn=False)
+
+
 def read_blob_runs(path: str, content: bytes) -> Iterator[dict[str, object]]:
     """Read one blob through ``load_runs`` under its own name; one dict per run of enough points."""
     with tempfile.TemporaryDirectory() as folder:
@@ -134,7 +159,7 @@ def read_blob_runs(path: str, content: bytes) -> Iterator[dict[str, object]]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                table = load_runs(file, warn=False)
+                table = _load(file)
             except Exception as exc:  # noqa: BLE001 - a scan records what each reader says
                 yield {"error": f"{type(exc).__name__}: {exc}"[:300]}
                 return

@@ -23,6 +23,7 @@ from bayesgrpo.evaluate.corpus import (
     run_weights,
     source_bootstrap,
     source_fold,
+    weighted_median,
 )
 from bayesgrpo.evaluate.corpus.build import git_blob_id
 from bayesgrpo.logs.writers.trl import trainer_state_text
@@ -204,3 +205,15 @@ def test_the_committed_manifest_is_sound_and_its_bundled_runs_build():
     build = build_corpus(bundled, ROOT / "no-mirrors-needed", ROOT / "unused", data_dir=ROOT / "data")
     assert build.problems.empty, build.problems.to_string()
     assert len(build.table.runs) == 60
+
+
+def test_weighted_median_and_a_paired_statistic_over_sources():
+    assert weighted_median(np.array([3.0, 1.0, 2.0]), np.ones(3)) == 2.0
+    assert weighted_median(np.array([1.0, 10.0]), np.array([0.9, 0.1])) == 1.0
+    sources = np.repeat([f"s{i}" for i in range(10)], 3)
+    pairs = np.column_stack([np.full(30, 0.8), np.ones(30)])
+
+    def ratio(values, weights):
+        return weighted_median(values[:, 0], weights) / weighted_median(values[:, 1], weights)
+
+    assert source_bootstrap(pairs, sources, ratio, n_boot=50) == (0.8, 0.8, 0.8)

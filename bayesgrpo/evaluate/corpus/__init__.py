@@ -15,7 +15,7 @@ Defaults are chosen, and claims are scored, on runs from many independent public
 
 from __future__ import annotations
 
-from bayesgrpo.evaluate.corpus.build import CorpusBuild, build_corpus, points_checksum
+from bayesgrpo.evaluate.corpus.build import CorpusBuild, build_corpus, load_built, points_checksum
 from bayesgrpo.evaluate.corpus.manifest import MANIFEST_COLUMNS, read_manifest
 from bayesgrpo.evaluate.corpus.shapes import curve_shape, length_class
 from bayesgrpo.evaluate.corpus.splits import (
@@ -23,6 +23,7 @@ from bayesgrpo.evaluate.corpus.splits import (
     run_weights,
     source_bootstrap,
     source_fold,
+    weighted_median,
 )
 
 __all__ = [
@@ -32,9 +33,11 @@ __all__ = [
     "build_corpus",
     "curve_shape",
     "length_class",
+    "load_built",
     "points_checksum",
     "read_manifest",
     "run_weights",
     "source_bootstrap",
     "source_fold",
+    "weighted_median",
 ]

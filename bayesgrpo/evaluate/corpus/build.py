@@ -214,6 +214,25 @@ def build_corpus(
     )
 
 
+def load_built(folder: PathLike) -> RunsTable:
+    """The corpus as ``benchmarks/corpus/build.py`` wrote it (``points.csv.gz``, ``runs.csv``).
+
+    Parameters
+    ----------
+    folder : str or Path
+        The build's output folder (``benchmarks/_scratch/corpus/built``).
+
+    Returns
+    -------
+    RunsTable
+        Every built run; its runs frame carries ``source``, ``fold`` and the manifest's metadata.
+    """
+    folder = Path(folder)
+    points = pd.read_csv(folder / "points.csv.gz", dtype={"run_id": str})
+    runs = coerce_metadata(pd.read_csv(folder / "runs.csv", dtype={"run_id": str}))
+    return RunsTable(points.sort_values(["run_id", "step"], ignore_index=True), runs)
+
+
 def _blank(value: object) -> bool:
     if value is None or value is pd.NA:
         return True

@@ -89,6 +89,13 @@ def run_weights(sources: Sequence[str] | pd.Series, scheme: str = "pooled", cap:
     return labels.map(source_weight).to_numpy(dtype=float) / counts
 
 
+def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    """The median of ``values`` when each counts as much as its weight."""
+    order = np.argsort(values)
+    cumulative = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cumulative, 0.5 * cumulative[-1])])
+
+
 def source_bootstrap(
     values: Sequence[float] | np.ndarray,
     sources: Sequence[str] | pd.Series,
@@ -102,12 +109,13 @@ def source_bootstrap(
 
     Parameters
     ----------
-    values : array of float
-        One value per run (NaNs are left out).
+    values : array of float, shape (n,) or (n, k)
+        One value (or row of ``k`` values, e.g. a method's score and a baseline's) per run; rows
+        holding a NaN are left out.
     sources : sequence of str
         Each run's source.
     statistic : callable, optional
-        ``statistic(values, weights) -> float``; the weighted mean by default.
+        ``statistic(values, weights) -> float``; the weighted mean of a 1-d ``values`` by default.
     scheme : {"pooled", "equal"}
         How runs are weighed (:func:`run_weights`), recomputed in each resample.
     n_boot, level, seed
@@ -118,21 +126,23 @@ def source_bootstrap(
     (estimate, low, high) : tuple of float
     """
     statistic = statistic or (lambda v, w: float(np.sum(v * w) / np.sum(w)))
-    frame = pd.DataFrame({"value": np.asarray(values, dtype=float), "source": np.asarray(sources)})
-    frame = frame[np.isfinite(frame["value"])]
-    if frame.empty:
+    array = np.asarray(values, dtype=float)
+    labels = np.asarray(sources, dtype=object)
+    keep = np.isfinite(array).all(axis=1) if array.ndim == 2 else np.isfinite(array)
+    array, labels = array[keep], labels[keep]
+    if len(array) == 0:
         return (float("nan"),) * 3
-    estimate = statistic(frame["value"].to_numpy(), run_weights(frame["source"], scheme))
-    groups = [group["value"].to_numpy() for _, group in frame.groupby("source", sort=True)]
-    names = np.arange(len(groups))
+    estimate = statistic(array, run_weights(labels, scheme))
+    names = pd.unique(labels)
+    groups = [array[labels == name] for name in names]
     rng = np.random.default_rng(seed)
     draws = np.empty(n_boot)
     for b in range(n_boot):
-        picked = rng.choice(names, size=len(groups), replace=True)
+        picked = rng.integers(0, len(groups), size=len(groups))
         # a source drawn twice counts as two sources (its copies get distinct labels)
-        sample_values = np.concatenate([groups[i] for i in picked])
+        sample = np.concatenate([groups[i] for i in picked])
         sample_sources = np.concatenate([np.full(len(groups[i]), k) for k, i in enumerate(picked)])
-        draws[b] = statistic(sample_values, run_weights(sample_sources.astype(str), scheme))
+        draws[b] = statistic(sample, run_weights(sample_sources.astype(str), scheme))
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(draws, [tail, 1.0 - tail])
     return estimate, float(low), float(high)
