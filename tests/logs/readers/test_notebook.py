@@ -26,6 +26,7 @@ from bayesgrpo.logs.writers.notebook import (
     html_output,
     notebook,
     progress_html,
+    text_to_html_table,
     training_cell,
     write_notebook,
 )
@@ -435,3 +436,23 @@ if __name__ == "__main__":
     for file_name, content in golden_files().items():
         (DATA / file_name).write_bytes(content.encode("utf-8"))
         print("wrote", DATA / file_name)
+
+
+def test_transformers_title_cased_headers_are_read_as_trl_names(tmp_path):
+    # transformers' own notebook callback capitalises each '_'-part of a metric's name
+    # (reward_std -> "Reward Std"); seen in a public GRPO notebook the reader used to refuse
+    header = [
+        "Step",
+        "Training Loss",
+        "Reward",
+        "Reward Std",
+        "Completions/mean Length",
+        "Frac Reward Zero Std",
+    ]
+    rows = [[s, 0.01 * s, 0.1 * s, 0.3, 120.0 + s, 0.25] for s in (5, 10, 15)]
+    html = progress_html([{"step": 1}], max_steps=15).split("<table")[0] + text_to_html_table([header, *rows])
+    path = tmp_path / "grpo_gsm8k.ipynb"
+    path.write_text(json.dumps(notebook([code_cell("trainer.train()", [html_output(html)])])))
+    table = bayesgrpo.load_runs(path, warn=False)
+    np.testing.assert_allclose(table.points["reward"], [0.5, 1.0, 1.5])
+    assert {"reward_std", "frac_reward_zero_std", "completion_length", "loss"} <= set(table.points.columns)

@@ -42,9 +42,28 @@ _BAR_EPOCH = re.compile(r"Epoch\s+([\d.]+)\s*/\s*([\d.]+)")
 # --------------------------------------------------------------------------------------------
 
 
+#: Headers transformers writes itself, kept as they are (their aliases map them).
+_OWN_HEADERS = frozenset({"Step", "Training Loss", "Validation Loss", "Epoch"})
+
+
 def metric_name(header: str) -> str:
-    """A table header as the metric name TRL logs: ``rewards / f`` -> ``rewards/f``."""
-    return SPACED_SLASH.sub("/", header.strip())
+    """A table header as the metric name TRL logs.
+
+    Unsloth's tables keep TRL's names with spaced slashes (``rewards / f`` -> ``rewards/f``).
+    transformers' own notebook callback title-cases them, each ``_``-separated part capitalised
+    and joined by spaces (``reward_std`` -> ``Reward Std``, ``completions/mean_length`` ->
+    ``Completions/mean Length``): that is undone (every TRL name is lower case).
+
+    >>> metric_name("rewards / correctness_reward_func"), metric_name("Reward Std")
+    ('rewards/correctness_reward_func', 'reward_std')
+    >>> metric_name("Completions/mean Length"), metric_name("Training Loss")
+    ('completions/mean_length', 'Training Loss')
+    """
+    name = SPACED_SLASH.sub("/", header.strip())
+    parts = name.split(" ")
+    if name not in _OWN_HEADERS and all(part[:1].isupper() for part in parts if part):
+        return "_".join(part.lower() for part in parts if part)
+    return name
 
 
 def _seconds(clock: str) -> float:
