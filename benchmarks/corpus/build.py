@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.evaluate.corpus import build_corpus, curve_shape, length_class, read_manifest
+from bayesgrpo.evaluate.corpus.shapes import LONG
 from bayesgrpo.evaluate.corpus.splits import SEALED
 
 HERE = Path(__file__).resolve().parent
@@ -100,19 +101,34 @@ def card_counts(facts: pd.DataFrame, problems: pd.DataFrame) -> str:
     stated = facts[facts["stated range"] != "not stated"]
     sealed = facts[facts["fold"] == SEALED]
     falling = facts["shape"].isin(["peak then fall", "collapse"]).sum()
-    families_10 = (facts.groupby("family").size() >= 10).sum()
+    named = facts[facts["family"] != "not stated"]
+    families_10 = (named.groupby("family").size() >= 10).sum()
+    stated_families = stated.loc[stated["family"] != "not stated", "family"].nunique()
+    stated_sizes = stated["size_b"].dropna().nunique()
+    from bayesgrpo.logs.readers.load import READERS
+
+    formats = set(facts["format"])
+    rows = [
+        ("runs", len(facts), ">= 400"),
+        ("independent sources", facts["source"].nunique(), ">= 60"),
+        ("model families with 10+ runs", int(families_10), ">= 6"),
+        ("runs on a stated reward range", len(stated), ">= 80"),
+        ("... their families / sizes", f"{stated_families} / {stated_sizes}", ">= 3 / >= 4"),
+        ("runs logged to step 1,000 or later", int((facts["length"] == LONG).sum()), ">= 40"),
+        ("runs that peak then fall or collapse", int(falling), ">= 30"),
+        ("reader formats with a run", f"{len(formats & set(READERS))} of {len(READERS)}", "all"),
+    ]
     lines = [
         f"{len(facts)} runs from {facts['source'].nunique()} sources "
         f"({facts['source'].str.split(':').str[0].nunique()} repositories); "
-        f"{len(sealed)} runs from {sealed['source'].nunique()} sources in the sealed fold.",
+        f"{len(sealed)} runs from {sealed['source'].nunique()} sources in the sealed fold; "
+        f"{len(problems)} runs of the manifest not built here.",
         "",
-        f"- model families with 10+ runs: {families_10}",
-        f"- runs on a stated reward range: {len(stated)}, from {stated['family'].nunique()} families and "
-        f"{stated['size_b'].dropna().nunique()} sizes",
-        f"- runs logged to step 1,000 or later: {(facts['length'] == '1,000+ steps').sum()}; "
-        f"runs of 1,000+ logged points: {(facts['points'] >= 1000).sum()}",
-        f"- runs that peak then fall or collapse: {falling}",
-        f"- runs in the manifest not built here: {len(problems)}",
+        "| the corpus has | count | the corpus issue asks |",
+        "|---|---|---|",
+        *(f"| {name} | {count} | {target} |" for name, count, target in rows),
+        "",
+        f"Formats with no run yet: {', '.join(sorted(set(READERS) - formats)) or 'none'}.",
         "",
     ]
     for column in CARD_COLUMNS:
