@@ -87,7 +87,8 @@ class MetadataError(BayesGRPOError, ValueError):
 
 class ModelConfigError(BayesGRPOError):
     """A model's configuration is invalid, or a saved model's does not match what it claims or what
-    this version builds (raised by ``RewardModel(...)`` and ``RewardModel.load``).
+    this version builds (raised by ``RewardModel(...)`` and ``RewardModel.load``), or a model read
+    from its live summary finds, when it first reads its posterior, that its file was replaced.
     """
 
 

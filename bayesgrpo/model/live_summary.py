@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from bayesgrpo._files import atomic_path
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.data import ModelData
 from bayesgrpo.model.population_draws import PopulationDraws
@@ -99,10 +99,8 @@ def write_live_summary(
         **draws.to_arrays(_DRAWS),
     }
     path = live_summary_path(model_path)
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("wb") as file:  # a file object: savez would add a suffix to a path
+    with atomic_path(path) as partial, partial.open("wb") as file:  # savez would add a suffix to a path
         np.savez(file, allow_pickle=False, **arrays)
-    os.replace(partial, path)
     return path
 
 

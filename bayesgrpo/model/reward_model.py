@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from bayesgrpo._files import atomic_path
 from bayesgrpo._version import __version__
 from bayesgrpo.errors import BayesGRPOError, FitWarning
 from bayesgrpo.errors import ModelConfigError as ModelConfigError  # defined here before 0.x
@@ -146,6 +147,7 @@ class RewardModel:
         self._idata: az.InferenceData | None = None
         self._groups: dict[str, xr.Dataset] = {}  # a saved model's groups, before ArviZ is asked for
         self._unread: Path | None = None  # a saved model whose groups are read when first asked for
+        self._unread_stat: tuple[int, int, int] | None = None  # its file as it was loaded
         self._population_draws: PopulationDraws | None = None
         self.data: ModelData | None = None
         self.diagnostics: FitDiagnostics | None = None
@@ -183,6 +185,7 @@ class RewardModel:
     @idata.setter
     def idata(self, value: az.InferenceData | None) -> None:
         self._idata, self._groups, self._unread, self._population_draws = value, {}, None, None
+        self._unread_stat = None
 
     @property
     def posterior(self) -> xr.Dataset | None:
@@ -221,13 +224,27 @@ class RewardModel:
         return self.__dict__.copy()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update({"_unread": None, "_population_draws": None, **state})  # older pickles lack them
+        # older pickles lack them
+        self.__dict__.update({"_unread": None, "_unread_stat": None, "_population_draws": None, **state})
 
     def _read_unread_groups(self) -> None:
-        """Read the posterior of a model loaded from its live summary (once)."""
+        """Read the posterior of a model loaded from its live summary (once).
+
+        Raises
+        ------
+        ModelConfigError
+            When the file was replaced, changed or removed since the model was loaded (its size,
+            modification time or inode differ): its posterior may be another model's.
+        """
         path = self._unread
         if path is None:
             return
+        if self._unread_stat is not None and _file_stat(path) != self._unread_stat:
+            raise ModelConfigError(
+                f"{path} was replaced, changed or removed after this model was loaded from it, and "
+                "its posterior had not been read yet: it may hold another model now. Load it again "
+                "(RewardModel.load) to use the file as it is."
+            )
         groups = _read_groups(path)
         _check_groups(path, groups, self.curve)
         if self.config_hash != groups["posterior"].attrs.get("bayesgrpo_config_hash"):
@@ -537,6 +554,10 @@ class RewardModel:
     def save(self, path: str | Path, *, live_summary: bool = False) -> Path:
         """Write the posterior, fit data, configuration and version to one netCDF file.
 
+        The file is written whole or not at all (``bayesgrpo._files.atomic_path``): to a temporary
+        file beside ``path``, synced, then renamed over it, so a save killed at any moment leaves
+        the file as it was or as it is now, never half written; the live summary likewise.
+
         Parameters
         ----------
         path : str or Path
@@ -562,7 +583,8 @@ class RewardModel:
             "bayesgrpo_diagnostics": json.dumps(self.diagnostics.to_dict(), default=float),
         }
         out.posterior.attrs.update(attrs)
-        out.to_netcdf(str(path))
+        with atomic_path(path) as partial:  # a save killed half-way leaves the old file whole
+            out.to_netcdf(str(partial))
         if live_summary:
             draws = self.population_draws
             assert draws is not None  # fitted
@@ -581,19 +603,23 @@ class RewardModel:
         ------
         ModelConfigError
             When the stored configuration does not match its stored hash (it was changed), or
-            the posterior does not hold the variables this version's graph has.
+            the posterior does not hold the variables this version's graph has; and later, when
+            a model read from its live summary first reads its posterior, if the file was
+            replaced or changed since it was loaded.
         """
         path = Path(path)
         if not path.exists():
             raise BayesGRPOError(f"no saved model at {path}")
         if not path.is_file():  # an empty --population names "."
             raise BayesGRPOError(f"{path} is a folder, not a saved model (the file RewardModel.save writes)")
+        stat = _file_stat(path)  # before the summary checks the file's hash: a later change is seen
         summary = read_live_summary(path)
         if summary is not None:
             model = cls._from_attrs(path, summary.attrs)
             model.data = summary.data
             model._population_draws = summary.population_draws
             model._unread = path
+            model._unread_stat = stat
             model.diagnostics = _diagnostics(summary.attrs)
             return model
         return cls._load_file(path)
@@ -661,6 +687,17 @@ class RewardModel:
                 f"{attrs.get('bayesgrpo_version')}); it was changed after saving"
             )
         return model
+
+
+def _file_stat(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file replaced or rewritten: its size, modification time (ns) and inode; None
+    where it is gone.
+    """
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns, stat.st_ino
 
 
 def _diagnostics(attrs: Mapping[str, Any]) -> FitDiagnostics | None:
