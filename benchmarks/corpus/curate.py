@@ -7,8 +7,9 @@ bundled runs (``data/runs.csv``), and writes ``benchmarks/corpus/manifest.csv``:
   of theirs (none are known here, as their logs are never fetched: the check is by fingerprint of
   what the scans saw);
 - a run committed twice (the same points) is kept once: the bundled copy if there is one, else
-  the one of the oldest commit; a run that is the start of a longer one (the same first 20
-  points: a notebook committed mid-run, then at the end) is kept at its longest;
+  the one of the oldest commit; a run that is the start of a longer one in the same repository
+  (the same first 20 points: a notebook committed mid-run, then at the end) is kept at its
+  longest;
 - runs with fewer than :data:`MIN_POINTS` points or a constant reward are left out;
 - the source is the repository, or the recipe of a monorepo (:data:`MONOREPOS`);
 - the licence is read from the repository's licence file at the pinned commit.
@@ -182,6 +183,8 @@ def select(scans: Path, mirrors: Path, data_dir: Path) -> pd.DataFrame:
     excluded = excluded_repositories()
     bundled = bundled_rows(data_dir)
     found = scanned_runs(scans)
+    # rows of an older scan carry no head fingerprint: their whole-run fingerprint stands in
+    found["head_fingerprint"] = found["head_fingerprint"].fillna(found["fingerprint"])
     runs_in_blob = found.groupby("blob")["run_id"].transform("nunique")
     found["run_id"] = found["run_id"].where(runs_in_blob > 1, "")
     found = found[~found["repo"].str.lower().isin(excluded)]
@@ -192,7 +195,8 @@ def select(scans: Path, mirrors: Path, data_dir: Path) -> pd.DataFrame:
     ]
     # one copy of each run: the longest of those that share their first points, oldest commit first
     found = found.sort_values(["n_points", "commit_time"], ascending=[False, True])
-    found = found.drop_duplicates("fingerprint").drop_duplicates("head_fingerprint")
+    # (the shared start only within a repository: unrelated runs can share a flat start)
+    found = found.drop_duplicates("fingerprint").drop_duplicates(["repo", "head_fingerprint"])
     found = found.sort_values(["repo", "path", "commit_time"])
     rows = []
     licences: dict[tuple[str, str], str] = {}

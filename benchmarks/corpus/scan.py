@@ -14,7 +14,8 @@ Usage::
 
     python benchmarks/corpus/scan.py /work/.mirror/OWNER+NAME/repo ... --out scan.jsonl
 
-Mirrors already in ``--out`` are skipped, so a long scan resumes where it stopped.
+Mirrors already in ``--out`` are skipped, and so are the blobs of a mirror whose scan was cut
+short, so a long scan resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -88,10 +89,6 @@ def candidate_blobs(mirror: Path) -> list[tuple[str, str, int]]:
         if len(parts) == 3 and parts[1] == "blob" and _MIN_BYTES <= int(parts[2]) <= _MAX_BYTES:
             blobs.append((parts[0], seen[parts[0]], int(parts[2])))
     return blobs
-
-
-def _blob_bytes(mirror: Path, sha: str) -> bytes:
-    return _git(mirror, "cat-file", "blob", sha)
 
 
 def commit_holding(mirror: Path, sha: str, path: str) -> str | None:
@@ -209,15 +206,48 @@ def _number(value: object) -> float | None:
     return None if np.isnan(number) else number
 
 
-def scan_mirror(mirror: Path) -> Iterator[dict[str, object]]:
-    """One dict per run found in the mirror's history (and one per blob a reader refused)."""
+def _blob_contents(mirror: Path, shas: list[str]) -> Iterator[tuple[str, bytes | None]]:
+    """Each blob's content, streamed from one ``git cat-file --batch`` (None: the snapshot lacks it)."""
+    process = subprocess.Popen(
+        ["git", f"--git-dir={mirror}", "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        for sha in shas:
+            process.stdin.write(sha.encode() + b"\n")
+            process.stdin.flush()
+            header = process.stdout.readline().split()
+            if len(header) < 3 or header[1] != b"blob":  # "<sha> missing"
+                yield sha, None
+                continue
+            content = process.stdout.read(int(header[2]))
+            process.stdout.read(1)  # the newline after the content
+            yield sha, content
+    finally:
+        process.stdin.close()
+        process.wait()
+
+
+#: What a notebook must hold to have a reward column in a progress table (its HTML, escaped in JSON).
+_NOTEBOOK_TABLE = re.compile(rb"<th>\s*rewards?\b|<th>\s*Rewards?\b|<th>\s*[\w/ ]*reward", re.IGNORECASE)
+
+
+def scan_mirror(mirror: Path, skip: frozenset[str] | set[str] = frozenset()) -> Iterator[dict[str, object]]:
+    """One dict per run found in the mirror's history (and one per blob a reader refused).
+
+    Blobs in ``skip`` (already scanned) are passed over.
+    """
     repository = _repository_name(mirror)
-    for sha, path, size in candidate_blobs(mirror):
-        try:
-            content = _blob_bytes(mirror, sha)
-        except subprocess.CalledProcessError:  # a blob the snapshot lacks
+    blobs = [(sha, path, size) for sha, path, size in candidate_blobs(mirror) if sha not in skip]
+    paths = {sha: (path, size) for sha, path, size in blobs}
+    for sha, content in _blob_contents(mirror, [sha for sha, _, _ in blobs]):
+        path, size = paths[sha]
+        if content is None or not _looks_like_log(path, content[:_MAX_BYTES]):
             continue
-        if not _looks_like_log(path, content[:_MAX_BYTES]):
+        if path.lower().endswith(".ipynb") and not _NOTEBOOK_TABLE.search(content):
             continue
         rows = list(read_blob_runs(path, content))
         if not rows:
@@ -234,9 +264,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     done: set[str] = set()
+    seen_blobs: dict[str, set[str]] = {}
     if args.out.exists():
         for line in args.out.read_text().splitlines():
-            done.add(json.loads(line)["repo"])
+            row = json.loads(line)
+            if row.get("scanned"):
+                done.add(row["repo"])
+            elif "blob" in row:
+                seen_blobs.setdefault(row["repo"], set()).add(row["blob"])
     with args.out.open("a") as out:
         for mirror in args.mirrors:
             repository = _repository_name(mirror)
@@ -244,8 +279,9 @@ def main() -> None:
                 continue
             found = 0
             try:
-                for row in scan_mirror(mirror):
+                for row in scan_mirror(mirror, seen_blobs.get(repository, set())):
                     out.write(json.dumps(row) + "\n")
+                    out.flush()
                     found += "run_id" in row
             except subprocess.CalledProcessError as exc:
                 print(f"{repository}: git failed: {exc.stderr.decode()[:200]}", file=sys.stderr)
