@@ -24,6 +24,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import re
 import subprocess
@@ -198,15 +199,18 @@ def select(scans: Path, mirrors: Path, data_dir: Path) -> pd.DataFrame:
     # (the shared start only within a repository: unrelated runs can share a flat start)
     found = found.drop_duplicates("fingerprint").drop_duplicates(["repo", "head_fingerprint"])
     found = found.sort_values(["repo", "path", "commit_time"])
+    reviewed = reviewed_sources()
     rows = []
     licences: dict[tuple[str, str], str] = {}
     for _, run in found.iterrows():
+        review = source_review(reviewed, run["repo"], run["path"])
+        if review.get("decision") == "out":
+            continue
         mirror = mirror_path(mirrors, run["repo"])
         key = (run["repo"], run["commit"])
         if key not in licences:
             licences[key] = licence_of(mirror, run["commit"])
-        identity = model_identity(run.get("model"))
-        stated_range = _stated_unit_score(run)
+        stated = _stated(run, review)
         rows.append(
             {
                 "run_id": _run_id(run),
@@ -222,24 +226,12 @@ def select(scans: Path, mirrors: Path, data_dir: Path) -> pd.DataFrame:
                 "n_points": run["n_points"],
                 "first_step": run["first_step"],
                 "last_step": run["last_step"],
-                "model": run.get("model") or "",
-                "family": run.get("family") or identity.get("family", ""),
-                "size_b": run.get("size_b")
-                if not _missing(run.get("size_b"))
-                else identity.get("size_b", ""),
-                "algorithm": run.get("algorithm") or "",
-                "task": "",
-                "group_size": "",
-                "total_steps": run.get("total_steps") if not _missing(run.get("total_steps")) else "",
-                "reward_min": (run["reward_min"] if not _missing(run["reward_min"]) else 0.0)
-                if stated_range
-                else "",
-                "reward_max": (run["reward_max"] if not _missing(run["reward_max"]) else 1.0)
-                if stated_range
-                else "",
+                "total_steps": "" if _missing(run.get("total_steps")) else run["total_steps"],
                 "licence": licences[key],
-                "why": f"{run['format']} log of {run['n_points']} points committed to a public repository",
+                "why": review.get("why")
+                or f"{run['format']} log of {run['n_points']} points committed to a public repository",
             }
+            | stated
         )
     manifest = pd.concat([bundled.drop(columns="fingerprint"), pd.DataFrame(rows)], ignore_index=True)
     for column in MANIFEST_COLUMNS:
@@ -264,6 +256,53 @@ def _stated_unit_score(run: pd.Series) -> bool:
         return True
     key = run["reward_key"] or ""
     return bool(_SCORE_KEY.search(key)) and run["reward_lo"] >= 0.0 and run["reward_hi"] <= 1.0
+
+
+SOURCES = HERE / "sources.csv"
+#: What a reviewer read in each repository (``sources.csv``): keep it or not, and what it states.
+_REVIEWED = ("model", "family", "size_b", "algorithm", "task", "group_size", "reward_min", "reward_max")
+
+
+def reviewed_sources(path: Path = SOURCES) -> pd.DataFrame:
+    """The review of each repository (``sources.csv``: repo, path_glob, decision, what it states)."""
+    if not path.exists():
+        return pd.DataFrame(columns=["repo", "path_glob", "decision", *_REVIEWED, "why", "evidence"])
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def source_review(reviewed: pd.DataFrame, repo: str, path: str) -> dict[str, str]:
+    """The first review row of ``repo`` whose ``path_glob`` matches ``path`` (empty if none)."""
+    for _, row in reviewed[reviewed["repo"] == repo].iterrows():
+        if fnmatch.fnmatch(path, row["path_glob"] or "*"):
+            return {k: str(v).strip() for k, v in row.items()}
+    return {}
+
+
+def _stated(run: pd.Series, review: dict[str, str]) -> dict[str, object]:
+    """What the source states of a run: the log's own words first, then the reviewer's reading."""
+    identity = model_identity(run.get("model") or review.get("model"))
+    stated: dict[str, object] = {
+        "model": run.get("model") or review.get("model", ""),
+        "family": run.get("family") or review.get("family") or identity.get("family", ""),
+        "size_b": run["size_b"]
+        if not _missing(run.get("size_b"))
+        else review.get("size_b") or identity.get("size_b", ""),
+        "algorithm": run.get("algorithm") or review.get("algorithm", ""),
+        "task": review.get("task", ""),
+        "group_size": review.get("group_size", ""),
+        "reward_min": "",
+        "reward_max": "",
+    }
+    if review.get("reward_min") and review.get("reward_max"):
+        stated["reward_min"], stated["reward_max"] = review["reward_min"], review["reward_max"]
+    elif _stated_unit_score(run):
+        stated["reward_min"] = _stated_bound(run, "reward_min", 0.0)
+        stated["reward_max"] = _stated_bound(run, "reward_max", 1.0)
+    return stated
+
+
+def _stated_bound(run: pd.Series, column: str, score_bound: float) -> float:
+    return score_bound if _missing(run[column]) else float(run[column])
 
 
 def _missing(value: object) -> bool:
