@@ -111,6 +111,29 @@ def commit_holding(mirror: Path, sha: str, path: str) -> str | None:
     return None
 
 
+def introducing_commits(mirror: Path) -> dict[tuple[str, str], str]:
+    """``(blob, path) -> a commit whose tree holds it``, from one pass over the history.
+
+    ``git log --raw`` names, for each commit, the blobs it writes at each path: the commit that
+    writes a blob at a path holds it there.
+    """
+    try:
+        text = _git(mirror, "log", "--all", "--format=commit %H", "--raw", "--no-abbrev", "--no-renames")
+    except subprocess.CalledProcessError:
+        return {}
+    held: dict[tuple[str, str], str] = {}
+    commit = ""
+    for line in text.decode("utf-8", "replace").splitlines():
+        if line.startswith("commit "):
+            commit = line[7:].strip()
+        elif line.startswith(":"):
+            meta, _, path = line.partition("\t")
+            parts = meta.split()
+            if len(parts) >= 5 and parts[4] != "D":
+                held.setdefault((parts[3], path), commit)
+    return held
+
+
 def points_fingerprint(steps: np.ndarray, rewards: np.ndarray) -> str:
     """A hash of a run's points rounded to 4 significant digits: equal for copies of one log."""
     rounded = [f"{int(s)}:{float(r):.4g}" for s, r in zip(steps, rewards, strict=True)]
@@ -242,6 +265,7 @@ def scan_mirror(mirror: Path, skip: frozenset[str] | set[str] = frozenset()) -> 
     """
     repository = _repository_name(mirror)
     blobs = [(sha, path, size) for sha, path, size in candidate_blobs(mirror) if sha not in skip]
+    holders: dict[tuple[str, str], str] | None = None
     paths = {sha: (path, size) for sha, path, size in blobs}
     for sha, content in _blob_contents(mirror, [sha for sha, _, _ in blobs]):
         path, size = paths[sha]
@@ -252,7 +276,9 @@ def scan_mirror(mirror: Path, skip: frozenset[str] | set[str] = frozenset()) -> 
         rows = list(read_blob_runs(path, content))
         if not rows:
             continue
-        commit = commit_holding(mirror, sha, path)
+        if holders is None:
+            holders = introducing_commits(mirror)
+        commit = holders.get((sha, path)) or commit_holding(mirror, sha, path)
         for row in rows:
             yield {"repo": repository, "commit": commit, "path": path, "blob": sha, "bytes": size} | row
 
