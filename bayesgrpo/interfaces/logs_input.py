@@ -13,6 +13,8 @@ import sys
 import warnings
 from typing import Any
 
+from bayesgrpo._text import printable
+
 
 def report_lines(table: Any, verbose: bool) -> list[str]:
     """The reader's report as lines: totals, then each repair or drop (and notes when verbose)."""
@@ -58,10 +60,25 @@ def read_logs(args: argparse.Namespace, paths: Any = None) -> Any:
             strict=getattr(args, "strict", False),
             warn=False,
         )
+    if getattr(args, "strict", False):
+        _refuse_escaped_names(table)
     if getattr(args, "verbose", False):
-        print("\n".join(report_lines(table, True)), file=sys.stderr)
+        print("\n".join(printable(line) for line in report_lines(table, True)), file=sys.stderr)
     elif not getattr(args, "quiet", False):
         summary = repair_summary(table.report)
         if summary is not None:
             print(summary, file=sys.stderr)
     return table
+
+
+def _refuse_escaped_names(table: Any) -> None:
+    """``--strict``: run names whose control characters were escaped (``logs.table``) are refused."""
+    from bayesgrpo.errors import MetadataError
+    from bayesgrpo.logs.table import CONTROL_CHARACTERS_KIND
+
+    for issue in table.report.issues:
+        if issue.kind == CONTROL_CHARACTERS_KIND:
+            raise MetadataError(
+                f"--strict: {issue.count} run name(s) hold control characters, for example "
+                f"{issue.locations[0]!r} (escaped); rename the runs in their logs or drop --strict"
+            )

@@ -16,8 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bayesgrpo._text import has_control_characters, printable
 from bayesgrpo.errors import BayesGRPOError, MetadataError, UnknownMetricError
-from bayesgrpo.logs.report import ReadReport
+from bayesgrpo.logs.report import ReadIssue, ReadReport
+
+#: The read report's name for run names whose control characters were escaped.
+CONTROL_CHARACTERS_KIND = "control_characters_in_run_id"
 
 #: Columns every points table has, in this order.
 POINT_COLUMNS: tuple[str, ...] = ("run_id", "step", "reward")
@@ -117,6 +121,51 @@ class RunsTable:
         missing = [c for c in POINT_COLUMNS if c not in self.points.columns]
         if missing:
             raise ValueError(f"points table lacks columns {missing}")
+        self._escape_run_ids()
+
+    def _escape_run_ids(self) -> None:
+        r"""Run names are data, never control: a run name holding control characters (ESC, CR,
+        NUL, a bidirectional override...; ``bayesgrpo._text.CONTROL_CHARACTERS``) is renamed to
+        its escaped form (``"a\x1b[2Kb"``), in the points and the metadata, and the read report
+        says so: the run is kept, and no terminal, CSV or file name downstream sees the raw
+        characters.
+
+        Raises
+        ------
+        MetadataError
+            When an escaped name is already another run's name.
+        """
+        if "run_id" not in self.runs.columns or self.runs.empty:
+            return
+        names = [str(name) for name in self.runs["run_id"].dropna().unique()]
+        if not has_control_characters("".join(names)):  # one search for the usual case
+            return
+        renames = {name: printable(name) for name in names if has_control_characters(name)}
+        if not renames:
+            return
+        taken = set(names) & set(renames.values())
+        if taken:
+            raise MetadataError(
+                f"run {printable(next(iter(taken)))!r} is also the escaped name of a run whose name holds "
+                "control characters; rename one of them"
+            )
+
+        def renamed(column: pd.Series) -> pd.Series:
+            return column.map(lambda name: renames.get(name, name), na_action="ignore").astype(column.dtype)
+
+        self.runs = self.runs.assign(run_id=renamed(self.runs["run_id"]))
+        self.points = self.points.assign(run_id=renamed(self.points["run_id"]))
+        self.report.notes.append(
+            ReadIssue(
+                source="run names",
+                kind=CONTROL_CHARACTERS_KIND,
+                action="repaired",
+                count=len(renames),
+                locations=tuple(renames.values())[:5],
+                detail="run names held control characters (ESC, CR, NUL...), which act on a terminal; "
+                "the runs are kept under their names with those characters escaped (\\x1b, \\r, \\x00)",
+            )
+        )
 
     @property
     def run_ids(self) -> list[str]:

@@ -13,6 +13,7 @@ import math
 import sys
 from collections.abc import Sequence
 
+from bayesgrpo._text import printable_lines
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.cli.commands import EXIT_OK, EXIT_USER_ERROR, cut_table
 from bayesgrpo.interfaces.cli.parser import build_parser
@@ -32,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stated_range(args)
         return int(args.handler(args))
     except BayesGRPOError as exc:
-        print(f"bayesgrpo: error: {exc}", file=sys.stderr)
+        print(f"bayesgrpo: error: {printable_lines(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR
 
 

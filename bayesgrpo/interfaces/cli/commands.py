@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from bayesgrpo._text import csv_safe, printable
 from bayesgrpo.interfaces.logs_input import read_logs, report_lines
 from bayesgrpo.interfaces.text import format_interval
 
@@ -32,6 +33,19 @@ def _parse_columns(text: str | None) -> dict[str, str] | None:
         key, value = part.split("=", 1)
         mapping[key.strip()] = value.strip()
     return mapping
+
+
+def _say(line: str) -> None:
+    """Print one line with the control characters of any name in it escapes (``bayesgrpo._text``):
+    run names and messages from logs never act on the terminal.
+    """
+    print(printable(line))
+
+
+def _short_name(run_id: Any, width: int) -> str:
+    """A run name escaped (``printable``), cut to ``width`` characters with ``...``."""
+    name = printable(run_id)
+    return name if len(name) <= width else name[: width - 3] + "..."
 
 
 def _format_number(value: Any, digits: int = 3) -> str:
@@ -54,7 +68,7 @@ def _run_lines(summary: Any) -> list[str]:
     )
     lines = [header]
     for row in summary.itertuples(index=False):
-        run_id = row.run_id if len(row.run_id) <= 48 else row.run_id[:45] + "..."
+        run_id = _short_name(row.run_id, 48)
         family = (
             "-"
             if row.family is None or (isinstance(row.family, float)) or str(row.family) == "<NA>"
@@ -64,8 +78,10 @@ def _run_lines(summary: Any) -> list[str]:
         reward_range = f"{_format_number(row.reward_min)} .. {_format_number(row.reward_max)}"
         shown = ", ".join(row.metrics[:4]) + (f" +{len(row.metrics) - 4}" if len(row.metrics) > 4 else "")
         lines.append(
-            f"{run_id:<48} {family[:8]:<8} {_format_number(row.size_b):>6} {row.n_points:>6} {steps:>11} "
-            f"{reward_range:>19}  {shown}"
+            printable(
+                f"{run_id:<48} {family[:8]:<8} {_format_number(row.size_b):>6} {row.n_points:>6} {steps:>11} "
+                f"{reward_range:>19}  {shown}"
+            )
         )
     return lines
 
@@ -114,11 +130,11 @@ def _print_table(table: Any, args: argparse.Namespace) -> None:
         sys.stdout.write("\n")
         return
     for line in _run_lines(table.summary()):
-        print(line)
+        _say(line)
     if not args.quiet:
         print()
         for line in report_lines(table, args.verbose):
-            print(line)
+            _say(line)
 
 
 def cut_table(table: Any, fraction: float) -> Any:
@@ -242,7 +258,7 @@ def _fleet_forecast(args: argparse.Namespace) -> int:
     ]  # fmt: skip
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    frame[columns].to_csv(out / "final_reward.csv", index=False)
+    csv_safe(frame[columns]).to_csv(out / "final_reward.csv", index=False)
     if args.json:
         records = frame[columns].replace({np.nan: None}).to_dict("records")
         json.dump({"final_reward": records}, sys.stdout, indent=2, default=str)
@@ -250,12 +266,12 @@ def _fleet_forecast(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{'run_id':<44} {'step':>7} {'horizon':>7} {f'reward at horizon [90% {args.band}]':>32} phase")
     for row in frame.itertuples(index=False):
-        run_id = row.run_id if len(row.run_id) <= 44 else row.run_id[:41] + "..."
+        run_id = _short_name(row.run_id, 44)
         if row.status != "ok":
-            print(f"{run_id:<44} ERROR {row.error}")
+            _say(f"{run_id:<44} ERROR {row.error}")
             continue
         interval = format_interval(row.final_median, row.final_lower, row.final_upper, width=8)
-        print(
+        _say(
             f"{run_id:<44} {row.step:>7.0f} {row.horizon_step:>7.0f} {interval:>32} {row.phase} "
             f"(P={row.phase_probability:.2f})"
         )
@@ -350,7 +366,7 @@ def _write_forecast(args: argparse.Namespace, model: Any, final: Any, table: Any
     """The final rewards (CSV), the fitted model (netCDF) and the figure; the paths written."""
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    final.to_csv(out / "final_reward.csv", index=False)
+    csv_safe(final).to_csv(out / "final_reward.csv", index=False)
     model.save(out / "model.nc")
     written = [out / "final_reward.csv", out / "model.nc"]
     if not args.no_figure:
@@ -372,10 +388,10 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
     header += f" {'actual':>8} {'stop at cut?':>16}" if cut else f" {'last logged':>11}"
     print(header)
     for row in final.itertuples(index=False):
-        run_id = row.run_id if len(row.run_id) <= 44 else row.run_id[:41] + "..."
+        run_id = _short_name(row.run_id, 44)
         interval = format_interval(row.q50, row.q05, row.q95, width=8)
         size = _format_number(row.size_b)
-        family = row.family[:8] if isinstance(row.family, str) else "-"  # no family in the metadata
+        family = printable(row.family)[:8] if isinstance(row.family, str) else "-"  # none in the metadata
         line = f"{run_id:<44} {family:<8} {size:>6} {row.horizon_step:>7} {interval:>30}"
         if cut:
             mark = " " if row.covered_90 else "!"
@@ -383,7 +399,7 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
             line += f" {_format_number(row.last_logged):>7}{mark} {stop:>16}"
         else:
             line += f" {_format_number(row.last_logged):>11}"
-        print(line)
+        _say(line)
     if cut:
         print()
         print(
@@ -657,12 +673,12 @@ def cmd_stop(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return EXIT_OK
     for row in frame.itertuples(index=False):
-        print(
+        _say(
             f"{row.run_id}: {row.decision.upper()} at step {row.step:.0f} of {row.horizon_step:.0f} "
             f"(probability {row.probability:.2f}; expected remaining gain "
             f"{format_interval(row.expected_gain, row.gain_lower, row.gain_upper)})"
         )
-        print(f"    {row.reason}")
+        _say(f"    {row.reason}")
         print(
             f"    reward at step {row.horizon_step:.0f}: "
             f"{format_interval(row.final_median, row.final_lower, row.final_upper)} (90% {row.band} band"
@@ -681,14 +697,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
             print("    (the band's noise resampled from the run's residuals over its latest half of points)")
         note = getattr(row, "eps_range_note", None)
         if isinstance(note, str) and not args.absolute:
-            print(f"    ({note})")
+            _say(f"    ({note})")
         if row.method == "ensemble_mcmc":
             print(
                 f"    (Pareto k {row.pareto_k:.2f}: the importance weights were unreliable, so this "
                 "answer comes from the MCMC fallback)"
             )
         if getattr(row, "departed", False) is True:
-            print(f"    (the run has left its forecast: {row.departure_note})")
+            _say(f"    (the run has left its forecast: {row.departure_note})")
     return EXIT_OK
 
 
@@ -712,14 +728,14 @@ def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
     else:
         for row in frame.itertuples(index=False):
             if row.status != "ok":
-                print(f"{row.run_id}: ERROR {row.error}")
+                _say(f"{row.run_id}: ERROR {row.error}")
                 continue
-            print(
+            _say(
                 f"{row.run_id}: {str(row.decision).upper()} at step {row.step:.0f} of {row.horizon_step:.0f} "
                 f"(probability {row.probability:.2f}); reward at step {row.horizon_step:.0f}: "
                 f"{format_interval(row.final_median, row.final_lower, row.final_upper)} (90% {row.band} band)"
             )
-            print(f"    {row.reason}")
+            _say(f"    {row.reason}")
             how = RANGE_SOURCE_PHRASES.get(row.eps_range_source, row.eps_range_source)
             print(
                 f"    (eps is a share of the reward range {row.eps_range_lower:.3g} .. "
@@ -769,13 +785,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         print(f"{len(run_ids)} runs: no findings at severity {args.min_severity} or above")
         return EXIT_OK
     for run_id, frame in findings.groupby("run_id", sort=False):
-        print(run_id)
+        _say(str(run_id))
         for row in frame.itertuples(index=False):
             evidence = ", ".join(
                 f"{k}={_format_number(v) if isinstance(v, float) else v}"
                 for k, v in dict(row.evidence).items()
             )
-            print(
+            _say(
                 f"  [{row.severity}] {row.name} (steps {row.first_step:.0f}-{row.last_step:.0f}): {evidence}"
             )
             print(f"      -> {row.action}")

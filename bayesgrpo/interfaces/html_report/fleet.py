@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from bayesgrpo._text import bounded_file_name
 from bayesgrpo._version import __version__
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces import plotting
@@ -235,8 +236,9 @@ def write_fleet_report(
             )
         else:
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{anchor}.png").write_bytes(png)
-            where[i] = f'<a href="{esc(folder.name)}/{esc(anchor)}.png">file</a>'
+            name = bounded_file_name(anchor, suffix=".png")  # a 5,000-character run name fits too
+            (folder / name).write_bytes(png)
+            where[i] = f'<a href="{esc(folder.name)}/{esc(name)}">file</a>'
     counts = (len(inline), len(drawn) - len(inline))
     header = _summary(
         frame, flagged, counts, (engine_name, retried), (assess_seconds, figure_seconds), settings

@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from bayesgrpo._text import printable
 from bayesgrpo.errors import (
     BayesGRPOError,
 )
@@ -58,16 +59,17 @@ def render_table(statuses: Sequence[RunStatus], *, title: str | None = None) -> 
             advice = f"[dim]{s.state}[/]"
             final = "-"
         where = "-" if s.step is None else f"{s.step:g} / {_num(s.horizon_step, 6)}"
-        # text from logs and messages is escaped: "[live update unreliable: ...]" is not markup
+        # text from logs and messages is escaped: "[live update unreliable: ...]" is not markup, and
+        # a run name's control characters (ESC, CR...) are shown, not acted on
         table.add_row(
-            escape(s.run_id),
+            escape(printable(s.run_id)),
             str(s.n_steps),
             where,
             _num(s.reward_now),
             escape(final),
             _num(s.p_plateau, 2),
             advice,
-            escape(s.reason or ""),
+            escape(printable(s.reason or "")),
         )
     return table
 
