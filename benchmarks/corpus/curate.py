@@ -280,14 +280,15 @@ def source_review(reviewed: pd.DataFrame, repo: str, path: str) -> dict[str, str
 
 def _stated(run: pd.Series, review: dict[str, str]) -> dict[str, object]:
     """What the source states of a run: the log's own words first, then the reviewer's reading."""
-    identity = model_identity(run.get("model") or review.get("model"))
+    model = _given(run.get("model")) or review.get("model", "")
+    identity = model_identity(model)
     stated: dict[str, object] = {
-        "model": run.get("model") or review.get("model", ""),
-        "family": run.get("family") or review.get("family") or identity.get("family", ""),
-        "size_b": run["size_b"]
-        if not _missing(run.get("size_b"))
-        else review.get("size_b") or identity.get("size_b", ""),
-        "algorithm": run.get("algorithm") or review.get("algorithm", ""),
+        "model": model,
+        "family": _canonical_family(
+            _given(run.get("family")) or review.get("family") or identity.get("family", "")
+        ),
+        "size_b": _given(run.get("size_b")) or review.get("size_b") or identity.get("size_b", ""),
+        "algorithm": _given(run.get("algorithm")) or review.get("algorithm", ""),
         "task": review.get("task", ""),
         "group_size": review.get("group_size", ""),
         "reward_min": "",
@@ -303,6 +304,35 @@ def _stated(run: pd.Series, review: dict[str, str]) -> dict[str, object]:
 
 def _stated_bound(run: pd.Series, column: str, score_bound: float) -> float:
     return score_bound if _missing(run[column]) else float(run[column])
+
+
+#: The family names the readers give (``bayesgrpo.logs.readers.model_names``), by lower case.
+_FAMILIES = {
+    name.lower(): name
+    for name in (
+        "DeepSeek",
+        "Gemma",
+        "Granite",
+        "Llama",
+        "Mistral",
+        "OLMo",
+        "Phi",
+        "Qwen",
+        "SmolLM",
+        "gpt-oss",
+    )
+}
+
+
+def _canonical_family(family: object) -> str:
+    """A family as the readers name it (``qwen`` -> ``Qwen``); ``other`` and blanks stay empty."""
+    text = "" if _missing(family) else str(family).strip()
+    return _FAMILIES.get(text.lower(), "" if text.lower() in ("", "other") else text)
+
+
+def _given(value: object) -> object:
+    """``value``, or None where it is missing (NaN, None or empty)."""
+    return None if _missing(value) else value
 
 
 def _missing(value: object) -> bool:
