@@ -38,6 +38,9 @@ from bayesgrpo.evaluate.corpus import MANIFEST_COLUMNS, build_corpus, points_che
 from bayesgrpo.evaluate.corpus.build import git_blob_id, mirror_path
 from bayesgrpo.logs.readers.model_names import model_identity
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scan import points_fingerprint  # noqa: E402  (the scanner beside this script)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 SCRATCH = ROOT / "benchmarks" / "_scratch" / "corpus"
@@ -173,9 +176,6 @@ def bundled_rows(data_dir: Path) -> pd.DataFrame:
 
 
 def _fingerprint(points: pd.DataFrame) -> str:
-    sys.path.insert(0, str(HERE))
-    from scan import points_fingerprint
-
     return points_fingerprint(points["step"].to_numpy(), points["reward"].to_numpy(dtype=float))
 
 

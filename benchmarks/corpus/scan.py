@@ -255,7 +255,7 @@ def _blob_contents(mirror: Path, shas: list[str]) -> Iterator[tuple[str, bytes |
 
 
 #: What a notebook must hold to have a reward column in a progress table (its HTML, escaped in JSON).
-_NOTEBOOK_TABLE = re.compile(rb"<th>\s*rewards?\b|<th>\s*Rewards?\b|<th>\s*[\w/ ]*reward", re.IGNORECASE)
+_NOTEBOOK_TABLE = re.compile(rb"<th>\s*[\w/ ]*reward", re.IGNORECASE)
 
 
 def scan_mirror(mirror: Path, skip: frozenset[str] | set[str] = frozenset()) -> Iterator[dict[str, object]]:
