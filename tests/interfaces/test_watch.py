@@ -536,6 +536,17 @@ def test_run_polls_as_many_times_as_asked(tmp_path):
     assert "run" in out.getvalue() and "continue" in out.getvalue()
 
 
+def test_run_writes_each_polls_table_when_its_output_is_not_a_terminal(tmp_path):
+    # `bayesgrpo watch > file`: each poll's table reaches the file as it is made (a live view
+    # wrote nothing until watch ended)
+    log = tmp_path / "run.log"
+    log.write_text(_verl_text(), encoding="utf-8")
+    out, seen = io.StringIO(), []
+    run(_watcher(log, horizon=300), max_polls=2, stream=out, sleep=lambda s: seen.append(out.getvalue()))
+    assert "poll 1" in seen[0] and "\x1b" not in out.getvalue()
+    assert out.getvalue().count("bayesgrpo watch") == 2
+
+
 def test_render_table_has_one_row_per_run():
     statuses = [
         RunStatus("a", "a.log", "ok", 10, 10.0, 0.5, 100.0, 0.6, 0.55, 0.65, 0.95, "stop", "on its plateau"),

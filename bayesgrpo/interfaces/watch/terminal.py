@@ -95,7 +95,8 @@ def run(
     max_polls: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Poll and show: one table (``once``), a live-redrawn table, or one JSON line per poll.
+    """Poll and show: one table (``once``), a live-redrawn table on a terminal (a table a poll, as
+    plain lines, elsewhere), or one JSON line per poll.
 
     Stops after ``max_polls`` polls (None: until interrupted with Ctrl-C). Returns the exit code.
     """
@@ -105,7 +106,9 @@ def run(
     rule += " of the reward range)" if watcher.relative else ")"
     # a pipe or a file has no width: wide enough that a row stays on one line
     console = Console(file=stream, width=None if stream.isatty() else 200)
-    live = None if (once or as_json) else Live(console=console, auto_refresh=False)
+    # a live-redrawn table only on a terminal: a pipe or a file gets each poll's table as plain
+    # lines when it is made (a redrawn view would reach a redirected file only when watch ends)
+    live = None if (once or as_json or not stream.isatty()) else Live(console=console, auto_refresh=False)
     count = 0
     try:
         if live is not None:
@@ -124,6 +127,7 @@ def run(
                 live.update(render_table(statuses, title=title), refresh=True)
             else:
                 console.print(render_table(statuses, title=title))
+                stream.flush()
             if limit is None or count < limit:
                 sleep(interval)
     except KeyboardInterrupt:
