@@ -327,6 +327,23 @@ def test_stop_needs_a_horizon(tmp_path, capsys):
         raise AssertionError("expected SystemExit")
 
 
+def test_stop_answers_every_run_it_can_and_says_why_not_for_the_others(tmp_path, capsys):
+    folder = _write_simulated_runs(tmp_path)
+    runs = sorted(path.stem for path in (folder / "logs").glob("*.csv"))
+    planned = pd.DataFrame({"run_id": runs, "total_steps": [100.0] + [float("nan")] * (len(runs) - 1)})
+    planned.to_csv(folder / "planned.csv", index=False)
+    argv = ["stop", str(folder / "logs"), "--metadata", str(folder / "planned.csv")]
+    assert main([*argv, "--json"]) == 0
+    rows = {row["run_id"]: row for row in json.loads(capsys.readouterr().out)}
+    assert set(rows) == set(runs)
+    assert rows[runs[0]]["decision"] in ("stop", "continue") and rows[runs[0]]["horizon_step"] == 100
+    for run_id in runs[1:]:
+        assert rows[run_id]["decision"] is None and "give --horizon" in rows[run_id]["reason"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"{runs[1]}: no answer: no --horizon given" in out and f"{runs[0]}: " in out
+
+
 def test_diagnose_names_the_collapsed_bundled_run(capsys):
     assert main(["diagnose", "--bundled", "--min-severity", "high"]) == 0
     out = capsys.readouterr().out

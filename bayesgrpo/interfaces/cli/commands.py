@@ -415,24 +415,30 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
         )
 
 
-def _stop_horizons(args: argparse.Namespace, table: Any, last_step: Any) -> dict[str, float]:
-    """Each run's horizon: ``--horizon``, else the total steps its logs state; past it is an error."""
+def _stop_horizons(
+    args: argparse.Namespace, table: Any, last_step: Any
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Each run's horizon (``--horizon``, else the total steps its logs state), and why each run
+    that has none, or has passed it, gets no answer. No run with a horizon is an error.
+    """
     import pandas as pd
 
     horizons: dict[str, float] = {}
+    unanswered: dict[str, str] = {}
     for run_id in table.run_ids:
         planned = table.runs.set_index("run_id").loc[run_id].get("total_steps")
         horizon = (
             args.horizon if args.horizon is not None else (float(planned) if pd.notna(planned) else None)
         )
         if horizon is None:
-            raise SystemExit(f"run {run_id!r}: no --horizon given and its logs state no total_steps")
-        if horizon < last_step[run_id]:
-            raise SystemExit(
-                f"run {run_id!r} is already at step {last_step[run_id]:.0f}, past the horizon {horizon:g}"
-            )
-        horizons[run_id] = float(horizon)
-    return horizons
+            unanswered[run_id] = "no --horizon given and its logs state no total_steps: give --horizon"
+        elif horizon < last_step[run_id]:
+            unanswered[run_id] = f"already at step {last_step[run_id]:.0f}, past the horizon {horizon:g}"
+        else:
+            horizons[run_id] = float(horizon)
+    if not horizons:
+        raise SystemExit("; ".join(f"run {printable(run_id)!r}: {why}" for run_id, why in unanswered.items()))
+    return horizons, unanswered
 
 
 def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: dict[str, float]) -> Any:
@@ -663,15 +669,21 @@ def cmd_stop(args: argparse.Namespace) -> int:
     table = read_logs(args)
     rule = _stop_rule(args)
     last_step = table.points.dropna(subset=["reward"]).groupby("run_id")["step"].max()
-    horizons = _stop_horizons(args, table, last_step)
+    horizons, unanswered = _stop_horizons(args, table, last_step)
+    if unanswered:  # every run that can be answered is; the others are listed with why
+        table = table.select(list(horizons))
     if not (args.fit or args.no_bundled):
         frame = _live_decisions(args, table, rule, horizons)
     else:
         frame = _fitted_decisions(args, table, rule, horizons, last_step)
     if args.json:
-        json.dump(frame.replace({np.nan: None}).to_dict("records"), sys.stdout, indent=2, default=str)
+        rows = frame.replace({np.nan: None}).to_dict("records")
+        rows += [{"run_id": run_id, "decision": None, "reason": why} for run_id, why in unanswered.items()]
+        json.dump(rows, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return EXIT_OK
+    for run_id, why in unanswered.items():
+        _say(f"{run_id}: no answer: {why}")
     for row in frame.itertuples(index=False):
         _say(
             f"{row.run_id}: {row.decision.upper()} at step {row.step:.0f} of {row.horizon_step:.0f} "
