@@ -63,7 +63,7 @@ def code_hash() -> str:
     for folder in ("model", "questions", "evaluate", "logs"):
         for path in sorted((root / folder).rglob("*.py")):
             digest.update(path.read_bytes())
-    digest.update((root / "_data" / "bundled_population.nc").read_bytes()[:1_000_000])
+    digest.update((root / "_data" / "bundled_population.nc").read_bytes())  # the prior every run gets
     return digest.hexdigest()[:12]
 
 
@@ -117,7 +117,7 @@ def stops(table: RunsTable, args: argparse.Namespace) -> pd.DataFrame:
     from bayesgrpo.questions.stopping.rules import default_rule
 
     key = {"check": args.check_every, "draws": args.draws, "seed": args.seed, "code": code_hash()}
-    key["runs"] = sorted(table.run_ids)
+    key |= {"runs": sorted(table.run_ids)}
     path = SCRATCH / f"stops_{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]}.csv"
     if path.exists():
         return pd.read_csv(path)

@@ -78,8 +78,9 @@ class CorpusBuild:
     @property
     def missing_mirrors(self) -> list[str]:
         """Repositories to fetch before the corpus can be built whole."""
-        rows = self.problems[self.problems["problem"] == "no mirror"] if len(self.problems) else self.problems
-        return sorted(set(rows["detail"])) if len(rows) else []
+        if self.problems.empty:
+            return []
+        return sorted(set(self.problems.loc[self.problems["problem"] == "no mirror", "detail"]))
 
 
 def _git_blob(mirror: Path, commit: str, path: str, blob: str) -> bytes:
