@@ -2,13 +2,20 @@
 
 The corpus (``benchmarks/corpus/README.md``) is built from public repositories that commit their
 training logs. This script is how candidates are found: for each bare git mirror given, it walks
-every blob of every commit, keeps the files whose name and first bytes look like a log a reader
-of bayesgrpo takes (TRL ``trainer_state.json`` and console dicts, verl console lines, TensorBoard
-event files, notebooks with a GRPO progress table, CSV/JSONL tables with a reward column), reads
-each through ``bayesgrpo.load_runs`` and writes one JSON line per run it yields: the repository,
-a commit that holds the file, its path and blob, the format, the reward key the reader chose,
+every blob of every commit, keeps the files whose name and content look like a log a reader
+of bayesgrpo takes (TRL ``trainer_state.json`` and console dicts, verl console lines and file
+logger JSONL, TensorBoard event files, notebooks with a GRPO progress table, W&B panel exports,
+CSV/JSONL tables with a reward column, Parquet tables whose footer names a step and a reward
+column), reads each through ``bayesgrpo.load_runs`` and writes one JSON line per run it yields:
+the repository, a commit that holds the file, its path and blob, the format, the reward key the
+reader chose,
 what the log states of the run (model, size, total steps, reward range), its length and a
 fingerprint of its points (to find the same run committed twice, or copied between repositories).
+
+A run of an MLflow file store is a folder (``<store>/<experiment>/<run>/`` with ``meta.yaml`` and
+``metrics/``): every version of such a folder is laid out as a one-run store
+(``bayesgrpo.evaluate.corpus.build.materialise_mlflow_run``) and read by its ``mlflow:`` URI; its
+row's path is the run folder and its blob the folder's git tree id.
 
 Usage::
 
@@ -35,15 +42,22 @@ import numpy as np
 
 from bayesgrpo import load_runs
 from bayesgrpo.errors import UnknownMetricError
+from bayesgrpo.evaluate.corpus.build import materialise_mlflow_run
+from bayesgrpo.logs.readers.tabular import STEP_NAMES
 from bayesgrpo.logs.table import RunsTable
 
 #: File names worth a look, by suffix or name.
 _LOG_NAME = re.compile(
-    r"(trainer_state\.json$|tfevents|\.ipynb$|\.log$|\.txt$|\.out$|\.csv$|\.jsonl$|\.json$|\.wandb$)",
+    r"(trainer_state\.json$|tfevents|\.ipynb$|\.log$|\.txt$|\.out$|\.csv$|\.jsonl$|\.json$|\.wandb$"
+    r"|\.parquet$)",
     re.IGNORECASE,
 )
-#: What the first bytes of a log must hold for the readers to be tried on it.
+#: What a log must hold for the readers to be tried on it (a Parquet file: its footer).
 _SIGNATURES = (b"reward", b"Reward", b"REWARD", b"critic/score", b"objective/scores")
+#: What a Parquet footer must also hold: a step column (a data set's ``reward_model`` column alone
+#: is not a log), by its name as the footer's schema writes it, after its length (pandas' own
+#: metadata in the footer says ``"step": 1`` of every range index).
+_PARQUET_STEPS = tuple(bytes([len(name)]) + name.encode() for name in STEP_NAMES)
 _MIN_BYTES = 400
 _MAX_BYTES = 60 * 2**20
 #: Fewest logged points a run needs to be worth a row.
@@ -67,13 +81,22 @@ def _repository_name(mirror: Path) -> str:
     return folder.replace("+", "/", 1)
 
 
-def candidate_blobs(mirror: Path) -> list[tuple[str, str, int]]:
-    """Every (blob, path, size) of the mirror's history whose name looks like a log."""
+def object_listing(mirror: Path) -> list[tuple[str, str]]:
+    """Every (object, path) of the mirror's history: blobs and trees, each object once."""
     listing = _git(mirror, "rev-list", "--all", "--objects", "--missing=allow-any").decode("utf-8", "replace")
-    seen: dict[str, str] = {}
+    pairs = []
     for line in listing.splitlines():
         sha, _, path = line.partition(" ")
-        if path and _LOG_NAME.search(path) and sha not in seen:
+        if path:
+            pairs.append((sha, path))
+    return pairs
+
+
+def candidate_blobs(mirror: Path, listing: list[tuple[str, str]] | None = None) -> list[tuple[str, str, int]]:
+    """Every (blob, path, size) of the mirror's history whose name looks like a log."""
+    seen: dict[str, str] = {}
+    for sha, path in object_listing(mirror) if listing is None else listing:
+        if _LOG_NAME.search(path) and sha not in seen:
             seen[sha] = path
     if not seen:
         return []
@@ -140,10 +163,21 @@ def points_fingerprint(steps: np.ndarray, rewards: np.ndarray) -> str:
     return hashlib.sha256(",".join(rounded).encode()).hexdigest()[:16]
 
 
-def _looks_like_log(path: str, head: bytes) -> bool:
+def parquet_footer(content: bytes) -> bytes:
+    """A Parquet file's footer (its schema: the column names), or ``b""`` if it is not one."""
+    if len(content) < 12 or not content.endswith(b"PAR1"):
+        return b""
+    length = int.from_bytes(content[-8:-4], "little")
+    return content[-8 - length : -8] if length <= len(content) - 12 else b""
+
+
+def _looks_like_log(path: str, content: bytes) -> bool:
     if "tfevents" in path.lower():
         return True
-    return any(signature in head for signature in _SIGNATURES)
+    if path.lower().endswith(".parquet"):  # binary: its column names are in the footer
+        footer = parquet_footer(content)
+        return any(s in footer for s in _SIGNATURES) and any(s in footer for s in _PARQUET_STEPS)
+    return any(signature in content for signature in _SIGNATURES)
 
 
 #: A reward-like metric the reader suggests when the default names are not logged.
@@ -153,7 +187,7 @@ _SUGGESTED_REWARD = re.compile(r"'([^']*reward[^']*)'", re.IGNORECASE)
 _MEAN_REWARD = re.compile(r"^([a-z]+[_/ ])?rewards?([_/ ]mean)?$", re.IGNORECASE)
 
 
-def _load(file: Path) -> RunsTable:
+def _load(file: Path | str) -> RunsTable:
     """Read a file with the default reward, or with the reward-like metric the reader suggests.
 
     A log whose reward is logged under a name no reader knows (``terminal_reward``, a notebook
@@ -176,41 +210,57 @@ def read_blob_runs(path: str, content: bytes) -> Iterator[dict[str, object]]:
         parent.mkdir()
         file = parent / Path(path).name
         file.write_bytes(content)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                table = _load(file)
-            except Exception as exc:  # noqa: BLE001 - a scan records what each reader says
-                yield {"error": f"{type(exc).__name__}: {exc}"[:300]}
-                return
-        runs = table.runs.set_index("run_id")
-        for run_id, points in table.points.groupby("run_id", sort=False):
-            if points["reward"].notna().sum() < MIN_POINTS:
-                continue
-            meta = runs.loc[run_id]
-            steps = points["step"].to_numpy()
-            rewards = points["reward"].to_numpy(dtype=float)
-            yield {
-                "run_id": str(run_id),
-                "format": _text(meta.get("format")),
-                "reward_key": _text(meta.get("reward_key")),
-                "model": _text(meta.get("model")),
-                "family": _text(meta.get("family")),
-                "size_b": _number(meta.get("size_b")),
-                "algorithm": _text(meta.get("algorithm")),
-                "total_steps": _number(meta.get("total_steps")),
-                "reward_min": _number(meta.get("reward_min")),
-                "reward_max": _number(meta.get("reward_max")),
-                "n_points": len(points),
-                "first_step": int(steps.min()),
-                "last_step": int(steps.max()),
-                "reward_first": float(rewards[np.isfinite(rewards)][0]),
-                "reward_last": float(rewards[np.isfinite(rewards)][-1]),
-                "reward_lo": float(np.nanmin(rewards)),
-                "reward_hi": float(np.nanmax(rewards)),
-                "fingerprint": points_fingerprint(steps, rewards),
-                "head_fingerprint": points_fingerprint(steps[:HEAD_POINTS], rewards[:HEAD_POINTS]),
-            }
+        yield from _read_runs(file)
+
+
+def read_mlflow_runs(mirror: Path, commit: str, path: str, tree: str) -> Iterator[dict[str, object]]:
+    """Read one version of an MLflow run folder (git tree ``tree`` at ``path``) as a one-run store."""
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            uri = materialise_mlflow_run(mirror, commit, path, tree, folder)
+        except (LookupError, subprocess.CalledProcessError) as exc:
+            yield {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            return
+        yield from _read_runs(uri)
+
+
+def _read_runs(source: Path | str) -> Iterator[dict[str, object]]:
+    """One dict per run of enough points that ``load_runs`` reads from ``source`` (else its error)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            table = _load(source)
+        except Exception as exc:  # noqa: BLE001 - a scan records what each reader says
+            yield {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            return
+    runs = table.runs.set_index("run_id")
+    for run_id, points in table.points.groupby("run_id", sort=False):
+        if points["reward"].notna().sum() < MIN_POINTS:
+            continue
+        meta = runs.loc[run_id]
+        steps = points["step"].to_numpy()
+        rewards = points["reward"].to_numpy(dtype=float)
+        yield {
+            "run_id": str(run_id),
+            "format": _text(meta.get("format")),
+            "reward_key": _text(meta.get("reward_key")),
+            "model": _text(meta.get("model")),
+            "family": _text(meta.get("family")),
+            "size_b": _number(meta.get("size_b")),
+            "algorithm": _text(meta.get("algorithm")),
+            "total_steps": _number(meta.get("total_steps")),
+            "reward_min": _number(meta.get("reward_min")),
+            "reward_max": _number(meta.get("reward_max")),
+            "n_points": len(points),
+            "first_step": int(steps.min()),
+            "last_step": int(steps.max()),
+            "reward_first": float(rewards[np.isfinite(rewards)][0]),
+            "reward_last": float(rewards[np.isfinite(rewards)][-1]),
+            "reward_lo": float(np.nanmin(rewards)),
+            "reward_hi": float(np.nanmax(rewards)),
+            "fingerprint": points_fingerprint(steps, rewards),
+            "head_fingerprint": points_fingerprint(steps[:HEAD_POINTS], rewards[:HEAD_POINTS]),
+        }
 
 
 def _text(value: object) -> str | None:
@@ -258,13 +308,57 @@ def _blob_contents(mirror: Path, shas: list[str]) -> Iterator[tuple[str, bytes |
 _NOTEBOOK_TABLE = re.compile(rb"<th>\s*[\w/ ]*reward", re.IGNORECASE)
 
 
+def mlflow_run_folders(mirror: Path, listing: list[tuple[str, str]]) -> list[tuple[str, str, int]]:
+    """Every version (tree, path, bytes) of an MLflow run folder in the mirror's history.
+
+    A run folder ``<store>/<experiment>/<run>`` holds a ``meta.yaml`` and a ``metrics/`` folder
+    (one file per metric, nested where its name has a ``/``); its bytes are those of its files
+    but its artifacts.
+    """
+    paths = {path for _, path in listing}
+    folders = {
+        path[: -len("/meta.yaml")]
+        for path in paths
+        if path.endswith("/meta.yaml")
+        and path.count("/") >= 2
+        and f"{path[: -len('/meta.yaml')]}/metrics" in paths
+    }
+    versions = []
+    for sha, path in listing:
+        if path not in folders:
+            continue
+        try:
+            entries = _git(mirror, "ls-tree", "-r", "-l", "-z", sha).decode("utf-8", "replace")
+        except subprocess.CalledProcessError:  # a blob of that path, or a tree the snapshot lacks
+            continue
+        names, size = set(), 0
+        for entry in filter(None, entries.split("\0")):
+            meta, _, name = entry.partition("\t")
+            parts = meta.split()
+            names.add(name.split("/")[0])
+            if name.split("/")[0] != "artifacts" and len(parts) == 4 and parts[3].isdigit():
+                size += int(parts[3])
+        if {"meta.yaml", "metrics"} <= names:
+            versions.append((sha, path, size))
+    return versions
+
+
 def scan_mirror(mirror: Path, skip: frozenset[str] | set[str] = frozenset()) -> Iterator[dict[str, object]]:
     """One dict per run found in the mirror's history (and one per blob a reader refused).
 
-    Blobs in ``skip`` (already scanned) are passed over.
+    Blobs (and MLflow run folders' trees) in ``skip`` (already scanned) are passed over.
     """
     repository = _repository_name(mirror)
-    blobs = [(sha, path, size) for sha, path, size in candidate_blobs(mirror) if sha not in skip]
+    listing = object_listing(mirror)
+    for tree, path, size in mlflow_run_folders(mirror, listing):
+        if tree in skip:
+            continue
+        commit = commit_holding(mirror, tree, path)
+        if commit is None:
+            continue
+        for row in read_mlflow_runs(mirror, commit, path, tree):
+            yield {"repo": repository, "commit": commit, "path": path, "blob": tree, "bytes": size} | row
+    blobs = [(sha, path, size) for sha, path, size in candidate_blobs(mirror, listing) if sha not in skip]
     holders: dict[tuple[str, str], str] | None = None
     paths = {sha: (path, size) for sha, path, size in blobs}
     for sha, content in _blob_contents(mirror, [sha for sha, _, _ in blobs]):

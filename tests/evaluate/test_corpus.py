@@ -179,6 +179,69 @@ def test_build_reports_every_run_it_cannot_build(tmp_path, mirror):
     assert list(build.table.runs["run_id"]) == ["fine"]
 
 
+@pytest.fixture
+def mlflow_mirror(tmp_path, monkeypatch):
+    """A bare mirror holding an MLflow file store (``mlruns/``) of one GRPO run, with an artifact."""
+    tracking = pytest.importorskip("mlflow.tracking")
+    entities = pytest.importorskip("mlflow.entities")
+    Metric, Param = entities.Metric, entities.Param  # noqa: N806 - MLflow's class names
+    work = tmp_path / "mlwork"
+    work.mkdir()
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 writes a file store only so
+    client = tracking.MlflowClient(tracking_uri=str(work / "mlruns"))
+    experiment = client.create_experiment("grpo-gsm8k")
+    run = client.create_run(experiment, run_name="qwen-grpo")
+    steps = np.arange(1, 41)
+    points = pd.DataFrame({"step": steps, "reward": 0.1 + 0.6 * (1 - np.exp(-steps / 12))})
+    client.log_batch(
+        run.info.run_id,
+        metrics=[Metric("reward", float(r), 1_700_000_000_000 + int(s), int(s)) for s, r in points.values],
+        params=[Param("model_name_or_path", "Qwen/Qwen2.5-0.5B-Instruct")],
+    )
+    client.set_terminated(run.info.run_id)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")
+    run_folder = f"mlruns/{experiment}/{run.info.run_id}"
+    (work / run_folder / "artifacts").mkdir(exist_ok=True)
+    (work / run_folder / "artifacts" / "model.bin").write_bytes(b"\0" * 1000)  # never laid out
+    _git(work, "init", "-q")
+    _git(work, "add", ".")
+    _git(work, "commit", "-q", "-m", "mlflow run")
+    commit = _git(work, "rev-parse", "HEAD")
+    mirrors = tmp_path / "mlmirrors"
+    (mirrors / "owner+ml").mkdir(parents=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(work), str(mirrors / "owner+ml" / "repo")], check=True
+    )
+    row = {column: "" for column in MANIFEST_COLUMNS} | {
+        "run_id": "owner_ml_run",
+        "source": "owner/ml",
+        "repo": "owner/ml",
+        "commit": commit,
+        "path": run_folder,
+        "blob": _git(work, "rev-parse", f"HEAD:{run_folder}"),
+        "format": "mlflow",
+        "reward_key": "reward",
+        "licence": "MIT",
+        "points_sha256": points_checksum(points["step"], points["reward"]),
+    }
+    return mirrors, row, points
+
+
+def test_build_reads_an_mlflow_run_folder_pinned_by_its_tree_id(tmp_path, mlflow_mirror):
+    mirrors, row, points = mlflow_mirror
+    rows = [row, row | {"run_id": "other_tree", "blob": "2" * 40}]
+    for _ in range(2):  # the second build reads the store the first laid out
+        build = build_corpus(_manifest(tmp_path, rows), mirrors, tmp_path / "out")
+        assert build.problems.set_index("run_id")["problem"].to_dict() == {"other_tree": "commit lacks file"}
+        assert list(build.table.runs["run_id"]) == ["owner_ml_run"]
+        assert np.allclose(build.table.points["reward"], points["reward"])
+        run = build.table.runs.iloc[0]
+        assert run["format"] == "mlflow" and run["experiment"] == "grpo-gsm8k"
+        assert run["model"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert not list((tmp_path / "out").rglob("model.bin"))
+    assert not (tmp_path / "out" / "owner+ml" / ("2" * 40)).exists()
+
+
 def test_read_manifest_refuses_what_it_cannot_trust(tmp_path, mirror):
     _, row, _ = mirror
     row["points_sha256"] = "a" * 64

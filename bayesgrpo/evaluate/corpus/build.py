@@ -5,20 +5,26 @@ mirror (``<mirrors>/<owner>+<name>/repo``, as the search tool's ``fetch`` lays t
 that the pinned commit holds that blob at that path, writes it under the output folder with its
 own name, and reads it with :func:`bayesgrpo.load_runs` (the format and reward key of the
 manifest). Each run's points must match the manifest's checksum. Runs bundled in ``data/`` are
-read from there. Nothing is dropped in silence: a missing mirror, a commit that lacks the file, a
+read from there. A run of an MLflow file store is a folder, not a file (``<store>/<experiment>/
+<run>/``): its manifest row names the run folder and its git tree id, and the folder is laid out
+as a one-run store (:func:`materialise_mlflow_run`) and read by its ``mlflow:`` URI. Nothing is
+dropped in silence: a missing mirror, a commit that lacks the file, a
 reader error and a checksum mismatch are each listed in :attr:`CorpusBuild.problems`, by run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.evaluate.corpus.splits import source_fold
@@ -83,15 +89,121 @@ class CorpusBuild:
         return sorted(set(self.problems.loc[self.problems["problem"] == "no mirror", "detail"]))
 
 
-def _git_blob(mirror: Path, commit: str, path: str, blob: str) -> bytes:
+def _check_pinned(mirror: Path, commit: str, path: str, sha: str) -> None:
+    """Raise ``LookupError`` unless ``commit`` holds the object ``sha`` (a blob or tree) at ``path``."""
     held = subprocess.run(
         ["git", f"--git-dir={mirror}", "rev-parse", f"{commit}:{path}"], capture_output=True, text=True
     )
-    if held.returncode != 0 or held.stdout.strip() != blob:
+    if held.returncode != 0 or held.stdout.strip() != sha:
         raise LookupError(f"commit {commit[:12]} holds {held.stdout.strip()[:12] or 'no file'} at {path!r}")
+
+
+def _git_blob(mirror: Path, commit: str, path: str, blob: str) -> bytes:
+    _check_pinned(mirror, commit, path, blob)
     return subprocess.run(
         ["git", f"--git-dir={mirror}", "cat-file", "blob", blob], capture_output=True, check=True
     ).stdout
+
+
+#: Formats whose run is a folder pinned by its git tree id (an MLflow file store's run folder).
+FOLDER_FORMATS = frozenset({"mlflow"})
+#: What of an MLflow run folder is laid out: all but its artifacts (checkpoints, models), which
+#: hold no metric and can be large.
+_SKIPPED_RUN_FOLDERS = ("artifacts",)
+
+
+def _tree_files(mirror: Path, tree: str) -> Iterator[tuple[str, bytes]]:
+    """``(path, content)`` of every file under the git tree ``tree`` but its artifacts.
+
+    Raises
+    ------
+    LookupError
+        When the mirror lacks a file of it (a snapshot leaves out large files).
+    """
+    listing = subprocess.run(
+        ["git", f"--git-dir={mirror}", "ls-tree", "-r", "-z", tree], capture_output=True, check=True
+    ).stdout.decode("utf-8", "surrogateescape")
+    entries = []
+    for entry in filter(None, listing.split("\0")):
+        meta, _, path = entry.partition("\t")
+        _, kind, sha = meta.split()
+        if kind == "blob" and PurePosixPath(path).parts[0] not in _SKIPPED_RUN_FOLDERS:
+            entries.append((path, sha))
+    if not entries:
+        return
+    out = subprocess.run(
+        ["git", f"--git-dir={mirror}", "cat-file", "--batch"],
+        input=b"".join(sha.encode() + b"\n" for _, sha in entries),
+        capture_output=True,
+        check=True,
+    ).stdout
+    at = 0
+    for path, sha in entries:
+        end = out.index(b"\n", at)
+        header = out[at:end].split()
+        if len(header) < 3 or header[1] != b"blob":
+            raise LookupError(f"the mirror lacks {path!r} of tree {tree[:12]} ({sha[:12]})")
+        size = int(header[2])
+        yield path, out[end + 1 : end + 1 + size]
+        at = end + 1 + size + 1
+
+
+def materialise_mlflow_run(mirror: PathLike, commit: str, path: str, tree: str, out: PathLike) -> str:
+    """An MLflow run folder of a git mirror laid out as a one-run file store; its ``mlflow:`` URI.
+
+    The run folder ``<store>/<experiment>/<run>`` must be the git tree ``tree`` at ``commit``. Its
+    files (but its artifacts) are written to ``<out>/mlruns/<experiment>/<run>/``, beside the
+    experiment's ``meta.yaml`` of that commit (a minimal one naming the experiment by its id where
+    the commit has none), so that MLflow's client reads the run as it was logged.
+
+    Parameters
+    ----------
+    mirror : str or Path
+        The bare git mirror.
+    commit : str
+        A commit whose tree holds the run folder.
+    path : str
+        The run folder's path in that commit.
+    tree : str
+        The run folder's git tree id.
+    out : str or Path
+        An empty or missing folder to lay the store out in.
+
+    Returns
+    -------
+    str
+        ``mlflow:<out>/mlruns#<experiment id>``, for :func:`bayesgrpo.load_runs`.
+
+    Raises
+    ------
+    LookupError
+        When the commit does not hold that tree at that path, or the mirror lacks one of its files.
+    """
+    mirror, out = Path(mirror), Path(out)
+    _check_pinned(mirror, commit, path, tree)
+    run_path = PurePosixPath(path)
+    experiment, run = run_path.parent.name, run_path.name
+    if not experiment:
+        raise LookupError(f"{path!r} is not a run folder <store>/<experiment>/<run>")
+    store = out / "mlruns"
+    run_folder = store / experiment / run
+    # git keeps no empty folder; MLflow takes a folder as a run only when these are there
+    for sub in ("metrics", "params", "tags", *_SKIPPED_RUN_FOLDERS):
+        (run_folder / sub).mkdir(parents=True, exist_ok=True)
+    for name, content in _tree_files(mirror, tree):
+        file = run_folder / name
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_bytes(content)
+    meta = subprocess.run(
+        ["git", f"--git-dir={mirror}", "cat-file", "blob", f"{commit}:{run_path.parent / 'meta.yaml'}"],
+        capture_output=True,
+    )
+    if meta.returncode == 0:
+        (store / experiment / "meta.yaml").write_bytes(meta.stdout)
+    else:
+        stated = {"experiment_id": experiment, "name": experiment, "lifecycle_stage": "active"}
+        (store / experiment / "meta.yaml").write_text(yaml.safe_dump(stated | {"artifact_location": ""}))
+    return f"mlflow:{store}#{experiment}"
 
 
 def git_blob_id(content: bytes) -> str:
@@ -99,8 +211,10 @@ def git_blob_id(content: bytes) -> str:
     return hashlib.sha1(b"blob %d\x00" % len(content) + content, usedforsecurity=False).hexdigest()
 
 
-def _materialise(row: pd.Series, mirrors: Path, data_dir: Path, out: Path) -> Path:
-    """The run's file on disk under ``out`` (or in ``data_dir``), checked against its blob id."""
+def _materialise(row: pd.Series, mirrors: Path, data_dir: Path, out: Path) -> Path | str:
+    """The run's file on disk under ``out`` (or in ``data_dir``), checked against its blob id; for
+    a run folder (:data:`FOLDER_FORMATS`), the ``mlflow:`` URI of its store laid out under ``out``.
+    """
     if row["bundled_file"]:
         file = data_dir / row["bundled_file"]
         if git_blob_id(file.read_bytes()) != row["blob"]:
@@ -109,6 +223,16 @@ def _materialise(row: pd.Series, mirrors: Path, data_dir: Path, out: Path) -> Pa
     mirror = mirror_path(mirrors, row["repo"])
     if not mirror.exists():
         raise FileNotFoundError(row["repo"])
+    if row["format"] in FOLDER_FORMATS:
+        store = out / row["repo"].replace("/", "+", 1) / row["blob"]
+        if not (store / "mlruns").exists():
+            try:
+                return materialise_mlflow_run(mirror, row["commit"], row["path"], row["blob"], store)
+            except (LookupError, subprocess.CalledProcessError):
+                shutil.rmtree(store, ignore_errors=True)  # no half-laid store for the next build
+                raise
+        _check_pinned(mirror, row["commit"], row["path"], row["blob"])
+        return f"mlflow:{store / 'mlruns'}#{PurePosixPath(row['path']).parent.name}"
     # the file keeps its own name and its folder's (TensorBoard runs are named by their folder)
     target = out / row["repo"].replace("/", "+", 1) / row["blob"] / (Path(row["path"]).parent.name or "root")
     file = target / Path(row["path"]).name

@@ -2,7 +2,8 @@
 
 A row names the run's public source and the file that holds it: the repository, a commit whose
 tree holds the file, the path, and the file's git blob id (its content hash), or, for the runs
-bundled in ``data/``, the bundled file. The reader's format, the reward key and the run's id
+bundled in ``data/``, the bundled file. A run of an MLflow file store is a folder: the path names
+the run folder and the blob column holds its git tree id. The reader's format, the reward key and the run's id
 inside the file say how :func:`bayesgrpo.load_runs` reads it; ``points_sha256`` is the checksum
 of the points it must read (:func:`bayesgrpo.evaluate.corpus.points_checksum`). The rest is what
 the source states of the run (model, family, size, algorithm, task, group size, planned steps,
@@ -24,8 +25,8 @@ MANIFEST_COLUMNS: dict[str, str] = {
     "source": "the independent source: owner/name, or owner/name:recipe for a monorepo's recipe",
     "repo": "the public repository (owner/name)",
     "commit": "a commit whose tree holds the file",
-    "path": "the file's path in that commit",
-    "blob": "the file's git blob id (SHA-1 of its content, as git hashes it)",
+    "path": "the file's path in that commit (an MLflow run: its run folder <store>/<experiment>/<run>)",
+    "blob": "the file's git blob id (SHA-1 of its content, as git hashes it); an MLflow run folder's tree id",
     "bundled_file": "for runs bundled with the package: the file under data/, else empty",
     "format": "the reader (a key of bayesgrpo.logs.readers.load.READERS)",
     "reward_key": "the metric read as the reward, by its name in the log",

@@ -63,6 +63,14 @@ PARAM_METADATA: dict[str, str] = {
 #: user's environment says otherwise (MLflow's defaults retry for minutes when a server is down).
 REQUEST_TIMEOUT_S = "10"
 REQUEST_RETRIES = "1"
+#: What the reader sets, unless the user's environment says otherwise: requests that give up in
+#: seconds, and a local ``mlruns/`` file store read as it was written (MLflow 3 refuses to open one
+#: unless ``MLFLOW_ALLOW_FILE_STORE`` is set, to push writers to a database; this reader only reads).
+READER_ENVIRONMENT: dict[str, str] = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": REQUEST_TIMEOUT_S,
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": REQUEST_RETRIES,
+    "MLFLOW_ALLOW_FILE_STORE": "true",
+}
 
 
 @dataclass(frozen=True)
@@ -91,11 +99,11 @@ class MlflowURI:
 
 
 @contextlib.contextmanager
-def _bounded_requests() -> Iterator[None]:
-    """Requests to a server that give up in seconds, not minutes, unless the user chose."""
-    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")}
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", REQUEST_TIMEOUT_S)
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", REQUEST_RETRIES)
+def _reader_environment() -> Iterator[None]:
+    """:data:`READER_ENVIRONMENT` while a source is read, where the user set none of it."""
+    saved = {k: os.environ.get(k) for k in READER_ENVIRONMENT}
+    for key, default in READER_ENVIRONMENT.items():
+        os.environ.setdefault(key, default)
     try:
         yield
     finally:
@@ -173,7 +181,7 @@ def run_metadata(params: Mapping[str, str], experiment: str, run_name: str, info
 def read_mlflow(source: Source, options: ReadOptions) -> list[RawRun]:
     """Every run an ``mlflow:`` source names, as raw runs (long records: one per logged value)."""
     uri = MlflowURI.parse(source.uri or "")
-    with _bounded_requests():
+    with _reader_environment():
         client = _client(uri)
         experiment = _experiment(client, uri)
         raws = []

@@ -86,6 +86,19 @@ def test_a_local_store_reads_back_what_was_logged(bundled, tmp_path):
     assert one.run_ids == ["verl_asyncRA_q3b_fsdp_base"]
 
 
+def test_a_file_store_reads_back_though_mlflow_3_refuses_one_by_default(bundled, tmp_path, monkeypatch):
+    """A ``mlruns/`` folder, as TRL and verl leave one without a server, is read as it was written:
+    MLflow 3 opens a file store only with ``MLFLOW_ALLOW_FILE_STORE``, which the reader sets.
+    """
+    store = str(tmp_path / "mlruns")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # to write it, as MLflow 2 wrote them
+    log_runs(store, bundled)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")
+    table = load_runs([f"mlflow:{store}#grpo-sweep"])
+    check_read_back(table, bundled)
+    assert "MLFLOW_ALLOW_FILE_STORE" not in os.environ  # set while reading only
+
+
 def test_a_resumed_run_and_a_nan_are_reported_not_lost(tmp_path):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=store)
