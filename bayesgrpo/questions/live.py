@@ -403,6 +403,7 @@ class LiveForecaster:
                     self.population.curve,
                     {"family": family, "task": task},
                     {name: _prior_scale(prior) for name, prior in self.population.prior_config.items()},
+                    run_bounds_from_data=from_data,
                 ),
                 extrapolation_sd=_size_slope_prior_sd(self.population),
                 prior_levels=prior_levels,

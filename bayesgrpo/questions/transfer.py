@@ -3,7 +3,10 @@
 A run described by its metadata (family, size, task, samples per step, and its initial reward
 if measured) is placed in a fitted population as the model places a fitted run
 (``model.predict.new_run_draws``): a known family by its fitted effect, a new family by a fresh
-draw from the between-family spread, an unknown one at the average family. A run on a stated
+draw from the between-family spread (for levels the fit has no family effect on, the spread the
+population's families show, ``model.predict.family_level_spreads``), an unknown one at the
+average family. A size beyond the fitted ones widens with the distance
+(``model.predict.size_effect_draws``). A run on a stated
 reward range placed in a population with fewer than two such runs (or a run normalised by its own
 range in one with fewer than two of those) gets its start and end levels from the model's priors:
 the population never learnt where such a run's levels lie (``model.predict.levels_learnt``). Its first logged
@@ -103,6 +106,8 @@ def predict_new_run(
     Returns
     -------
     TransferPrediction
+        Its table lies inside ``reward_min .. reward_max`` when the metadata state them: a score
+        on 0..1 is never predicted above 1.
 
     Raises
     ------
@@ -180,6 +185,9 @@ def predict_new_run(
         else np.asarray(steps, dtype=float)
     )
     values = reward_at(curve_draws, grid)[:, 0, :]
+    stated = stated_reward_range(metadata)
+    if stated is not None:  # a step past the horizon may carry a curve beyond a range it cannot leave
+        values = np.clip(values, *stated)
     table = pd.DataFrame({"step": grid, "mean": values.mean(axis=0)})
     for name, q in zip(quantile_columns(quantiles), np.quantile(values, quantiles, axis=0), strict=True):
         table[name] = q

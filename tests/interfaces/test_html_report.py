@@ -22,6 +22,7 @@ from bayesgrpo.interfaces.cli import main
 from bayesgrpo.interfaces.html_report import transfer_specs, write_report
 from bayesgrpo.interfaces.html_report.markup import fmt_band
 from bayesgrpo.interfaces.html_report.sections import run_anchor as _anchor
+from bayesgrpo.interfaces.html_report.sections import transfer_section
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.datasets import bundled_population
@@ -264,3 +265,23 @@ def test_a_band_far_from_zero_is_printed_with_digits_that_tell_its_ends_apart():
     median, lower, upper = (float(x) for x in text.replace("[", "").replace("]", "").replace(",", "").split())
     assert lower < median < upper  # with 3 digits: 1.1e+06 [1.1e+06, 1.11e+06]
     assert fmt_band(None, 0.1, float("nan")) == "- [0.1, -]"
+
+
+def test_a_transfer_on_the_population_s_normalisation_bounds_is_a_share_of_them(population):
+    # issue 75: a GSM8K accuracy of 1.15 [0.966, 1.24] on "-1.35 .. 1.25 (the population's
+    # normalisation bounds)": bounds read from points are no range the reward keeps to
+    model, sim = population
+    table = sim.table.select(["sim000"])
+    runs = table.runs.copy()
+    runs[["reward_min", "reward_max"]] = np.nan
+    table = RunsTable(points=table.points, runs=runs, report=table.report)
+    specs = transfer_specs([7, 400], family="qwen", task="math")
+    html = transfer_section(table, model, specs, {}, 200.0, 40, 0)
+    parsed = Page()
+    parsed.feed(html)
+    rows = parsed.tables[0][1:]
+    for row in rows:
+        assert row[-1].startswith("share of ") and "normalisation bounds" in row[-1]
+        numbers = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", row[5])]
+        assert all(0.0 <= x <= 1.0 for x in numbers), row
+    assert "share of the population's normalisation bounds" in "".join(parsed.text)

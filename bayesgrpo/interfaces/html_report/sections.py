@@ -72,6 +72,10 @@ def transfer_specs(
     return specs
 
 
+#: How :func:`transfer_bounds` names bounds that are the population's normalisation, not stated.
+POPULATION_BOUNDS = "the population's normalisation bounds"
+
+
 def transfer_bounds(
     table: RunsTable, population: RewardModel, family: str | None
 ) -> tuple[float, float, str]:
@@ -101,8 +105,7 @@ def transfer_bounds(
     return (
         float(np.median(data.lower[chosen])),
         float(np.median(data.upper[chosen])),
-        "the population's normalisation bounds"
-        + (f" of its {family} runs" if chosen.sum() < data.n_runs else ""),
+        POPULATION_BOUNDS + (f" of its {family} runs" if chosen.sum() < data.n_runs else ""),
     )
 
 
@@ -146,14 +149,20 @@ def transfer_section(
     predictions = {}
     rows = []
     bounds_used: list[tuple[float, float]] = []
+    any_share = False
     for spec in specs:
         metadata = dict(spec)
         family = fmt_text(metadata.get("family"))
+        share = False
         if fmt_text(metadata.get("reward_min")) is None or fmt_text(metadata.get("reward_max")) is None:
             low, high, where = transfer_bounds(table, population, family)
-            metadata.update(reward_min=low, reward_max=high)
+            # normalisation bounds read from logged points are no range the reward can reach:
+            # the prediction is a share of them, never a score of 1.15 on an accuracy
+            share = where.startswith(POPULATION_BOUNDS)
+            metadata.update(reward_min=0.0 if share else low, reward_max=1.0 if share else high)
         else:
-            where = "given"
+            low, high, where = float(metadata["reward_min"]), float(metadata["reward_max"]), "given"
+        any_share = any_share or share
         planned = metadata.get("total_steps")
         if planned is None or not np.isfinite(float(planned)):
             planned = (
@@ -161,7 +170,8 @@ def transfer_section(
             )
         label = str(metadata.get("run_id") or f"{family} {metadata.get('size_b')}B")
         metadata["run_id"] = label
-        bounds_used.append((float(metadata["reward_min"]), float(metadata["reward_max"])))
+        if not share:
+            bounds_used.append((low, high))
         prediction = predict_new_run(population, metadata, horizon=float(planned), random_seed=random_seed)
         predictions[label] = prediction
         final = prediction.table.iloc[-1]
@@ -183,12 +193,17 @@ def transfer_section(
                     "num",
                 ),
                 html_cell(
-                    f"{fmt_number(metadata['reward_min'])} .. {fmt_number(metadata['reward_max'])} "
-                    f"({esc(where)})"
+                    (
+                        f"share of {fmt_number(low)} .. {fmt_number(high)} (0 = its bottom, 1 = its top; "
+                        if share
+                        else f"{fmt_number(low)} .. {fmt_number(high)} ("
+                    )
+                    + f"{esc(where)})"
                 ),
             ]
         )
-    context_ids = context_runs(table, specs, bounds_used)
+    # logged runs in reward units beside predictions on a share of a range would mislead
+    context_ids = context_runs(table, specs, bounds_used) if bounds_used else []
     context = table.select(context_ids[:TRANSFER_CONTEXT_RUNS]) if context_ids else None
     figure, ax = plotting.subplots(figsize=(7.5, 3.8))
     plotting.plot_transfer(predictions, context, ax=ax)
@@ -212,6 +227,13 @@ def transfer_section(
         "grey curves are logged runs of the same family (and task and reward range, where some match), for "
         "context.</p>"
     )
+    if any_share:
+        note += (
+            '<p class="note">Where the logs state no reward range, the prediction is a share of the '
+            "population's normalisation bounds (the range read from its runs' points, not a range the "
+            "reward is known to keep to): 0 is their bottom, 1 their top. Give the runs reward_min and "
+            "reward_max for a prediction in reward units.</p>"
+        )
     return table_html + note + image
 
 
