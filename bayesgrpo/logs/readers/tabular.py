@@ -49,7 +49,8 @@ TABLE_ALIASES: dict[str, str] = {
 }
 #: Default reward columns, in order of preference (``reward/mean``, ``reward_mean`` and
 #: ``mean_reward``: what other trainers and hand-written GRPO loops name it in the tables they
-#: write, seen in public logs).
+#: write, seen in public logs; ``env/all/reward/total``: the Tinker cookbook's training reward in
+#: its ``metrics.jsonl``, whose ``test/`` twin is the evaluation reward and is not taken).
 REWARD_CANDIDATES = (
     "reward",
     "train/reward",
@@ -59,6 +60,7 @@ REWARD_CANDIDATES = (
     "reward/mean",
     "reward_mean",
     "mean_reward",
+    "env/all/reward/total",
 )
 
 

@@ -69,8 +69,9 @@ SEPARATOR = " - "
 #: W&B's band suffixes -> the suffix of the metric column they become.
 BAND_SUFFIXES: dict[str, str] = {"__MIN": "__min", "__MAX": "__max"}
 DEFAULT_X_AXIS = "Step"
-#: Default reward metrics, in order of preference.
-REWARD_CANDIDATES: tuple[str, ...] = ("train/reward", "reward", "critic/score/mean")
+#: Default reward metrics, in order of preference (``env/all/reward/total``: the Tinker
+#: cookbook's training reward).
+REWARD_CANDIDATES: tuple[str, ...] = ("train/reward", "reward", "critic/score/mean", "env/all/reward/total")
 #: Keys W&B itself adds to every run's history.
 INTERNAL_METRICS: frozenset[str] = frozenset({"_step", "_runtime", "_timestamp"})
 #: Metric names as TRL (through transformers' W&B callback, which prefixes ``train/``) and verl

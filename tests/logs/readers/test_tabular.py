@@ -8,6 +8,7 @@ bugs that were found and fixed.
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -533,3 +534,17 @@ def test_hand_written_loops_reward_columns_are_read_by_default(tmp_path, column)
     table = bayesgrpo.load_runs(path, warn=False)
     assert table.runs.loc[0, "reward_key"] == column
     np.testing.assert_allclose(table.points["reward"], [0.1, 0.2, 0.4])
+
+
+def test_tinker_cookbook_metrics_take_the_training_reward_not_the_test_one(tmp_path):
+    # the Tinker cookbook's metrics.jsonl (public runs): the evaluation reward sits beside it
+    lines = [
+        {"step": 0, "env/all/reward/total": 0.57, "test/env/all/reward/total": 0.9, "optim/entropy": 0.5},
+        {"step": 1, "env/all/reward/total": 0.58, "optim/entropy": 0.4},
+        {"step": 2, "env/all/reward/total": 0.67, "optim/entropy": 0.5},
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    table = bayesgrpo.load_runs(path, warn=False)
+    assert table.runs.loc[0, "reward_key"] == "env/all/reward/total"
+    np.testing.assert_allclose(table.points["reward"], [0.57, 0.58, 0.67])
