@@ -26,6 +26,7 @@ from bayesgrpo.logs.writers.notebook import (
     html_output,
     notebook,
     progress_html,
+    stream_output,
     text_to_html_table,
     training_cell,
     write_notebook,
@@ -456,3 +457,29 @@ def test_transformers_title_cased_headers_are_read_as_trl_names(tmp_path):
     table = bayesgrpo.load_runs(path, warn=False)
     np.testing.assert_allclose(table.points["reward"], [0.5, 1.0, 1.5])
     assert {"reward_std", "frac_reward_zero_std", "completion_length", "loss"} <= set(table.points.columns)
+
+
+def test_console_dicts_in_a_cells_stream_output_are_the_run(tmp_path):
+    # newer TRL prints its log dicts, values quoted, into the cell's output instead of a progress
+    # table (huggingface/trl's own example notebooks): they were refused as "no progress table"
+    rewards = ["0.06", "0.12", "0.165", "0.12", "0.225"]
+    text = "".join(
+        f"{{'loss': '0.01', 'learning_rate': '1e-05', 'reward': '{r}', 'epoch': '{(i + 1) / 4}'}}\n"
+        for i, r in enumerate(rewards)
+    )
+    code = "config = GRPOConfig(max_steps=20, num_generations=4)\ntrainer.train()"
+    path = _write(tmp_path, [code_cell(code, [stream_output("Loading...\n"), stream_output(text, "stdout")])])
+    table = quiet_load(path)
+    np.testing.assert_allclose(table.points["reward"], [float(r) for r in rewards])
+    assert table.points["step"].tolist() == [1, 2, 3, 4, 5]
+    assert table.runs.loc[0, "format"] == "notebook"
+    assert table.runs.loc[0, "total_steps"] == 20 and table.runs.loc[0, "group_size"] == 4
+    assert kinds(table)["console_dicts"] == ("info", 5)
+
+
+def test_a_progress_table_wins_over_console_dicts(tmp_path):
+    html = progress_html(grpo_rows(4), max_steps=4)
+    stray = stream_output("{'loss': '0.5', 'reward': '9.0', 'epoch': '1'}\n", "stdout")
+    path = _write(tmp_path, [code_cell("trainer.train()", [stray, html_output(html)])])
+    table = quiet_load(path)
+    assert table.points["step"].tolist() == [1, 2, 3, 4] and 9.0 not in table.points["reward"].tolist()

@@ -243,6 +243,31 @@ def find_tables(cells: list[dict[str, Any]]) -> list[ProgressTable]:
     return tables
 
 
+def stream_lines(cells: list[dict[str, Any]]) -> tuple[list[tuple[int, str, bool]], list[str]]:
+    """The lines of every code cell's stream outputs, numbered in output order, and the cells' code.
+
+    Newer TRL prints its console dicts (``{'loss': '0.1', 'reward': '0.3', ...}``) into a cell's
+    stream output rather than a progress table; these lines are read as a console log.
+
+    Returns
+    -------
+    (lines, sources)
+        ``(number, text, ended with a line end)`` for each line, and the code of each code cell.
+    """
+    lines: list[tuple[int, str, bool]] = []
+    sources: list[str] = []
+    for cell in cells:
+        if cell.get("cell_type") != "code":
+            continue
+        sources.append(_text(cell.get("source", cell.get("input"))))
+        for output in cell.get("outputs") or []:
+            if isinstance(output, dict) and output.get("output_type") == "stream":
+                text = _text(output.get("text"))
+                for part in text.splitlines(keepends=True):
+                    lines.append((len(lines) + 1, part.rstrip("\n"), part.endswith("\n")))
+    return lines, sources
+
+
 def _train_output(output: dict[str, Any]) -> dict[str, Any]:
     """The metrics of ``trainer.train()``'s returned ``TrainOutput``, shown as the cell's result."""
     data = output.get("data")

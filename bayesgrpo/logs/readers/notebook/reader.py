@@ -23,11 +23,14 @@ from bayesgrpo.logs.readers.notebook.cells import (
     find_tables,
     load_notebook,
     notebook_cells,
+    stream_lines,
 )
+from bayesgrpo.logs.readers.notebook.code import code_metadata
 from bayesgrpo.logs.readers.trl.columns import (
     ColumnStore,
     trl_run,
 )
+from bayesgrpo.logs.readers.trl.console import find_dict, read_console_lines
 from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
 
 if TYPE_CHECKING:
@@ -143,7 +146,13 @@ def read_notebook(source: Source, options: ReadOptions) -> list[RawRun]:
     """
     path = source.paths[0]
     label = str(path)
-    table, issues = _last_complete_table(notebook_cells(load_notebook(path), path), path, label)
+    cells = notebook_cells(load_notebook(path), path)
+    tables = find_tables(cells)
+    if not any(t.is_step_table for t in tables):
+        from_streams = _console_dicts(source, options, cells)
+        if from_streams is not None:
+            return from_streams
+    table, issues = _last_complete_table(tables, cells, path, label)
     where_table = f"cell {table.cell}"
     rows = _table_rows(table, path, where_table, options.strict)
     issues.extend(_row_issues(table, rows, path, where_table, options.strict))
@@ -217,11 +226,46 @@ def _metadata(
     return metadata, count
 
 
+def _console_dicts(source: Source, options: ReadOptions, cells: list[dict[str, Any]]) -> list[RawRun] | None:
+    """The run of the trainer's console dicts printed in the cells' stream outputs, if any.
+
+    Newer TRL prints ``{'loss': '0.1', 'reward': '0.3', ...}`` lines into a cell's output where a
+    progress table used to be; they are read as a console log (:func:`read_console_lines`), the
+    metadata the notebook's code states added.
+    """
+    lines, sources = stream_lines(cells)
+    if not any(find_dict(text) for _, text, _ in lines):
+        return None
+    try:
+        runs = read_console_lines(source, options, lines, location_label="stream line")
+    except EmptyLogError:
+        return None
+    label = str(source.paths[0])
+    for run in runs:
+        from_code = {k: v for k, v in code_metadata(sources).items() if k not in run.metadata}
+        run.metadata.update(from_code)
+        run.issues.append(
+            ReadIssue(
+                label,
+                "console_dicts",
+                "info",
+                len(run.records),
+                (),
+                "no progress table: read the trainer's console dicts printed in the cells' outputs"
+                + (
+                    f"; from the notebook's code: {', '.join(f'{k}={v!r}' for k, v in from_code.items())}"
+                    if from_code
+                    else ""
+                ),
+            )
+        )
+    return runs
+
+
 def _last_complete_table(
-    cells: list[dict[str, Any]], path: Path, label: str
+    tables: list[ProgressTable], cells: list[dict[str, Any]], path: Path, label: str
 ) -> tuple[ProgressTable, list[ReadIssue]]:
     """The notebook's last complete progress table, and a note on the others it holds."""
-    tables = find_tables(cells)
     if not tables:
         n_outputs = sum(len(c.get("outputs") or []) for c in cells if isinstance(c.get("outputs"), list))
         raise EmptyLogError(

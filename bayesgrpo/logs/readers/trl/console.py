@@ -265,6 +265,34 @@ def read_trl_console(source: Source, options: ReadOptions) -> list[RawRun]:
     MalformedRecordError
         With ``options.strict``, at the first dict-looking line that does not parse.
     """
+    return read_console_lines(source, options, _iter_lines(source.paths[0]))
+
+
+def read_console_lines(
+    source: Source,
+    options: ReadOptions,
+    lines: Iterable[tuple[int, str, bool]],
+    location_label: str = "line",
+) -> list[RawRun]:
+    """Read console dict lines, however they were captured, into one raw run.
+
+    The work of :func:`read_trl_console`, on lines from anywhere: a log file, or the stream
+    outputs of a notebook's cells (where newer TRL prints its console dicts instead of a table).
+
+    Parameters
+    ----------
+    source : Source
+    options : ReadOptions
+    lines : iterable of (int, str, bool)
+        Each line's number, its text without the line end, and whether it ended with one.
+    location_label : str
+        How a line number is named in the report (``"line"``, ``"stream line"``).
+
+    Returns
+    -------
+    list of RawRun
+        One run.
+    """
     path = source.paths[0]
     label = str(path)
     logging_steps = options.logging_steps if options.logging_steps is not None else 1
@@ -272,7 +300,7 @@ def read_trl_console(source: Source, options: ReadOptions) -> list[RawRun]:
         raise LogReadError(f"logging_steps must be a whole number >= 1, got {logging_steps!r}", path)
     state = _ConsoleState()
     lines_seen = 0
-    for number, line, ended in _iter_lines(path):
+    for number, line, ended in lines:
         lines_seen += 1
         for segment in line.split("\r"):
             state.banner.feed(segment, number)
@@ -290,7 +318,7 @@ def read_trl_console(source: Source, options: ReadOptions) -> list[RawRun]:
                         f"dict line does not parse as a Python literal: {candidate[:80]!r}"
                         + ("" if ended else " (the file ends mid-line)"),
                         path,
-                        f"line {number}",
+                        f"{location_label} {number}",
                     )
                 (state.bad if ended else state.truncated).append(number)
                 continue
@@ -306,7 +334,7 @@ def read_trl_console(source: Source, options: ReadOptions) -> list[RawRun]:
             + (f"; {len(state.summaries)} summary dict(s) only" if state.summaries else ""),
             path,
         )
-    issues = _console_issues(state, label, logging_steps, options.logging_steps is None)
+    issues = _console_issues(state, label, logging_steps, options.logging_steps is None, location_label)
     metadata = banner_metadata(state.banner)
     metadata.update(state.summary)
     if options.logging_steps is not None:
@@ -328,13 +356,15 @@ def read_trl_console(source: Source, options: ReadOptions) -> list[RawRun]:
             dropped,
             issues,
             metadata,
-            location_label="line",
+            location_label=location_label,
             text_values=text_values,
         )
     ]
 
 
-def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assumed: bool) -> list[ReadIssue]:
+def _console_issues(
+    state: _ConsoleState, label: str, logging_steps: int, assumed: bool, location_label: str = "line"
+) -> list[ReadIssue]:
     """The console reader's report: one entry per kind of damage or repair the scan met.
 
     One function on purpose: a flat list of independent report entries, one block each.
@@ -347,7 +377,7 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
                 "bad_line",
                 "dropped",
                 len(state.bad),
-                locations("line", state.bad),
+                locations(location_label, state.bad),
                 "trainer dict line(s) that do not parse as a Python literal (garbled or cut); dropped",
             )
         )
@@ -358,7 +388,7 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
                 "truncated",
                 "dropped",
                 len(state.truncated),
-                locations("line", state.truncated),
+                locations(location_label, state.truncated),
                 "the file ends in the middle of a dict line (still being written?); the partial "
                 "line was dropped",
             )
@@ -396,7 +426,7 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
                 "summary_row",
                 "info",
                 len(state.summaries),
-                locations("line", state.summaries),
+                locations(location_label, state.summaries),
                 "end-of-training summary dict (train_runtime, train_loss...) read into the run's metadata",
             )
         )
@@ -407,7 +437,7 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
                 "other_dict",
                 "info",
                 len(state.other_dicts),
-                locations("line", state.other_dicts),
+                locations(location_label, state.other_dicts),
                 "printed dicts that are not trainer logs (no loss/epoch/eval_ keys); not read",
             )
         )
@@ -435,7 +465,7 @@ def _console_issues(state: _ConsoleState, label: str, logging_steps: int, assume
                 "format); trainer_state.json has them in full",
             )
         )
-    nan_issue = state.store.nan_issue(label, "line")
+    nan_issue = state.store.nan_issue(label, location_label)
     if nan_issue is not None:
         issues.append(nan_issue)
     return issues
