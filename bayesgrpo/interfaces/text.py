@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import math
 
+#: Why a run with no horizon (none given, no ``total_steps`` in its logs) gets no answer about its
+#: end: ``stop``, ``forecast``, ``report`` and ``watch`` say it of such a run and answer the others.
+NO_HORIZON = "no --horizon given and its logs state no total_steps: give --horizon"
+
 
 def distinguishing_digits(*values: float, least: int = 3, most: int = 10) -> int:
     """The fewest significant digits, at least ``least``, that print different ``values``

@@ -81,7 +81,7 @@ def _write_simulated_runs(folder: Path) -> Path:
     logs.mkdir()
     for run_id, frame in sim.table.points.groupby("run_id"):
         frame[["step", "reward"]].to_csv(logs / f"{run_id}.csv", index=False)
-    sim.table.runs[["run_id", "family", "size_b", "reward_min", "reward_max"]].to_csv(
+    sim.table.runs[["run_id", "family", "size_b", "reward_min", "reward_max", "total_steps"]].to_csv(
         folder / "meta.csv", index=False
     )
     return folder
@@ -366,7 +366,10 @@ def test_stop_refuses_a_horizon_the_run_has_passed(tmp_path):
 
 def test_forecast_of_plain_csvs_without_metadata_prints_every_run(tmp_path, capsys, mocked):
     folder = _write_simulated_runs(tmp_path)  # the metadata file is not passed: no family, no size
-    code = main(["forecast", str(folder / "logs"), "--output", str(tmp_path / "out"), "--no-figure"])
+    common = ["forecast", str(folder / "logs"), "--output", str(tmp_path / "out"), "--no-figure"]
+    with pytest.raises(SystemExit, match="give --horizon"):  # no run states its end: none to forecast
+        main(common)
+    code = main([*common, "--horizon", "60"])
     assert code == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("sim")]
@@ -374,6 +377,24 @@ def test_forecast_of_plain_csvs_without_metadata_prints_every_run(tmp_path, caps
     final = pd.read_csv(tmp_path / "out" / "final_reward.csv")
     assert len(final) == 3 and final["q50"].notna().all()
     assert "reward at horizon [90% predictive]" in out and "families: none stated" in out
+
+
+def test_forecast_answers_each_run_with_a_horizon_and_says_why_not_of_the_others(tmp_path, capsys, mocked):
+    # issue 75: a run with no horizon got its last logged point as its "final" forecast
+    folder = _write_simulated_runs(tmp_path)
+    meta = pd.read_csv(folder / "meta.csv")
+    meta.loc[meta["run_id"] == "sim001", "total_steps"] = np.nan
+    meta.to_csv(folder / "meta.csv", index=False)
+    common = ["forecast", str(folder / "logs"), "--metadata", str(folder / "meta.csv"), "--no-figure"]
+    assert main([*common, "--output", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "sim001: no answer: no --horizon given and its logs state no total_steps: give --horizon" in out
+    final = pd.read_csv(tmp_path / "out" / "final_reward.csv")
+    assert sorted(final["run_id"]) == ["sim000", "sim002"] and (final["horizon_step"] == 60).all()
+    assert main([*common, "--output", str(tmp_path / "o"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [row["run_id"] for row in data["no_answer"]] == ["sim001"]
+    assert sorted(row["run_id"] for row in data["final_reward"]) == ["sim000", "sim002"]
 
 
 def test_forecast_takes_a_horizon_and_names_its_band(tmp_path, capsys, mocked):

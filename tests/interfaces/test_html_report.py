@@ -183,10 +183,23 @@ def test_diagnostics_lists_findings_with_their_evidence(population, tmp_path):
     assert len(parsed.images) == 1 + 1 + 1 + 2 + 1  # no transfer; per-run figure without history
 
 
-def test_a_run_past_its_horizon_is_an_error(population, tmp_path):
+def test_a_run_with_no_horizon_or_past_it_gets_no_answer_and_the_others_do(population, tmp_path):
+    # issue 75: a run with no horizon was told STOP with probability 1, "no steps remain before
+    # the horizon" (its last logged step); a run past its horizon ended the report
     model, sim = population
-    with pytest.raises(BayesGRPOError, match="past its horizon"):
-        write_report(sim.table.select(["sim000"]), tmp_path / "r.html", population=model, horizon=50)
+    table = sim.table.select(["sim000", "sim001", "sim002"])
+    runs = table.runs.copy()
+    runs.loc[runs["run_id"] == "sim001", "total_steps"] = np.nan
+    table = RunsTable(points=table.points, runs=runs, report=table.report)
+    path = write_report(
+        table, tmp_path / "r.html", population=model, horizon={"sim002": 50.0}, history_points=2
+    )
+    summary = _parse(path).tables[0]
+    rows = {row[0]: dict(zip(summary[0], row, strict=True)) for row in summary[1:]}
+    assert rows["sim000"]["decision"] in {"stop", "continue", "undecided"}
+    for run_id, why in (("sim001", "give --horizon"), ("sim002", "past the horizon 50")):
+        assert rows[run_id]["decision"] == "no answer" and why in rows[run_id]["reason"]
+        assert rows[run_id]["probability"] == "-" and rows[run_id]["step / horizon"].endswith("/ -")
 
 
 def test_a_run_that_has_left_its_forecast_says_so_in_its_row(tmp_path):

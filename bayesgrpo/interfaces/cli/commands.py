@@ -17,7 +17,7 @@ from typing import Any
 
 from bayesgrpo._text import csv_safe, printable
 from bayesgrpo.interfaces.logs_input import read_logs, report_lines
-from bayesgrpo.interfaces.text import format_interval
+from bayesgrpo.interfaces.text import NO_HORIZON, format_interval
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
@@ -186,6 +186,11 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         fitted_on = cut_table(table, args.cut)
         if horizon is None:  # forecast the run's real end, to compare with what it did
             horizon = {row.run_id: float(row.last_step) for row in summary.itertuples()}
+    # a run with no horizon is fitted with the others (it informs them) but has no reward at its
+    # horizon to forecast: its last logged step is no end it was planned to reach
+    unanswered = _no_horizon_runs(table) if horizon is None else {}
+    if len(unanswered) == len(table.run_ids):
+        raise SystemExit("; ".join(f"run {printable(run_id)!r}: {why}" for run_id, why in unanswered.items()))
     if not args.json:
         _print_fit_plan(args, table, summary)
     from bayesgrpo.errors import FitWarning
@@ -203,12 +208,17 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             progressbar=not args.json and not args.quiet,
         )
     final = _final_rewards(args, model, table, summary, fitted_on)
+    final = final[~final["run_id"].isin(list(unanswered))].reset_index(drop=True)
     written = _write_forecast(args, model, final, table)
     if args.json:
         import numpy as np
 
         json.dump(
-            {"final_reward": final.replace({np.nan: None}).to_dict("records"), "fit": model.fit_summary()},
+            {
+                "final_reward": final.replace({np.nan: None}).to_dict("records"),
+                "no_answer": [{"run_id": run_id, "reason": why} for run_id, why in unanswered.items()],
+                "fit": model.fit_summary(),
+            },
             sys.stdout,
             indent=2,
             default=str,
@@ -216,6 +226,8 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return EXIT_OK
     _print_final_rewards(args, final)
+    for run_id, why in unanswered.items():
+        _say(f"{run_id}: no answer: {why}")
     print()
     diagnostics = model.diagnostics
     assert diagnostics is not None  # set by the fit above
@@ -413,6 +425,21 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
             f"reward range) >= {args.stop_prob:g}; {int((final['stop_at_cut'] == 'stop').sum())} of "
             f"{len(final)} runs would stop at the cut."
         )
+
+
+def _no_horizon_runs(table: Any) -> dict[str, str]:
+    """Why each run whose logs state no ``total_steps`` gets no forecast of its end (no
+    ``--horizon`` given): ``run_id -> why``.
+    """
+    import pandas as pd
+
+    planned = table.runs.set_index("run_id").get("total_steps")
+    out = {}
+    for run_id in table.run_ids:
+        value = pd.to_numeric(planned, errors="coerce").get(run_id) if planned is not None else None
+        if value is None or pd.isna(value) or float(value) <= 0:
+            out[run_id] = NO_HORIZON
+    return out
 
 
 def _stop_horizons(

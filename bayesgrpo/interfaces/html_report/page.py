@@ -20,7 +20,13 @@ from bayesgrpo.interfaces import plotting
 from bayesgrpo.interfaces.fleet import FleetSettings, fleet_sources
 from bayesgrpo.interfaces.html_report.fleet import write_fleet_report
 from bayesgrpo.interfaces.html_report.markup import CSS, esc, img_tag
-from bayesgrpo.interfaces.html_report.runs import ReportRun, planned_horizons, run_rows, split_by_run
+from bayesgrpo.interfaces.html_report.runs import (
+    NO_ANSWER,
+    ReportRun,
+    planned_horizons,
+    run_rows,
+    split_by_run,
+)
 from bayesgrpo.interfaces.html_report.sections import (
     T80_FRACTIONS,
     diagnostics_section,
@@ -99,8 +105,8 @@ def write_report(
     diagnose : bool
         Add the diagnostics section (``bayesgrpo.questions.diagnostics.diagnose``).
     horizon : float or mapping run_id -> step, optional
-        The step each run is planned to end at (default: its ``total_steps``, else its last
-        logged step).
+        The step each run is planned to end at (default: its ``total_steps``; a run with neither
+        is forecast to its last logged step and gets no decision: "give --horizon").
     history_points : int
         Cuts of each run's stop-probability history (0: no history figures).
     title : str
@@ -116,12 +122,13 @@ def write_report(
     Raises
     ------
     BayesGRPOError
-        No runs, a run past its horizon, or a population that cannot be conditioned on.
+        No runs, or a population that cannot be conditioned on. A run with no horizon (none
+        given, no ``total_steps``) or past it gets a row that says why it has no decision.
     """
     if len(table.run_ids) == 0:
         raise BayesGRPOError("the table holds no runs: nothing to report")
     rule = default_rule() if rule is None else rule
-    horizons = planned_horizons(table, horizon)
+    horizons, unanswered = planned_horizons(table, horizon)
     forecasts = _forecasts(table, population, fit_kwargs, horizons, history_points, random_seed)
     rows = run_rows(
         table,
@@ -131,6 +138,7 @@ def write_report(
         forecasts.pareto,
         forecasts.methods,
         forecasts.departures,
+        unanswered,
     )
     sections = [
         f"<h2>Runs</h2>{summary_table(rows, rule)}",
@@ -281,7 +289,8 @@ def _per_run_section(
         )
         plotting.plot_fan(forecasts.draws[r.run_id], r.run_id, observed=table, step_now=r.step, ax=axes[0, 0])
         axes[0, 0].legend(fontsize=6, frameon=False)
-        if history_points > 0 and forecasts.live is not None:  # live is None only without history
+        # live is None only without history; a run with no horizon has no rule's history to show
+        if history_points > 0 and forecasts.live is not None and r.decision != NO_ANSWER:
             history = stop_history(
                 forecasts.live, table.select([r.run_id]), history_points, rule, horizon=horizons[r.run_id]
             )

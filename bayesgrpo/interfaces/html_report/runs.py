@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
-from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.html_report.markup import fmt_text
+from bayesgrpo.interfaces.text import NO_HORIZON
 from bayesgrpo.model.draws import band_draws
 from bayesgrpo.questions.history import run_horizon
 from bayesgrpo.questions.stopping import CurveDraws, phase
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
 
 #: Logged rewards averaged into a run's "reward now".
 RECENT_POINTS = 5
+#: The decision of a run that gets none (no horizon, or past it).
+NO_ANSWER = "no answer"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ class ReportRun:
     final_median, final_lower, final_upper : float
         The reward at the horizon: median and 90% interval of ``band``.
     decision : str
+        ``stop``, ``continue``, ``undecided``, or :data:`NO_ANSWER` (no horizon: ``reason`` says
+        why, and the reward at the horizon and ``probability`` are NaN).
     probability : float
         The rule's probability (``P(gain < eps)`` for a plateau rule).
     reason : str
@@ -78,24 +84,50 @@ class ReportRun:
     departure_note: str = ""
 
 
-def planned_horizons(table: RunsTable, horizon: float | Mapping[str, float] | None) -> dict[str, float]:
-    """Each run's horizon: ``horizon`` (one for all, or per run), else its ``total_steps``, else
-    its last logged step; never before its last logged step.
+def planned_horizons(
+    table: RunsTable, horizon: float | Mapping[str, float] | None
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Each run's horizon, and why each run that gets no stop advice gets none.
+
+    A run's horizon is ``horizon`` (one for all, or per run), else its ``total_steps``. A run
+    with neither, or already past it, is forecast up to its last logged step, and gets no
+    decision: a stop rule weighs the gain left before the horizon, and without one any answer
+    would be made up (as ``bayesgrpo stop`` says: "give --horizon").
+
+    Returns
+    -------
+    horizons : dict
+        ``run_id -> step`` for every run (its last logged step where it has no usable horizon).
+    unanswered : dict
+        ``run_id -> why`` for the runs that get no decision.
     """
-    out = {}
+    out: dict[str, float] = {}
+    unanswered: dict[str, str] = {}
     for run_id in table.run_ids:
         one = table.select([run_id])
         given = horizon.get(run_id) if isinstance(horizon, Mapping) else horizon
-        value = run_horizon(one, None if given is None else float(given))
         finite = one.points[np.isfinite(one.points["reward"].to_numpy(dtype=float))]
         last = float(finite["step"].max())
-        if value < last:
-            raise BayesGRPOError(
-                f"run {run_id!r} is already at step {last:g}, past its horizon {value:g}; pass a later "
-                "horizon"
-            )
-        out[run_id] = value
-    return out
+        planned = run_horizon(one, None if given is None else float(given))
+        stated = given is not None or _states_total_steps(one)
+        why = (
+            NO_HORIZON
+            if not stated
+            else (f"already at step {last:.0f}, past the horizon {planned:g}" if planned < last else None)
+        )
+        if why is not None:
+            unanswered[run_id] = why
+            planned = max(planned, last)
+        out[run_id] = planned
+    return out, unanswered
+
+
+def _states_total_steps(run: RunsTable) -> bool:
+    """Whether a run's metadata state its planned total steps."""
+    if "total_steps" not in run.runs:
+        return False
+    value = pd.to_numeric(run.runs["total_steps"], errors="coerce").iloc[0]
+    return bool(pd.notna(value) and float(value) > 0)
 
 
 def recent_reward(table: RunsTable) -> dict[str, float]:
@@ -116,10 +148,13 @@ def run_rows(
     pareto: Mapping[str, float],
     methods: Mapping[str, str] | None = None,
     departures: Mapping[str, str] | None = None,
+    unanswered: Mapping[str, str] | None = None,
 ) -> list[ReportRun]:
     """One :class:`ReportRun` per run from its curve draws (one run each); the final reward's
     interval is the predictive band where the draws carry the noise, else the curve's.
     ``departures``: the note of each run whose latest points had left its live update's band.
+    ``unanswered``: why each run with no usable horizon gets no decision
+    (:func:`planned_horizons`): its row says so, with no reward at a horizon and no probability.
     """
     recent = recent_reward(table)
     meta = table.runs.set_index("run_id")
@@ -131,7 +166,14 @@ def run_rows(
         band = "predictive" if cd.has_noise else "curve"
         final = band_draws(cd, [horizon], band, 0)[:, 0, 0]
         low, median, high = np.quantile(final, [0.05, 0.5, 0.95])
-        decision = rule.decide(cd, steps[run_id], horizon)[0]
+        why = (unanswered or {}).get(run_id)
+        decision = (
+            rule.decide(cd, steps[run_id], horizon)[0]
+            if why is None
+            else SimpleNamespace(decision=NO_ANSWER, probability=float("nan"), reason=why)
+        )
+        if why is not None:
+            horizon, low, median, high = (float("nan"),) * 4
         phases = phase(cd, steps[run_id]).iloc[0]
         rows.append(
             ReportRun(

@@ -18,6 +18,7 @@ from bayesgrpo.errors import (
     BayesGRPOError,
 )
 from bayesgrpo.interfaces.fleet import Engine, Population, open_engine
+from bayesgrpo.interfaces.text import NO_HORIZON
 from bayesgrpo.interfaces.watch.follow import LogFollower, ReadSettings, WatchTarget, short_error
 from bayesgrpo.logs.readers.load import MLFLOW_SCHEME
 from bayesgrpo.logs.table import RunsTable
@@ -400,7 +401,7 @@ def compute_status(
         return RunStatus(
             **base,
             state="no_horizon",
-            reason="no horizon: pass --horizon (the log states no total steps)",
+            reason=NO_HORIZON,
         )
     step = float(base["step"])
     if step > horizon:
