@@ -76,7 +76,12 @@ def run_facts(points: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             "size": facts["size_b"].astype(float).map(_size_class),
             "size_b": facts["size_b"].astype(float),
             "algorithm": facts["algorithm"].fillna("").astype(str).map(_algorithm_class),
-            "task": facts["task"].fillna("not stated").replace("", "not stated").astype(str),
+            "task": facts["task"]
+            .fillna("")
+            .astype(str)
+            .str.strip()
+            .str.lower()
+            .replace({"": "not stated", "?": "not stated"}),
             "format": facts["format"].fillna("").astype(str),
             "licence": facts["licence"].fillna("none stated").astype(str),
             "stated range": stated.map({True: "stated (a score)", False: "not stated"}),

@@ -9,7 +9,8 @@ bundled runs (``data/runs.csv``), and writes ``benchmarks/corpus/manifest.csv``:
 - a run committed twice (the same points) is kept once: the bundled copy if there is one, else
   the one of the oldest commit; a run that is the start of a longer one in the same repository
   (the same first 20 points: a notebook committed mid-run, then at the end) is kept at its
-  longest;
+  longest; a run saved in one repository both rounded (a notebook table, console dicts) and in
+  full (``trainer_state.json``) is kept in full (:func:`near_copies`);
 - runs with fewer than :data:`MIN_POINTS` points or a constant reward are left out;
 - the source is the repository, or the recipe of a monorepo (:data:`MONOREPOS`);
 - the licence is read from the repository's licence file at the pinned commit.
@@ -179,6 +180,42 @@ def _fingerprint(points: pd.DataFrame) -> str:
     return points_fingerprint(points["step"].to_numpy(), points["reward"].to_numpy(dtype=float))
 
 
+#: Formats that print rounded values (a notebook table, console dicts): another copy of the run in
+#: one of the others is kept instead.
+_ROUNDED_FORMATS = ("notebook", "trl-console")
+_SUMMARY = ("reward_first", "reward_last", "reward_lo", "reward_hi")
+
+
+def near_copies(found: pd.DataFrame, tolerance: float = 1e-4) -> pd.Series:
+    """Runs that repeat another run of their repository at another precision.
+
+    A notebook's table rounds to 6 decimals and console dicts to 4 significant digits, so the same
+    run saved in full by ``trainer_state.json`` has another fingerprint. Within a repository, a run
+    with the same number of points, the same first and last step, and its first, last, lowest and
+    highest reward within ``tolerance`` of the reward range of another is a copy; the copy of a
+    format that does not round is kept.
+
+    Returns
+    -------
+    Series of bool
+        True for each row to drop.
+    """
+    rounded = found["format"].isin(_ROUNDED_FORMATS)
+    order = found.assign(_rounded=rounded).sort_values("_rounded", kind="stable")
+    drop = pd.Series(False, index=found.index)
+    keys = ["repo", "n_points", "first_step", "last_step"]
+    for _, group in order.groupby(keys, sort=False):
+        kept: list[np.ndarray] = []
+        for index, row in group.iterrows():
+            summary = row[list(_SUMMARY)].to_numpy(dtype=float)
+            scale = max(float(summary[3] - summary[2]), 1e-9)
+            if any(np.all(np.abs(summary - other) <= tolerance * scale) for other in kept):
+                drop[index] = True
+            else:
+                kept.append(summary)
+    return drop
+
+
 def select(scans: Path, mirrors: Path, data_dir: Path) -> pd.DataFrame:
     """The manifest rows: bundled runs first, then one copy of each scanned run."""
     excluded = excluded_repositories()
@@ -198,6 +235,7 @@ def select(scans: Path, mirrors: Path, data_dir: Path) -> pd.DataFrame:
     found = found.sort_values(["n_points", "commit_time"], ascending=[False, True])
     # (the shared start only within a repository: unrelated runs can share a flat start)
     found = found.drop_duplicates("fingerprint").drop_duplicates(["repo", "head_fingerprint"])
+    found = found[~near_copies(found)]
     found = found.sort_values(["repo", "path", "commit_time"])
     reviewed = reviewed_sources()
     rows = []

@@ -304,8 +304,9 @@ def _blob_contents(mirror: Path, shas: list[str]) -> Iterator[tuple[str, bytes |
         process.wait()
 
 
-#: What a notebook must hold to have a reward column in a progress table (its HTML, escaped in JSON).
-_NOTEBOOK_TABLE = re.compile(rb"<th>\s*[\w/ ]*reward", re.IGNORECASE)
+#: What a notebook must hold to have a reward column in a progress table (its HTML, escaped in JSON),
+#: or a reward in the trainer's console dicts printed into a cell's output (newer TRL).
+_NOTEBOOK_TABLE = re.compile(rb"<th>\s*[\w/ ]*reward|\{'loss': [^}]{0,400}'reward'", re.IGNORECASE)
 
 
 def mlflow_run_folders(mirror: Path, listing: list[tuple[str, str]]) -> list[tuple[str, str, int]]:
@@ -343,22 +344,29 @@ def mlflow_run_folders(mirror: Path, listing: list[tuple[str, str]]) -> list[tup
     return versions
 
 
-def scan_mirror(mirror: Path, skip: frozenset[str] | set[str] = frozenset()) -> Iterator[dict[str, object]]:
+def scan_mirror(
+    mirror: Path, skip: frozenset[str] | set[str] = frozenset(), only: set[str] | None = None
+) -> Iterator[dict[str, object]]:
     """One dict per run found in the mirror's history (and one per blob a reader refused).
 
-    Blobs (and MLflow run folders' trees) in ``skip`` (already scanned) are passed over.
+    Blobs (and MLflow run folders' trees) in ``skip`` (already scanned) are passed over; with
+    ``only``, every blob outside it too.
     """
     repository = _repository_name(mirror)
     listing = object_listing(mirror)
     for tree, path, size in mlflow_run_folders(mirror, listing):
-        if tree in skip:
+        if tree in skip or (only is not None and tree not in only):
             continue
         commit = commit_holding(mirror, tree, path)
         if commit is None:
             continue
         for row in read_mlflow_runs(mirror, commit, path, tree):
             yield {"repo": repository, "commit": commit, "path": path, "blob": tree, "bytes": size} | row
-    blobs = [(sha, path, size) for sha, path, size in candidate_blobs(mirror, listing) if sha not in skip]
+    blobs = [
+        (sha, path, size)
+        for sha, path, size in candidate_blobs(mirror, listing)
+        if sha not in skip and (only is None or sha in only)
+    ]
     holders: dict[tuple[str, str], str] | None = None
     paths = {sha: (path, size) for sha, path, size in blobs}
     for sha, content in _blob_contents(mirror, [sha for sha, _, _ in blobs]):
@@ -382,7 +390,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mirrors", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--retry",
+        action="store_true",
+        help="read again, with the readers as they are now, the blobs a reader refused in any scan "
+        "file beside --out and the notebooks with console dicts (after a reader fix); new rows go to --out",
+    )
     args = parser.parse_args()
+    if args.retry:
+        retry(args.mirrors, args.out)
+        return
     done: set[str] = set()
     seen_blobs: dict[str, set[str]] = {}
     if args.out.exists():
@@ -408,6 +425,32 @@ def main() -> None:
             out.write(json.dumps({"repo": repository, "scanned": True, "runs": found}) + "\n")
             out.flush()
             print(f"{repository}: {found} runs", file=sys.stderr)
+
+
+def retry(mirrors: list[Path], out: Path) -> None:
+    """Read again the blobs readers refused, and notebooks the older scanner passed over."""
+    refused: dict[str, set[str]] = {}
+    read: set[str] = set()
+    for file in sorted(out.parent.glob("scan*.jsonl")):
+        for line in file.read_text().splitlines():
+            row = json.loads(line)
+            if "error" in row and not str(row["error"]).startswith("UnknownFormatError"):
+                refused.setdefault(row["repo"], set()).add(row["blob"])
+            elif "run_id" in row:
+                read.add(row["blob"])
+    with out.open("a") as handle:
+        for mirror in mirrors:
+            repository = _repository_name(mirror)
+            listing = object_listing(mirror)
+            notebooks = {sha for sha, path in listing if path.lower().endswith(".ipynb")}
+            only = (refused.get(repository, set()) | notebooks) - read
+            found = 0
+            for row in scan_mirror(mirror, only=only):
+                if "run_id" in row:
+                    handle.write(json.dumps(row) + "\n")
+                    found += 1
+            handle.flush()
+            print(f"{repository}: {found} runs read on retry", file=sys.stderr)
 
 
 if __name__ == "__main__":
