@@ -42,12 +42,13 @@ def repair_summary(report: Any) -> str | None:
     )
 
 
-def read_logs(args: argparse.Namespace, paths: Any = None) -> Any:
+def read_logs(args: argparse.Namespace, paths: Any = None, *, skip_unreadable: bool = False) -> Any:
     """``load_runs`` for a command, and what it repaired said on stderr.
 
     One summary line when anything was repaired or dropped (none with ``--quiet``), every issue
     with ``--verbose`` (notes too), and with ``--strict`` the first record that would be repaired
-    or dropped is an error instead.
+    or dropped is an error instead. ``skip_unreadable``: a file a reader fails on is skipped and
+    listed in the report (``bayesgrpo stop`` gives it an error row).
     """
     from bayesgrpo.logs.readers import load_runs
 
@@ -58,6 +59,7 @@ def read_logs(args: argparse.Namespace, paths: Any = None) -> Any:
             reward=getattr(args, "reward", None),
             metadata=getattr(args, "metadata", None),
             strict=getattr(args, "strict", False),
+            skip_unreadable=skip_unreadable,
             warn=False,
         )
     if getattr(args, "strict", False):

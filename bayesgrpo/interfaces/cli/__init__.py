@@ -15,14 +15,34 @@ from collections.abc import Sequence
 
 from bayesgrpo._text import printable_lines
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.interfaces.cli.commands import EXIT_OK, EXIT_USER_ERROR, cut_table
+from bayesgrpo.interfaces.cli.commands import (
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USER_ERROR,
+    cut_table,
+)
+from bayesgrpo.interfaces.cli.interrupts import check_interrupted, noting_interrupts
 from bayesgrpo.interfaces.cli.parser import build_parser
 
-__all__ = ["EXIT_OK", "EXIT_USER_ERROR", "build_parser", "cut_table", "main"]
+__all__ = [
+    "EXIT_INCOMPLETE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USER_ERROR",
+    "build_parser",
+    "cut_table",
+    "main",
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``bayesgrpo`` command."""
+    """Entry point of the ``bayesgrpo`` command.
+
+    Exit status: 0 done; 2 an error of the input or the options (``bayesgrpo: error: ...``);
+    3 a fleet verb lost its Ray before every log was answered (the rows finished were written);
+    130 Ctrl-C (one line, ``bayesgrpo: interrupted``, for every verb).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -30,8 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        stated_range(args)
-        return int(args.handler(args))
+        with noting_interrupts():
+            stated_range(args)
+            code = int(args.handler(args))
+            check_interrupted()  # Ctrl-C that a library swallowed (PyMC's samplers, watch's loop)
+            return code
+    except KeyboardInterrupt:
+        print("bayesgrpo: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BayesGRPOError as exc:
         print(f"bayesgrpo: error: {printable_lines(exc)}", file=sys.stderr)
         return EXIT_USER_ERROR

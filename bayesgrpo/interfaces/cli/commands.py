@@ -16,11 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from bayesgrpo._text import csv_safe, printable
+from bayesgrpo.interfaces.cli.interrupts import check_interrupted
 from bayesgrpo.interfaces.logs_input import read_logs, report_lines
 from bayesgrpo.interfaces.text import NO_HORIZON, format_interval
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
+#: The fleet lost its engine (a Ray node, its raylet or agent) before every log was answered: the
+#: rows finished were written, the others say why they were not.
+EXIT_INCOMPLETE = 3
+#: Ctrl-C (SIGINT): the shell's 128 + 2.
+EXIT_INTERRUPTED = 130
 
 
 def _parse_columns(text: str | None) -> dict[str, str] | None:
@@ -207,6 +213,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             random_seed=args.seed,
             progressbar=not args.json and not args.quiet,
         )
+    check_interrupted()  # PyMC's samplers end early on Ctrl-C: no forecast of half a fit
     final = _final_rewards(args, model, table, summary, fitted_on)
     final = final[~final["run_id"].isin(list(unanswered))].reset_index(drop=True)
     written = _write_forecast(args, model, final, table)
@@ -275,7 +282,7 @@ def _fleet_forecast(args: argparse.Namespace) -> int:
         records = frame[columns].replace({np.nan: None}).to_dict("records")
         json.dump({"final_reward": records}, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
-        return EXIT_OK
+        return _fleet_exit(frame)
     print(f"{'run_id':<44} {'step':>7} {'horizon':>7} {f'reward at horizon [90% {args.band}]':>32} phase")
     for row in frame.itertuples(index=False):
         run_id = _short_name(row.run_id, 44)
@@ -288,7 +295,7 @@ def _fleet_forecast(args: argparse.Namespace) -> int:
             f"(P={row.phase_probability:.2f})"
         )
     print(f"wrote {out / 'final_reward.csv'}")
-    return EXIT_OK
+    return _fleet_exit(frame)
 
 
 def _fleet_paths(args: argparse.Namespace) -> list[Any]:
@@ -314,6 +321,18 @@ def _fleet_frame(args: argparse.Namespace, paths: Any, settings: Any) -> Any:
     )
     _say_fleet(frame, frame.attrs.get("retried_tasks", 0), frame.attrs.get("engine"))
     return frame
+
+
+def _fleet_exit(frame: Any) -> int:
+    """A fleet verb's exit status once its rows are written: :data:`EXIT_INCOMPLETE`, with the
+    reason on stderr, when the engine was lost before every log was answered
+    (``frame.attrs["incomplete"]``, :func:`bayesgrpo.interfaces.fleet.assess`).
+    """
+    incomplete = frame.attrs.get("incomplete")
+    if not incomplete:
+        return EXIT_OK
+    print(f"bayesgrpo: error: {printable(incomplete)}", file=sys.stderr)
+    return EXIT_INCOMPLETE
 
 
 def _say_fleet(frame: Any, retried: int, engine: Any) -> None:
@@ -450,6 +469,8 @@ def _stop_horizons(
     """
     import pandas as pd
 
+    from bayesgrpo.interfaces.fleet.work import no_advice  # the fleet says the same of such runs
+
     horizons: dict[str, float] = {}
     unanswered: dict[str, str] = {}
     for run_id in table.run_ids:
@@ -457,12 +478,11 @@ def _stop_horizons(
         horizon = (
             args.horizon if args.horizon is not None else (float(planned) if pd.notna(planned) else None)
         )
-        if horizon is None:
-            unanswered[run_id] = "no --horizon given and its logs state no total_steps: give --horizon"
-        elif horizon < last_step[run_id]:
-            unanswered[run_id] = f"already at step {last_step[run_id]:.0f}, past the horizon {horizon:g}"
+        why = no_advice(horizon, float(last_step[run_id]))
+        if why is not None:
+            unanswered[run_id] = why
         else:
-            horizons[run_id] = float(horizon)
+            horizons[run_id] = float(horizon)  # type: ignore[arg-type]  # no_advice: not None
     if not horizons:
         raise SystemExit("; ".join(f"run {printable(run_id)!r}: {why}" for run_id, why in unanswered.items()))
     return horizons, unanswered
@@ -577,6 +597,7 @@ def _fitted_decisions(
         random_seed=args.seed,
         progressbar=not args.json and not args.quiet,
     )
+    check_interrupted()  # PyMC's samplers end early on Ctrl-C: no advice from half a fit
     steps = np.array([last_step[r] for r in table.run_ids], dtype=float)
     # the runs' own latest rise rides along, as on the live path (a rule may hold a stop on it)
     draws = with_recent_rise(model.curve_draws().select(table.run_ids), table.points)
@@ -693,7 +714,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
     if args.workers is not None or args.address is not None:
         return _fleet_stop(args, _stop_rule(args))
-    table = read_logs(args)
+    table, unread = _read_every_log(args)
     rule = _stop_rule(args)
     last_step = table.points.dropna(subset=["reward"]).groupby("run_id")["step"].max()
     horizons, unanswered = _stop_horizons(args, table, last_step)
@@ -704,11 +725,20 @@ def cmd_stop(args: argparse.Namespace) -> int:
     else:
         frame = _fitted_decisions(args, table, rule, horizons, last_step)
     if args.json:
-        rows = frame.replace({np.nan: None}).to_dict("records")
-        rows += [{"run_id": run_id, "decision": None, "reason": why} for run_id, why in unanswered.items()]
+        rows = frame.assign(status="ok", error="").replace({np.nan: None}).to_dict("records")
+        rows += [
+            {"run_id": run_id, "status": "ok", "error": "", "decision": None, "reason": why}
+            for run_id, why in unanswered.items()
+        ]
+        rows += [
+            {"run_id": Path(path).name, "source": path, "status": "error", "error": error, "decision": None}
+            for path, error in unread
+        ]
         json.dump(rows, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return EXIT_OK
+    for source, error in unread:
+        _say(f"{Path(source).name}: ERROR {error}")
     for run_id, why in unanswered.items():
         _say(f"{run_id}: no answer: {why}")
     for row in frame.itertuples(index=False):
@@ -747,6 +777,33 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _read_every_log(args: argparse.Namespace) -> tuple[Any, list[tuple[str, str]]]:
+    """The runs of every log ``bayesgrpo stop`` can read, and ``(path, error)`` of each it cannot.
+
+    A path that does not exist or that no reader recognises, a file a reader fails on and a log
+    under a folder that no reader recognises (``fleet.work.unread_logs``) is an error row, not the
+    end of the command, as on the fleet's engines. With ``--strict`` the first of them is an error.
+    """
+    from bayesgrpo.errors import BayesGRPOError
+    from bayesgrpo.interfaces.fleet.work import unread_logs
+    from bayesgrpo.logs.readers import discover
+
+    if getattr(args, "strict", False):
+        return read_logs(args), []
+    paths, unread = [], []
+    for path in args.paths:
+        try:
+            discover(path)
+        except (BayesGRPOError, OSError) as exc:
+            unread.append((str(path), f"{type(exc).__name__}: {exc}"))
+            continue
+        paths.append(path)
+    if not paths:
+        raise BayesGRPOError("no log could be read: " + "; ".join(f"{p}: {e}" for p, e in unread))
+    table = read_logs(args, paths, skip_unreadable=True)
+    return table, unread + unread_logs(table.report.issues)
+
+
 def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
     """``bayesgrpo stop --workers N`` / ``--address``: the fleet path (one task batch per worker
     share, the population sent once), one row per run; a run whose log cannot be read is a row
@@ -769,6 +826,9 @@ def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
             if row.status != "ok":
                 _say(f"{row.run_id}: ERROR {row.error}")
                 continue
+            if not isinstance(row.decision, str):  # no horizon, or past it (fleet.work.no_advice)
+                _say(f"{row.run_id}: no answer: {row.reason}")
+                continue
             _say(
                 f"{row.run_id}: {str(row.decision).upper()} at step {row.step:.0f} of {row.horizon_step:.0f} "
                 f"(probability {row.probability:.2f}); reward at step {row.horizon_step:.0f}: "
@@ -780,7 +840,11 @@ def _fleet_stop(args: argparse.Namespace, rule: Any) -> int:
                 f"    (eps is a share of the reward range {row.eps_range_lower:.3g} .. "
                 f"{row.eps_range_upper:.3g}, {how})"
             )
-    return EXIT_OK
+    if not frame.attrs.get("incomplete") and not frame["decision"].map(lambda d: isinstance(d, str)).any():
+        # as without --workers: an error only when no run can be answered (each row says why)
+        print("bayesgrpo: error: no run could be answered; each row says why", file=sys.stderr)
+        return EXIT_USER_ERROR
+    return _fleet_exit(frame)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

@@ -19,12 +19,14 @@ table equals the serial one.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from bayesgrpo.interfaces.fleet.engine import Engine, SerialEngine, open_engine
+from bayesgrpo.interfaces.fleet.engine import Engine, EngineLostError, SerialEngine, open_engine
 from bayesgrpo.interfaces.fleet.work import (
     FLEET_COLUMNS,
     FleetSettings,
@@ -33,15 +35,20 @@ from bayesgrpo.interfaces.fleet.work import (
     assess_source,
     assess_source_work,
     batches,
+    error_row,
     fleet_sources,
+    source_label,
 )
 from bayesgrpo.model.draws import check_band
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import resolve_population
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "FLEET_COLUMNS",
     "Engine",
+    "EngineLostError",
     "FleetSettings",
     "Population",
     "SerialEngine",
@@ -96,19 +103,24 @@ def assess(
     Returns
     -------
     pandas.DataFrame
-        One row per run; ``attrs["retried_tasks"]`` counts the Ray tasks that ran more than once,
+        One row per run, and one per log that could not be read (``status`` ``"error"``, with
+        its ``error``); ``attrs["retried_tasks"]`` counts the Ray tasks that ran more than once,
         ``attrs["engine"]`` says ``"serial"`` or ``"ray"``. ``findings`` holds each run's
         diagnostic findings (records of :func:`bayesgrpo.questions.diagnostics.diagnose` on the
-        run alone), highest severity first.
+        run alone), highest severity first. When the engine is lost on the way (a Ray node, its
+        raylet or agent: :class:`EngineLostError`), the sources answered before keep their rows,
+        each other source is an error row saying so, and ``attrs["incomplete"]`` says what was
+        lost (absent otherwise).
     """
     settings = settings or FleetSettings()
     check_band(settings.band)
     given = [paths] if isinstance(paths, (str, Path)) else list(paths)
     sources = fleet_sources(given)
     title = "assessing sources" if progress else None
+    lost: EngineLostError | None = None
     if engine is not None:
         before = engine.retried_tasks
-        rows = engine.map(assess_source_work, sources, settings, progress=title)
+        rows, lost = _map_sources(engine, sources, settings, title)
         retried, name = engine.retried_tasks - before, engine.name
     else:
         model = resolve_population(population)
@@ -116,8 +128,29 @@ def assess(
         with open_engine(
             [spec], workers=workers, address=address, batch_size=batch_size, max_retries=max_retries
         ) as opened:
-            rows = opened.map(assess_source_work, sources, settings, progress=title)
+            rows, lost = _map_sources(opened, sources, settings, title)
             retried, name = opened.retried_tasks, opened.name
     frame = pd.DataFrame([row for found in rows for row in found], columns=list(FLEET_COLUMNS))
     frame.attrs.update(retried_tasks=retried, engine=name)
+    if lost is not None:
+        frame.attrs["incomplete"] = str(lost)
     return frame
+
+
+def _map_sources(
+    engine: Engine, sources: list[Any], settings: FleetSettings, title: str | None
+) -> tuple[list[list[dict[str, Any]]], EngineLostError | None]:
+    """Each source's rows; when the engine is lost, the rows finished and an error row for
+    each source not answered, with the loss.
+    """
+    try:
+        return engine.map(assess_source_work, sources, settings, progress=title), None
+    except EngineLostError as lost:
+        logger.warning("%s", lost)
+        rows = [
+            lost.done[i]
+            if i in lost.done
+            else [error_row(source_label(source), f"not assessed: the engine was lost ({lost})")]
+            for i, source in enumerate(sources)
+        ]
+        return rows, lost

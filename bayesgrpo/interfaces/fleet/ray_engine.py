@@ -10,6 +10,12 @@ and counted, so no item is lost and none is answered twice into the results.
 Ctrl-C while a local Ray this engine starts is coming up or going down is held until it is up (or
 down), then raised: an interrupt inside ``ray.init`` or ``ray.shutdown`` leaves Ray half made (seen:
 drivers interrupted inside ``ray.init`` died of SIGSEGV at exit, or left Ray processes up for a minute).
+
+When Ray itself is lost under the work (the local raylet, which dies with its dashboard agent; the
+cluster), or a batch loses its worker more than ``max_retries`` times, :meth:`RayEngine.map` raises
+:class:`~bayesgrpo.interfaces.fleet.engine.EngineLostError` with the results finished so far: the
+fleet keeps their rows. Ray's own messages to the driver (``(raylet) A worker died...``) go to
+stderr, never into what a verb writes to stdout (:func:`ray_messages_to_stderr`).
 """
 
 from __future__ import annotations
@@ -30,17 +36,49 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     ) from exc
 
 from bayesgrpo.errors import BayesGRPOError
+from bayesgrpo.interfaces.fleet.engine import EngineLostError
 from bayesgrpo.interfaces.fleet.work import Population, WorkFunction, batches, progress_bar
 from bayesgrpo.questions.live import LiveForecaster
 
-#: What a batch meets when its worker process dies (killed, out of memory, its node gone).
+#: What a batch meets when its worker process dies (killed, out of memory, a remote node gone):
+#: it is sent again.
 WORKER_LOST = (
     ray.exceptions.WorkerCrashedError,
     ray.exceptions.NodeDiedError,
-    ray.exceptions.LocalRayletDiedError,
+    ray.exceptions.OutOfMemoryError,
 )
+#: What the driver meets when Ray itself is gone (its local raylet, dead with its dashboard agent;
+#: the cluster): nothing more can run. Any other ``RayError`` but a task's own error
+#: (``RayTaskError``) is taken as this too.
+RAY_LOST = (ray.exceptions.RayError, ConnectionError)
 #: Per worker process: the live forecaster of each population (by object reference), built once.
 _FORECASTERS: dict[str, LiveForecaster] = {}
+
+
+def ray_messages_to_stderr() -> None:
+    """Send the messages Ray prints in the driver of its own accord to stderr.
+
+    Ray (2.x) prints the error messages its cluster pushes to the driver (``(raylet) A worker died
+    or was killed...``, ``(raylet) The node ... has been marked dead``) from a thread, through
+    ``ray._private.worker.print_to_stdstream``, as stdout, whatever ``log_to_driver`` says: they
+    broke ``--json``. That function is wrapped (once) to mark them as stderr; a Ray without it is
+    left as it is (the slow-lane test of a killed worker's message then fails).
+    """
+    module = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(module, "print_to_stdstream", None)
+    if original is None or getattr(original, "bayesgrpo_to_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if data.get("pid") == "raylet":  # Ray's own messages; a task's printed lines keep their stream
+            data = {**data, "is_err": True}
+        return original(data, *args, **kwargs)
+
+    to_stderr.bayesgrpo_to_stderr = True  # type: ignore[attr-defined]
+    module.print_to_stdstream = to_stderr  # type: ignore[union-attr]
+
+
+ray_messages_to_stderr()
 
 
 @contextmanager
@@ -132,6 +170,10 @@ class RayEngine:
                 self._references = [ray.put(p.model) for p in populations]  # once, whatever the maps
             # what travels with every task: the references and each forecaster's draws and seed
             self._specs = [(p.n_draws, p.random_seed) for p in populations]
+        except RAY_LOST as exc:
+            self.close()
+            where = f"the Ray cluster at {address}" if address else "a local Ray"
+            raise BayesGRPOError(f"could not start or reach {where}: {_first_line(exc)}") from exc
         except BaseException:
             self.close()
             raise
@@ -153,18 +195,32 @@ class RayEngine:
         results: dict[int, list[Any]] = {}
         bar = progress_bar(len(items), progress is not None, progress or "")
         pending = list(futures)
+
+        def lost(what: str, exc: BaseException) -> EngineLostError:
+            finished = {j: r for i, found in results.items() for j, r in zip(chunks[i], found, strict=True)}
+            return EngineLostError(
+                f"{what} ({type(exc).__name__}: {_first_line(exc)}); {len(finished)} of {len(items)} "
+                "items were answered before",
+                finished,
+            )
+
         try:
             while pending:
-                done, pending = ray.wait(pending, num_returns=1)
+                try:
+                    done, pending = ray.wait(pending, num_returns=1)
+                except RAY_LOST as exc:
+                    raise lost("Ray was lost under the work (its node, raylet or agent)", exc) from exc
                 for future in done:
                     index = futures.pop(future)
                     try:
                         results[index] = ray.get(future)
+                    except ray.exceptions.RayTaskError:
+                        raise  # the work's own error: a bug, not a lost machine
                     except WORKER_LOST as exc:
                         if tries[index] > self._max_retries:
-                            raise BayesGRPOError(
-                                f"a batch of {len(chunks[index])} items lost its worker {tries[index]} "
-                                f"times: {exc}"
+                            raise lost(
+                                f"a batch of {len(chunks[index])} items lost its worker {tries[index]} times",
+                                exc,
                             ) from exc
                         tries[index] += 1
                         self.retried_tasks += 1
@@ -172,11 +228,16 @@ class RayEngine:
                         futures[again] = index
                         pending.append(again)
                         continue
+                    except RAY_LOST as exc:  # the local raylet (dead with its agent), the cluster
+                        raise lost("Ray was lost under the work (its node, raylet or agent)", exc) from exc
                     bar.update(len(chunks[index]))
         except BaseException:  # Ctrl-C or a failed batch: nothing is left running
             if not self._started:  # a Ray the user runs: ask its workers to drop our batches
                 for future in pending:
-                    ray.cancel(future)
+                    try:
+                        ray.cancel(future)
+                    except RAY_LOST:  # that Ray is gone: nothing runs there any more
+                        break
             # a Ray this engine started is shut down by close(), workers and all: force-cancelling
             # here as well races with batches completing (Ray aborts the driver: "Tried to
             # complete task that was not pending")
@@ -199,3 +260,9 @@ class RayEngine:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's text (Ray's run to pages of advice)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
