@@ -49,6 +49,12 @@ class MalformedRecordError(LogReadError):
     """A record is malformed (bad step, non-number value...) and ``strict=True`` forbids repairs."""
 
 
+class RecordTooLargeError(LogReadError):
+    """A record is past a reader's bound: a line longer than ``MAX_LINE_BYTES`` or with more than
+    ``MAX_METRICS_PER_LINE`` metrics (``bayesgrpo.logs.readers._limits``); raised before it is parsed.
+    """
+
+
 class UnknownFormatError(LogReadError):
     """No reader recognises a file; the message lists the formats that were tried."""
 

@@ -93,6 +93,39 @@ class TidyRun:
     account: SourceAccount
 
 
+@dataclass
+class TidyBatch:
+    """Tidy runs side by side: their points in one frame, their metadata and accounts in order.
+
+    Attributes
+    ----------
+    points : pandas.DataFrame
+        ``run_id``, ``step``, ``reward`` and the other metrics, run after run.
+    metadata : list of dict
+        One per run, as ``TidyRun.metadata``.
+    accounts : list of SourceAccount
+        One per run, as ``TidyRun.account``.
+    """
+
+    points: pd.DataFrame
+    metadata: list[dict[str, object]]
+    accounts: list[SourceAccount]
+
+    @classmethod
+    def of(cls, run: TidyRun) -> TidyBatch:
+        """A batch of one tidy run.
+
+        Parameters
+        ----------
+        run : TidyRun
+
+        Returns
+        -------
+        TidyBatch
+        """
+        return cls(run.points, [run.metadata], [run.account])
+
+
 class _Issues:
     """Collects issues of one source and raises on the first change when strict."""
 
@@ -413,8 +446,59 @@ def _merge_alias_gaps(frame: pd.DataFrame, raw: RawRun, rename: dict[str, str], 
             )
 
 
-def _choose_reward(raw: RawRun, columns: list[str], reward: str | None) -> str:
-    """The column to forecast: the user's ``reward=`` or the format's first default present."""
+def metric_renames(raw: RawRun, columns: list[str], reward_key: str) -> dict[str, str]:
+    """Column -> its name in the points: the reward ``reward``, known metrics their canonical names.
+
+    Parameters
+    ----------
+    raw : RawRun
+        The run (its ``aliases``).
+    columns : list of str
+        The columns of its records.
+    reward_key : str
+        The column chosen as the reward.
+
+    Returns
+    -------
+    dict
+        Only the columns renamed; two log names of one metric: the first alias wins.
+    """
+    rename = {reward_key: "reward"}
+    for name, canonical in raw.aliases.items():
+        if (
+            name in columns
+            and name != reward_key
+            and canonical not in columns
+            and canonical != "reward"
+            and canonical not in rename.values()  # two log names of one metric: the first alias wins
+        ):
+            rename[name] = canonical
+    if "reward" in columns and reward_key != "reward":
+        rename["reward"] = "reward_logged"  # a column literally named reward that is not the chosen one
+    return rename
+
+
+def choose_reward(raw: RawRun, columns: list[str], reward: str | None) -> str:
+    """The column to forecast: the user's ``reward=`` or the format's first default present.
+
+    Parameters
+    ----------
+    raw : RawRun
+        The run (its reward candidates and aliases).
+    columns : list of str
+        Its metric columns.
+    reward : str, optional
+        The user's choice, by the log's name or the canonical one.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    UnknownMetricError
+        When ``reward`` names no column, or no default is logged.
+    """
     alias_back = {canonical: name for name, canonical in raw.aliases.items() if name in columns}
     if reward is not None:
         if reward in columns:
@@ -548,19 +632,8 @@ def _named_metrics(
     raw: RawRun, frame: pd.DataFrame, metric_columns: list[str], reward: str | None, issues: _Issues
 ) -> tuple[pd.DataFrame, str]:
     """The reward column chosen and named ``reward``, other metrics under their canonical names."""
-    reward_key = _choose_reward(raw, metric_columns, reward)
-    rename = {reward_key: "reward"}
-    for name, canonical in raw.aliases.items():
-        if (
-            name in frame.columns
-            and name != reward_key
-            and canonical not in frame.columns
-            and canonical != "reward"
-            and canonical not in rename.values()  # two log names of one metric: the first alias wins
-        ):
-            rename[name] = canonical
-    if "reward" in frame.columns and reward_key != "reward":
-        rename["reward"] = "reward_logged"  # a column literally named reward that is not the chosen one
+    reward_key = choose_reward(raw, metric_columns, reward)
+    rename = metric_renames(raw, list(frame.columns), reward_key)
     frame = frame.rename(columns=rename)
     _merge_alias_gaps(frame, raw, rename, issues)
     no_reward = int(frame["reward"].isna().sum())

@@ -27,7 +27,7 @@ from bayesgrpo.errors import (
     ReadWarning,
     UnknownFormatError,
 )
-from bayesgrpo.logs.readers._records import RawRun, TidyRun, tidy_run
+from bayesgrpo.logs.readers._records import RawRun, TidyBatch, tidy_run
 from bayesgrpo.logs.readers.base import PathLike, ReaderFunction, ReadOptions, Source
 from bayesgrpo.logs.readers.manifest import MANIFEST_NAME, is_manifest, read_manifest
 from bayesgrpo.logs.readers.verl.lines import looks_like_verl_console
@@ -35,6 +35,8 @@ from bayesgrpo.logs.report import ReadIssue, ReadReport, SourceAccount
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 
 # format -> (module, function). Modules are imported only when their format is read.
+#: Formats read as tables (``tabular``): a table of several runs is tidied all at once (``_batch``).
+TABLE_FORMATS = frozenset({"csv", "jsonl", "parquet"})
 READERS: dict[str, tuple[str, str]] = {
     "tensorboard": ("bayesgrpo.logs.readers.tensorboard", "read_tensorboard"),
     "verl-console": ("bayesgrpo.logs.readers.verl", "read_verl_console"),
@@ -457,28 +459,49 @@ def merge_metadata(stated: pd.DataFrame, given: Any) -> tuple[pd.DataFrame, list
     return merged.reset_index(), notes
 
 
-def _unique_run_ids(tidied: list[TidyRun], notes: list[ReadIssue]) -> None:
+def _unique_run_ids(tidied: list[TidyBatch], notes: list[ReadIssue]) -> None:
     seen: dict[str, int] = {}
-    for run in tidied:
-        run_id = run.metadata["run_id"]
-        if run_id in seen:
-            seen[run_id] += 1
-            new_id = f"{run_id}#{seen[run_id]}"
-            notes.append(
-                ReadIssue(
-                    run.account.source,
-                    "duplicate_run_id",
-                    "info",
-                    1,
-                    (),
-                    f"run id {run_id!r} already used by another source; this one is {new_id!r}",
+    for batch in tidied:
+        renamed: dict[str, str] = {}
+        for metadata, account in zip(batch.metadata, batch.accounts, strict=True):
+            run_id = cast(str, metadata["run_id"])
+            if run_id in seen:
+                seen[run_id] += 1
+                new_id = f"{run_id}#{seen[run_id]}"
+                notes.append(
+                    ReadIssue(
+                        account.source,
+                        "duplicate_run_id",
+                        "info",
+                        1,
+                        (),
+                        f"run id {run_id!r} already used by another source; this one is {new_id!r}",
+                    )
                 )
-            )
-            run.metadata["run_id"] = new_id
-            run.points["run_id"] = new_id
-            run.account.run_ids = [new_id]
-        else:
-            seen[run_id] = 1
+                metadata["run_id"] = new_id
+                account.run_ids = [new_id]
+                renamed[run_id] = new_id
+            else:
+                seen[run_id] = 1
+        if renamed:
+            run_ids = batch.points["run_id"]
+            batch.points["run_id"] = run_ids.where(~run_ids.isin(list(renamed)), run_ids.map(renamed))
+
+
+def _tidied(source: Source, options: ReadOptions) -> list[TidyBatch]:
+    """One source read and tidied: a table of several runs at once, other sources run by run."""
+    if source.format in TABLE_FORMATS:
+        # imported when a table is read, as the readers are (``_reader``)
+        batch = importlib.import_module("bayesgrpo.logs.readers._batch")
+        read = batch.read_table_records(source, options)
+        if isinstance(read, RawRun):
+            return [TidyBatch.of(tidy_run(read, reward=options.reward, strict=options.strict))]
+        if read.run_column is not None:
+            return cast(list[TidyBatch], batch.tidy_table(read, reward=options.reward, strict=options.strict))
+        raws = read.raw_runs()
+    else:
+        raws = read_source(source, options)
+    return [TidyBatch.of(tidy_run(raw, reward=options.reward, strict=options.strict)) for raw in raws]
 
 
 def _is_scalar_free_tensorboard(source: Source, exc: BaseException) -> bool:
@@ -551,7 +574,7 @@ def load_runs(
     if not sources:
         raise LogReadError(f"no readable log found under {paths!r}")
     report = ReadReport(notes=list(notes))
-    tidied: list[TidyRun] = []
+    tidied: list[TidyBatch] = []
     for source in sources:
         source_reward = reward or source.reward
         options = ReadOptions(
@@ -562,8 +585,7 @@ def load_runs(
             run_id=source.run_id,
         )
         try:
-            raws = read_source(source, options)
-            tidied.extend(tidy_run(raw, reward=source_reward, strict=strict) for raw in raws)
+            tidied.extend(_tidied(source, options))
         except (LogReadError, BayesGRPOError) as exc:
             if _is_scalar_free_tensorboard(source, exc) and len(sources) > 1:
                 # transformers writes add_hparams into a sub-folder of its own: not a run
@@ -584,11 +606,11 @@ def load_runs(
     if not tidied:
         raise LogReadError(f"no run could be read from {paths!r}")
     _unique_run_ids(tidied, report.notes)
-    for run in tidied:
-        report.sources.append(run.account)
-    points = pd.concat([run.points for run in tidied], ignore_index=True, sort=False)
+    for batch in tidied:
+        report.sources.extend(batch.accounts)
+    points = pd.concat([batch.points for batch in tidied], ignore_index=True, sort=False)
     points["run_id"] = points["run_id"].astype("string")
-    stated = pd.DataFrame([run.metadata for run in tidied])
+    stated = pd.DataFrame([metadata for batch in tidied for metadata in batch.metadata])
     if len(manifest_metadata.columns) > 1:
         stated, manifest_notes = merge_metadata(stated, manifest_metadata)
         report.notes.extend(manifest_notes)

@@ -8,6 +8,7 @@ other names. With a ``run_id`` column a file holds several runs.
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -294,8 +295,116 @@ def _split_off_missing_run_ids(
     return frame.loc[~missing], issue
 
 
-def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
-    """Read a CSV, JSONL or Parquet table into one raw run per run id (one if no run column)."""
+@dataclass
+class TableRead:
+    """A table as read, before it is split into runs: its records and what holds for all of them.
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        Every kept record: ``_loc``, ``step``, the metric columns (values as read) and, for a
+        table of several runs, the run column (run ids made text; records without one dropped).
+    run_column : str or None
+        The column naming each record's run; ``None`` for a table of one run.
+    path : Path
+        The file.
+    format : str
+        ``"csv"``, ``"jsonl"`` or ``"parquet"``.
+    run_id : str
+        The run's name when the table holds one run.
+    issues : list of ReadIssue
+        What the reader dropped or noted for the file as a whole (bad lines...).
+    candidates : tuple of str
+        Reward columns, in order of preference.
+    aliases : dict
+        Column name -> canonical metric name.
+    location_label : str
+        ``"line"`` or ``"row"``.
+    """
+
+    frame: pd.DataFrame
+    run_column: str | None
+    path: Path
+    format: str
+    run_id: str
+    issues: list[ReadIssue]
+    candidates: tuple[str, ...]
+    aliases: dict[str, str]
+    location_label: str
+
+    def raw_run(self, index: int, run_id: str, part: pd.DataFrame) -> RawRun:
+        """The raw run of one run's records; the first run (``index`` 0) carries the file's issues.
+
+        Parameters
+        ----------
+        index : int
+            The run's place in the file (first appearance), from 0.
+        run_id : str
+            Its name.
+        part : pandas.DataFrame
+            Its records, the run column removed.
+
+        Returns
+        -------
+        RawRun
+        """
+        label_source = f"{self.path}#{run_id}" if self.run_column is not None else str(self.path)
+        first = index == 0
+        issues = [
+            ReadIssue(label_source, i.kind, i.action, i.count, i.locations, i.detail) for i in self.issues
+        ]
+        return RawRun(
+            run_id=run_id,
+            source=label_source,
+            format=self.format,
+            records=part.reset_index(drop=True),
+            records_read=len(part) + (self.dropped if first else 0),
+            issues=issues if first else [],
+            reward_candidates=self.candidates,
+            aliases=self.aliases,
+            location_label=self.location_label,
+            text_values=self.format == "csv",
+        )
+
+    @property
+    def dropped(self) -> int:
+        """Records the reader dropped from the file as a whole."""
+        return sum(i.count for i in self.issues if i.action == "dropped")
+
+    def raw_runs(self) -> list[RawRun]:
+        """One raw run per run id, in order of first appearance (one run without a run column)."""
+        if self.run_column is None:
+            return [self.raw_run(0, self.run_id, self.frame)]
+        return [
+            self.raw_run(index, str(name), part.drop(columns=[self.run_column]))
+            for index, (name, part) in enumerate(self.frame.groupby(self.run_column, sort=False))
+        ]
+
+
+def read_table_records(source: Source, options: ReadOptions) -> TableRead | RawRun:
+    """Read a CSV, JSONL or Parquet table's records, not yet split into runs.
+
+    Parameters
+    ----------
+    source : Source
+        One file.
+    options : ReadOptions
+        ``columns`` maps the step, reward and run columns; ``strict`` raises at a bad line.
+
+    Returns
+    -------
+    TableRead or RawRun
+        The table; or, for a JSONL file written by verl's file logger, its one raw run.
+
+    Raises
+    ------
+    LogReadError
+        The file cannot be read, or has no step column.
+    EmptyLogError
+        No data row.
+    UnknownMetricError
+        A column named in ``columns`` is not in the table.
+    """
     path = source.paths[0]
     try:
         if source.format == "parquet":
@@ -305,7 +414,7 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
             lines = read_json_lines(path, options.strict)
 
             if is_verl_jsonl(lines.records):  # verl's file logger, named *.jsonl: read as such
-                return [verl_jsonl_run(lines, source, options)]
+                return verl_jsonl_run(lines, source, options)
             frame, n_read, issues = _jsonl_frame(lines, path)
             label = "line"
         else:
@@ -316,39 +425,29 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
     if len(frame) == 0:
         raise EmptyLogError(f"no data row among {n_read} line(s)", path)
     frame, run_column, candidates, aliases = _mapped_columns(frame, options, path, issues)
-    groups: list[tuple[str, pd.DataFrame, str]]
     if run_column is not None:
         frame, no_run = _split_off_missing_run_ids(frame, run_column, label, path, options.strict)
         if no_run is not None:
             issues.append(no_run)
-        groups = [
-            (str(name), part.drop(columns=[run_column]), f"{path}#{name}")
-            for name, part in frame.groupby(run_column, sort=False)
-        ]
-    else:
-        groups = [(options.run_id or source.run_id, frame, str(path))]
-    runs = []
-    for index, (run_id, part, label_source) in enumerate(groups):
-        runs.append(
-            RawRun(
-                run_id=run_id,
-                source=label_source,
-                format=source.format,
-                records=part.reset_index(drop=True),
-                records_read=len(part)
-                + (sum(i.count for i in issues if i.action == "dropped") if index == 0 else 0),
-                issues=[
-                    ReadIssue(label_source, i.kind, i.action, i.count, i.locations, i.detail) for i in issues
-                ]
-                if index == 0
-                else [],
-                reward_candidates=candidates,
-                aliases=aliases,
-                location_label=label,
-                text_values=source.format == "csv",
-            )
-        )
-    return runs
+    return TableRead(
+        frame=frame,
+        run_column=run_column,
+        path=path,
+        format=source.format,
+        run_id=options.run_id or source.run_id,
+        issues=issues,
+        candidates=candidates,
+        aliases=aliases,
+        location_label=label,
+    )
+
+
+def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
+    """Read a CSV, JSONL or Parquet table into one raw run per run id (one if no run column)."""
+    read = read_table_records(source, options)
+    if isinstance(read, RawRun):
+        return [read]
+    return read.raw_runs()
 
 
 def _mapped_columns(

@@ -664,7 +664,9 @@ def test_split_fields(rest, names, texts, malformed):
         ("(main_task pid=54569) Let's start with the first step:", False),
         ("(main_task pid=54569) step: compute 3 + 4", True),
         ("Step 3: add the numbers", False),
-        ("[rank0] step:1 - a:1", False),
+        ("[rank0] step:1 - a:1", True),  # a rank tag is a logging prefix (issue 79)
+        ("2025-01-01 12:00:00 INFO step:3 - a:1", True),
+        ("foo bar step:3 - a:1", False),
         ("timing_s/step:227.854", False),
         ("", False),
     ],

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
+from bayesgrpo.logs.readers._limits import MAX_METRICS_PER_LINE, bounded_lines, too_many_metrics
+from bayesgrpo.logs.readers._prefix import is_log_prefix
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
 from bayesgrpo.logs.readers.verl.config import MetadataScanner
 from bayesgrpo.logs.readers.verl.lines import (
@@ -24,7 +26,7 @@ from bayesgrpo.logs.readers.verl.lines import (
     FORMAT,
     REWARD_CANDIDATES,
     SEPARATOR,
-    STEP_HEAD,
+    STEP_LIKE,
     STEP_MARK,
     Tally,
     cut_embedded_prefix,
@@ -88,6 +90,7 @@ class _Columns:
         self.joined = Tally()
         self.cut_value = Tally()
         self.cut_record = Tally()
+        self.unread = Tally()
 
     def add_line(self, line_no: int, body: str, complete: bool) -> None:
         """Add one step line (``body`` is the text after ``step:``)."""
@@ -119,6 +122,8 @@ class _Columns:
             self.step_texts[row] = step_text.strip()
         if not rest:
             return
+        if rest.count(SEPARATOR) >= MAX_METRICS_PER_LINE:
+            raise too_many_metrics(self.path, line_no, rest.count(SEPARATOR) + 1)
         # fast path: verl's own lines split exactly at every ':' and ' - ' into name, value pairs
         tokens = rest.replace(SEPARATOR, ":").split(":")
         names: tuple[str, ...] = tuple(tokens[0::2])
@@ -314,6 +319,19 @@ class _Columns:
                     "the later value kept",
                 )
             )
+        if self.unread.count:
+            out.append(
+                ReadIssue(
+                    source,
+                    "unread_step_line",
+                    "info",
+                    self.unread.count,
+                    self.unread.locations(),
+                    "line(s) that look like step lines after text that is not a logging prefix (a "
+                    "timestamp, level, rank tag or Ray prefix) were not read as steps (e.g. "
+                    f"{self.unread.examples}); if they are steps, strip that text",
+                )
+            )
         if self.joined.count:
             out.append(
                 ReadIssue(
@@ -339,7 +357,7 @@ def _scan(handle: BinaryIO, path: Path, strict: bool) -> tuple[_Columns, Metadat
     line_no = 0
     last_head = None
     last_head_ok = False
-    for raw in handle:
+    for raw in bounded_lines(handle, path):
         line_no += 1
         complete = raw.endswith(b"\n")
         text = raw.decode("utf-8", "replace").rstrip()
@@ -352,8 +370,10 @@ def _scan(handle: BinaryIO, path: Path, strict: bool) -> tuple[_Columns, Metadat
         head = text[:at]
         if head != last_head:
             clean = ANSI_ESCAPE.sub("", head) if "\x1b" in head else head
-            last_head, last_head_ok = head, STEP_HEAD.fullmatch(clean) is not None
+            last_head, last_head_ok = head, is_log_prefix(clean)
         if not last_head_ok:
+            if STEP_LIKE.match(text, at + len(STEP_MARK)):
+                columns.unread.add(line_no, example=text)
             scanner.feed(line_no, text)
             continue
         body = text[at + len(STEP_MARK) :]
@@ -387,6 +407,9 @@ def read_verl_console(source: Source, options: ReadOptions) -> list[RawRun]:
         An empty file, or one with no step line.
     LogReadError
         The file cannot be opened or read.
+    RecordTooLargeError
+        A line past ``MAX_LINE_BYTES`` or a step line past ``MAX_METRICS_PER_LINE`` metrics
+        (``bayesgrpo.logs.readers._limits``).
     MalformedRecordError, TruncatedLogError
         With ``strict=True`` only.
     """
@@ -403,7 +426,8 @@ def read_verl_console(source: Source, options: ReadOptions) -> list[RawRun]:
         raise EmptyLogError(
             f"no verl step line among {n_lines} line(s): looked for lines "
             "'step:<N> - <metric>:<value> - ...', "
-            "optionally after ANSI colour codes and a Ray prefix such as '(TaskRunner pid=123)'. Is this the "
+            "optionally after ANSI colour codes and a logging prefix such as '(TaskRunner pid=123)' or "
+            "'2025-01-01 12:00:00 INFO'. Is this the "
             "console output of a verl run with trainer.logger including 'console'?",
             path,
         )

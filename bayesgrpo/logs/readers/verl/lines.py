@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bayesgrpo.errors import LogReadError
+from bayesgrpo.logs.readers._prefix import is_log_prefix
 from bayesgrpo.logs.report import MAX_LOCATIONS
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ VALIDATION_ALIAS = "val_reward"
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 STEP_HEAD = re.compile(r"\s*(?:\([^()]*\bpid=\d+[^()]*\)\s*)?")
+#: What follows ``step:`` on a step line: a number, `` - `` and a metric name with its colon.
+STEP_LIKE = re.compile(r"\s*-?\d+\s+-\s+[^\s:][^:]*:")
 LINE_PREFIX = re.compile(r"\s*(\([^()]*\bpid=\d+[^()]*\))\s?")
 #: A Ray prefix inside a line: another process's output written onto the end of a step line.
 _EMBEDDED_PREFIX = re.compile(r"\((?:[^()]*\s)?pid=\d+[^()]*\)")
@@ -154,7 +157,11 @@ def parse_values(texts: list[str]) -> np.ndarray | None:
 
 
 def is_step_line(text: str) -> bool:
-    """Whether a line (ANSI codes and a Ray prefix allowed) is a verl step line."""
+    """Whether a line (ANSI codes and a logging prefix allowed) is a verl step line.
+
+    The text before ``step:`` may be any logging prefix (``bayesgrpo.logs.readers._prefix``):
+    a Ray prefix, a timestamp, a level, a rank tag.
+    """
     return _step_body(text) is not None
 
 
@@ -194,7 +201,7 @@ def _step_body(text: str) -> str | None:
     head = text[:at]
     if "\x1b" in head:
         head = ANSI_ESCAPE.sub("", head)
-    if STEP_HEAD.fullmatch(head) is None:
+    if not is_log_prefix(head):
         return None
     body = text[at + len(STEP_MARK) :]
     return cut_embedded_prefix(ANSI_ESCAPE.sub("", body) if "\x1b" in body else body)
