@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, AnyStr
 
 from bayesgrpo.errors import RecordTooLargeError
 
-#: The longest line a text reader reads (bytes, line end included): 1 MiB.
+#: The longest line a text reader reads, line end included: 1 MiB (characters, for the readers that
+#: decode as they read).
 MAX_LINE_BYTES = 2**20
 #: The most metrics one record (a step line, a printed dict, a JSON object, a table's header) holds.
 MAX_METRICS_PER_LINE = 10_000
@@ -70,22 +71,22 @@ def too_many_metrics(path: str | Path, number: int, count: int, what: str = "lin
     )
 
 
-def bounded_lines(handle: BinaryIO, path: str | Path) -> Iterator[bytes]:
-    """The lines of a binary file, each at most :data:`MAX_LINE_BYTES` long (line end included).
+def bounded_lines(handle: IO[AnyStr], path: str | Path) -> Iterator[AnyStr]:
+    """The lines of a file, each at most :data:`MAX_LINE_BYTES` long (line end included).
 
     A longer line is never read whole: at most ``MAX_LINE_BYTES + 1`` bytes of it are held
     before the error.
 
     Parameters
     ----------
-    handle : binary file
-        Open for reading, at the start of the lines.
+    handle : file
+        Open for reading (binary, or text: then the bound counts characters).
     path : str or Path
         The file's name, for the error.
 
     Yields
     ------
-    bytes
+    bytes or str
         Each line with its line end (the last may have none).
 
     Raises

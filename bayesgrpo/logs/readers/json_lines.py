@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bayesgrpo.errors import EmptyLogError, MalformedRecordError, TruncatedLogError
+from bayesgrpo.logs.readers._limits import MAX_METRICS_PER_LINE, bounded_lines, too_many_metrics
 
 
 @dataclass
@@ -65,6 +66,8 @@ def read_json_lines(path: Path, strict: bool) -> JsonLines:
         Under ``strict``, a bad last line without line end.
     MalformedRecordError
         Under ``strict``, any other bad line.
+    RecordTooLargeError
+        A line past ``MAX_LINE_BYTES`` or an object past ``MAX_METRICS_PER_LINE`` keys.
     """
     records: list[dict[str, Any]] = []
     locs: list[int] = []
@@ -72,7 +75,7 @@ def read_json_lines(path: Path, strict: bool) -> JsonLines:
     cut_line: int | None = None
     n_read = 0
     with open(path, encoding="utf-8-sig", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
+        for number, line in enumerate(bounded_lines(handle, path), start=1):
             if not line.strip():
                 continue
             n_read += 1
@@ -99,6 +102,8 @@ def read_json_lines(path: Path, strict: bool) -> JsonLines:
                 if cut:
                     cut_line = number
                 continue
+            if len(record) > MAX_METRICS_PER_LINE:
+                raise too_many_metrics(path, number, len(record), "JSON object")
             records.append(record)
             locs.append(number)
     if n_read == 0:

@@ -19,6 +19,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -26,8 +27,10 @@ import pandas as pd
 from bayesgrpo.errors import LogReadError
 from bayesgrpo.logs.readers._records import RawRun
 from bayesgrpo.logs.readers.base import ReadOptions, Source
+from bayesgrpo.logs.readers.mlflow_files import metric_file_issues, read_metric_file
 from bayesgrpo.logs.readers.model_names import tracked_metadata
 from bayesgrpo.logs.readers.trl.columns import TRL_ALIASES, TRL_REWARD_CANDIDATES
+from bayesgrpo.logs.report import ReadIssue
 
 SCHEME = "mlflow:"
 #: Rewards tried in order when the user names none: TRL's (what ``report_to="mlflow"`` logs,
@@ -178,35 +181,116 @@ def run_metadata(params: Mapping[str, str], experiment: str, run_name: str, info
     return metadata
 
 
+def _file_store(client: Any) -> Any | None:
+    """The client's store when it is a local file store (``mlruns/``), else ``None``."""
+    try:
+        from mlflow.store.tracking.file_store import FileStore
+    except ImportError:  # pragma: no cover - every mlflow with a client has it
+        return None
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    return store if isinstance(store, FileStore) else None
+
+
+@dataclass
+class _Run:
+    """One MLflow run as read: its info, params and long records (``step, metric, value``)."""
+
+    info: Any
+    name: str
+    params: Mapping[str, str]
+    rows: list[tuple[int, str, float]]
+    issues: list[ReadIssue]
+    dropped: int
+
+
+def _served_runs(client: Any, experiment: Any, uri: MlflowURI) -> list[_Run]:
+    """The runs, read through MLflow's client (a server or a database)."""
+    out = []
+    for run in _runs(client, experiment, uri):
+        rows: list[tuple[int, str, float]] = []
+        for key in sorted(run.data.metrics):
+            logged = client.get_metric_history(run.info.run_id, key)
+            history = sorted(logged, key=lambda m: (m.timestamp, m.step))  # as logged, in time
+            rows.extend((m.step, key, m.value) for m in history)
+        out.append(_Run(run.info, run.info.run_name or run.info.run_id, run.data.params, rows, [], 0))
+    return out
+
+
+def _stored_runs(store: Any, experiment: Any, uri: MlflowURI) -> list[_Run]:
+    """The runs of a local file store, their metric files read here (``mlflow_files``).
+
+    MLflow's client fails on the first bad line of any metric file and reads a line cut
+    mid-write as step 0; here bad lines are dropped and reported, the rest of the run kept.
+    """
+    from mlflow.entities import ViewType
+
+    infos = store._list_run_infos(experiment.experiment_id, ViewType.ACTIVE_ONLY)
+    out = []
+    for info in infos:
+        tags = {tag.key: tag.value for tag in store._get_all_tags(info)}
+        name = info.run_name or tags.get("mlflow.runName") or info.run_id
+        if uri.run is not None and uri.run not in (name, info.run_id):
+            continue
+        params = {param.key: param.value for param in store._get_all_params(info)}
+        folder = Path(store._get_run_dir(info.experiment_id, info.run_id)) / "metrics"
+        label = f"{uri.text.split('#')[0]}#{experiment.name}/{name}"
+        rows: list[tuple[int, str, float]] = []
+        issues: list[ReadIssue] = []
+        dropped = 0
+        files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+        for path in files:
+            key = path.relative_to(folder).as_posix()
+            try:
+                read = read_metric_file(path)
+            except OSError as exc:
+                raise LogReadError(f"cannot read the metric file: {exc.strerror or exc}", path) from exc
+            history = sorted(read.rows)  # as logged, in time: (timestamp, step, value)
+            rows.extend((step, key, value) for _, step, value in history)
+            issues.extend(metric_file_issues(label, key, path, read))
+            dropped += read.dropped
+        out.append(_Run(info, name, params, rows, issues, dropped))
+    if uri.run is not None and not out:
+        raise LogReadError(
+            f"no run {uri.run!r} in experiment {experiment.name!r} of {uri.tracking_uri!r}", uri.text
+        )
+    return sorted(out, key=lambda r: (r.info.start_time or 0, r.name))
+
+
 def read_mlflow(source: Source, options: ReadOptions) -> list[RawRun]:
-    """Every run an ``mlflow:`` source names, as raw runs (long records: one per logged value)."""
+    """Every run an ``mlflow:`` source names, as raw runs (long records: one per logged value).
+
+    A local file store's metric files are read line by line (``mlflow_files``): a line cut
+    mid-write or garbage is dropped and reported, naming its file and line; other stores are
+    read through MLflow's client.
+    """
     uri = MlflowURI.parse(source.uri or "")
     with _reader_environment():
         client = _client(uri)
         experiment = _experiment(client, uri)
-        raws = []
-        for run in _runs(client, experiment, uri):
-            rows: list[tuple[int, str, float]] = []
-            for key in sorted(run.data.metrics):
-                logged = client.get_metric_history(run.info.run_id, key)
-                history = sorted(logged, key=lambda m: (m.timestamp, m.step))  # as logged, in time
-                rows.extend((m.step, key, m.value) for m in history)
-            records = pd.DataFrame(rows, columns=["step", "metric", "value"])
-            records.insert(0, "_loc", range(1, len(records) + 1))
-            name = run.info.run_name or run.info.run_id
-            candidates = ((options.reward,) if options.reward else ()) + REWARD_CANDIDATES
-            raws.append(
-                RawRun(
-                    run_id=name,
-                    source=f"{uri.text.split('#')[0]}#{experiment.name}/{name}",
-                    format="mlflow",
-                    records=records,
-                    records_read=len(records),
-                    metadata=run_metadata(run.data.params, experiment.name, name, run.info),
-                    reward_candidates=candidates,
-                    aliases={**TRL_ALIASES, **{f"train/{k}": v for k, v in TRL_ALIASES.items()}},
-                    location_label="metric record",
-                    long=True,
-                )
+        store = _file_store(client)
+        runs = (
+            _stored_runs(store, experiment, uri)
+            if store is not None
+            else _served_runs(client, experiment, uri)
+        )
+    raws = []
+    for run in runs:
+        records = pd.DataFrame(run.rows, columns=["step", "metric", "value"])
+        records.insert(0, "_loc", range(1, len(records) + 1))
+        candidates = ((options.reward,) if options.reward else ()) + REWARD_CANDIDATES
+        raws.append(
+            RawRun(
+                run_id=run.name,
+                source=f"{uri.text.split('#')[0]}#{experiment.name}/{run.name}",
+                format="mlflow",
+                records=records,
+                records_read=len(records) + run.dropped,
+                issues=run.issues,
+                metadata=run_metadata(run.params, experiment.name, run.name, run.info),
+                reward_candidates=candidates,
+                aliases={**TRL_ALIASES, **{f"train/{k}": v for k, v in TRL_ALIASES.items()}},
+                location_label="metric record",
+                long=True,
             )
+        )
     return raws

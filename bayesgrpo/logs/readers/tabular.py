@@ -23,6 +23,7 @@ from bayesgrpo.errors import (
     UnknownMetricError,
 )
 from bayesgrpo.logs.readers._common import locations, unique_names
+from bayesgrpo.logs.readers._limits import MAX_METRICS_PER_LINE, bounded_lines, too_many_metrics
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
 from bayesgrpo.logs.readers.json_lines import JsonLines, read_json_lines
 from bayesgrpo.logs.readers.verl.jsonl import is_verl_jsonl, verl_jsonl_run
@@ -111,7 +112,7 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
     last_ended = True  # whether it has a line end
     last_kept = False  # whether it was kept as a row
     with open(path, encoding="utf-8-sig", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
+        for number, line in enumerate(bounded_lines(handle, path), start=1):
             try:
                 row = _split_csv_line(line)
                 problem = ""
@@ -128,6 +129,8 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
                         path,
                         f"line {number}",
                     )
+                if len(row) > MAX_METRICS_PER_LINE:
+                    raise too_many_metrics(path, number, len(row), "header")
                 header, n_columns = row, len(row)
                 continue
             n_read += 1

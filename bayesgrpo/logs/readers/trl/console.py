@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._common import locations
+from bayesgrpo.logs.readers._limits import MAX_METRICS_PER_LINE, bounded_lines, too_many_metrics
 from bayesgrpo.logs.readers._records import RawRun
 from bayesgrpo.logs.readers.trl.columns import ColumnStore, is_number, trl_run
 from bayesgrpo.logs.readers.trl.metadata import (
@@ -168,7 +169,7 @@ def _iter_lines(path: Path) -> Iterable[tuple[int, str, bool]]:
     r"""(line number, text, ends with newline) of a file, read as bytes and split on ``\\n`` only."""
     try:
         with open(path, "rb") as handle:
-            for number, raw in enumerate(handle, start=1):
+            for number, raw in enumerate(bounded_lines(handle, path), start=1):
                 ended = raw.endswith(b"\n")
                 yield number, raw.decode("utf-8", errors="replace").rstrip("\n"), ended
     except OSError as exc:
@@ -325,6 +326,8 @@ def read_console_lines(
             if not _is_trainer_dict(record):
                 state.other_dicts.append(number)
                 continue
+            if len(record) > MAX_METRICS_PER_LINE:
+                raise too_many_metrics(path, number, len(record), "logged dict")
             _take_dict(state, record, number, logging_steps)
     if lines_seen == 0:
         raise EmptyLogError("empty file", path)
