@@ -697,3 +697,63 @@ def test_a_run_that_jumps_past_its_forecast_says_so_in_its_reason(tmp_path):
     assert "[the run has left its forecast: " in status.reason and "lie above the 90% band" in status.reason
     assert "the forecast follows its latest level, +0.5" in status.reason  # the jump (0.6), carried forward
     assert status.final_lower > 1.0  # the band sits where the run went (the curve alone tops out near 0.7)
+
+
+# --------------------------------------------------------------------------------------------
+# a log deleted and written again, or truncated: earlier steps kept or said (issue 79)
+# --------------------------------------------------------------------------------------------
+
+
+def _table_csv(path: Path, first: int, last: int) -> None:
+    steps = np.arange(first, last + 1)
+    pd.DataFrame({"step": steps, "reward": 0.2 + 0.005 * steps}).to_csv(path, index=False)
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated"])
+def test_a_table_written_again_from_scratch_says_its_earlier_steps_are_not_shown(tmp_path, how):
+    log = tmp_path / "run.csv"
+    _table_csv(log, 1, 52)
+    watcher = _watcher(log, horizon=200)
+    (status,) = watcher.poll()
+    assert status.n_steps == 52 and "restarted" not in status.reason
+    if how == "deleted":
+        log.unlink()
+        watcher.poll()  # the file is gone: what was read is still shown
+        _table_csv(log, 1, 10)
+    else:
+        with open(log, "r+", encoding="utf-8") as handle:  # same file, cut and written again
+            handle.truncate(0)
+            pd.DataFrame({"step": [1, 2], "reward": [0.2, 0.21]}).to_csv(handle, index=False)
+    (status,) = watcher.poll()
+    expected = "steps 11 .. 52" if how == "deleted" else "steps 3 .. 52"
+    assert "(restarted?)" in status.reason and expected in status.reason and "not shown" in status.reason
+    assert watcher.followers[0].rotations == 1
+
+
+def test_a_table_rewritten_in_full_is_no_restart(tmp_path):
+    log = tmp_path / "run.csv"
+    _table_csv(log, 1, 52)
+    watcher = _watcher(log, horizon=200)
+    watcher.poll()
+    with open(log, "r+", encoding="utf-8") as handle:  # a trainer's to_csv caught mid-write...
+        handle.truncate(0)
+        pd.DataFrame({"step": [1, 2], "reward": [0.205, 0.21]}).to_csv(handle, index=False)
+    assert "restarted" in watcher.poll()[0].reason
+    _table_csv(log, 1, 60)  # ...then the whole table again: nothing lost, nothing to say
+    (status,) = watcher.poll()
+    assert status.n_steps == 60 and "restarted" not in status.reason
+
+
+def test_a_verl_log_deleted_and_written_again_keeps_its_steps_and_says_so(tmp_path):
+    log = tmp_path / "run.log"
+    steps = np.arange(1, 53)
+    write_verl_console(log, pd.DataFrame({"step": steps, "critic/score/mean": 0.2 + 0.005 * steps}))
+    watcher = _watcher(log, horizon=200)
+    watcher.poll()
+    log.unlink()
+    watcher.poll()
+    write_verl_console(log, pd.DataFrame({"step": [1, 2], "critic/score/mean": [0.5, 0.5]}))
+    (status,) = watcher.poll()
+    assert status.n_steps == 52  # kept, the new file's values where it logs a step again
+    assert "the 52 step(s) read before, steps 1 .. 52, are kept" in status.reason
+    assert "replaced" in json.loads(json.dumps(status.to_dict()))["reason"]

@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 #: Formats whose files are append-only logs with explicit steps: kept across rotation.
 ROTATING_FORMATS = frozenset({"verl-console", "verl-jsonl", "jsonl"})
+#: Formats whose files a trainer rewrites in place as it goes (a shorter file mid-rewrite is no restart).
+REWRITTEN_FORMATS = frozenset({"trl-state"})
 #: Read errors that mean "the file is not written far enough yet": wait for the next poll.
 WAITING_ERRORS = (EmptyLogError, TruncatedLogError, UnknownFormatError)
 #: Probability mass of the forecast interval shown.
@@ -138,6 +140,21 @@ def _n_steps(table: RunsTable | None) -> int:
     return int(np.isfinite(table.points["reward"].to_numpy(dtype=float)).sum())
 
 
+def _step_range(steps: Sequence[int]) -> str:
+    """``"step 7"`` or ``"steps 1 .. 52"``."""
+    return f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]} .. {steps[-1]}"
+
+
+def missing_steps(before: RunsTable, now: RunsTable) -> list[int]:
+    """Steps with a reward in ``before`` that ``now`` does not have (any run), sorted."""
+    old = before.points[np.isfinite(before.points["reward"].to_numpy(dtype=float))]
+    new = set(zip(now.points["run_id"].astype(str), now.points["step"].astype(int), strict=True))
+    gone = {
+        int(s) for r, s in zip(old["run_id"].astype(str), old["step"], strict=True) if (r, int(s)) not in new
+    }
+    return sorted(gone)
+
+
 def _is_cut(table: RunsTable) -> bool:
     """Whether the reader met a file cut while being written."""
     return any(issue.kind == "truncated" for issue in table.report.issues)
@@ -180,6 +197,11 @@ class LogFollower:
         Why it waits or failed ("" when ok).
     reads : int
         How many times the files were read (a file that did not change is not read).
+    restart_note : str or None
+        When the log was deleted and written again, or truncated (a restarted run, a rotated
+        log): what became of the steps read before, for the watcher's output. Formats with
+        explicit steps that are appended to (:data:`ROTATING_FORMATS`) keep them; for the others
+        the note says which earlier steps are no longer shown, until the file holds them again.
     """
 
     def __init__(
@@ -198,6 +220,9 @@ class LogFollower:
         self._identities: set[tuple[int, int]] = set()
         self._archive: RunsTable | None = None
         self._current: RunsTable | None = None
+        self._before: RunsTable | None = None  # what was shown before a restart not kept
+        self._restart: str | None = None  # how the file restarted: "deleted and written again"...
+        self.restart_note: str | None = None
 
     @property
     def label(self) -> str:
@@ -225,6 +250,8 @@ class LogFollower:
         self._identities.update((st.device, st.inode) for st in stamps.values() if st is not None)
         if self.source.format in ROTATING_FORMATS and self._current is not None:
             self._check_rotation(previous, stamps)
+        elif self._current is not None:
+            self._note_restart(previous, stamps)
         if all(s is None for s in stamps.values()):
             return self._wait(
                 "no such file yet" if self.table is None else "the file is gone; showing what was read"
@@ -249,8 +276,45 @@ class LogFollower:
             return self._wait("trainer state being rewritten; showing the last complete read")
         self._current = table
         self.table = table if self._archive is None else merge_generations(self._archive, table)
+        self._update_restart_note(table)
         self.state, self.message = "ok", ""
         return True
+
+    def _note_restart(
+        self, previous: Mapping[Path, FileStamp | None], stamps: Mapping[Path, FileStamp | None]
+    ) -> None:
+        """Remember what was shown when a file of a format not kept across rotation restarted."""
+        for path, old in previous.items():
+            new = stamps.get(path)
+            if old is None:
+                continue
+            replaced = not old.same_file(new)  # or gone: compared with what is written again
+            shrunk = (
+                not replaced
+                and new is not None
+                and new.size < old.size
+                and self.source.format not in REWRITTEN_FORMATS
+            )
+            if replaced or shrunk:
+                self.rotations += 1
+                if self._before is None:
+                    self._before = self.table
+                self._restart = "replaced (deleted or renamed)" if replaced else "truncated"
+                logger.info("watch: %s was %s", path, self._restart)
+
+    def _update_restart_note(self, table: RunsTable) -> None:
+        """The restart note after a read: earlier steps the file no longer holds, if any."""
+        if self._before is None:
+            return
+        gone = missing_steps(self._before, table)
+        if not gone:  # rewritten in full (or caught up): nothing was lost
+            self._before, self._restart = None, None
+            self.restart_note = None
+            return
+        self.restart_note = (
+            f"the log was {self._restart} (restarted?): {len(gone)} earlier logged "
+            f"step(s), {_step_range(gone)}, are no longer in it and not shown"
+        )
 
     def _poll_tracker(self) -> bool:
         """A tracker (an ``mlflow:`` source) has no file to stat: ask it again, keep what changed."""
@@ -317,12 +381,14 @@ class LogFollower:
                     generation = tail if tail.run_ids == generation.run_ids else generation
                 except (LogReadError, BayesGRPOError, OSError) as exc:
                     logger.warning("watch: cannot read the rotated file %s: %s", renamed, exc)
-            logger.info(
-                "watch: %s was %s; keeping its %d steps",
-                path,
-                "replaced" if replaced else "truncated",
-                _n_steps(generation),
-            )
+            how = "replaced (deleted or renamed)" if replaced else "truncated"
+            logger.info("watch: %s was %s; keeping its %d steps", path, how, _n_steps(generation))
+            kept = sorted(int(step) for step in generation.points["step"])
+            if kept:
+                self.restart_note = (
+                    f"the log was {how} (rotated or restarted): the {len(kept)} step(s) read before, "
+                    f"{_step_range(kept)}, are kept; where the new file logs a step again, its value is shown"
+                )
             self._archive = (
                 generation if self._archive is None else merge_generations(self._archive, generation)
             )

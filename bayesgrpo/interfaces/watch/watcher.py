@@ -151,11 +151,14 @@ class _Pending:
     cached: RunStatus | None = None
     failed: str | None = None
     repairs: str | None = None
+    restarted: str | None = None
 
     def finish(self, status: RunStatus) -> RunStatus:
-        """``status`` with what the poll adds: a failed last read, the reader's repairs."""
+        """``status`` with what the poll adds: a failed last read, a restarted log, the reader's repairs."""
         if self.failed is not None:  # shown from the last good read
             status = replace(status, reason=f"{status.reason} [last read failed: {self.failed}]")
+        if self.restarted is not None:  # earlier steps kept or no longer shown: never in silence
+            status = replace(status, reason=f"{status.reason} [{self.restarted}]")
         if self.repairs is not None:
             status = replace(
                 status, repairs=self.repairs, reason=f"{status.reason} [log repaired: {self.repairs}]"
@@ -333,7 +336,10 @@ class Watcher:
         for run_id in table.run_ids:
             name = self._display_name(follower.key, run_id)
             slot = replace(
-                self._run_status(follower, table.select([run_id]), name), failed=failed, repairs=repairs
+                self._run_status(follower, table.select([run_id]), name),
+                failed=failed,
+                repairs=repairs,
+                restarted=follower.restart_note,
             )
             out.append(slot if slot.cached is None else slot.finish(slot.cached))
         return out
