@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import sys
 from collections.abc import Sequence
 
@@ -54,13 +55,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             stated_range(args)
             code = int(args.handler(args))
             check_interrupted()  # Ctrl-C that a library swallowed (PyMC's samplers, watch's loop)
-            return code
     except KeyboardInterrupt:
         print("bayesgrpo: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
     except BayesGRPOError as exc:
         print(f"bayesgrpo: error: {printable_lines(exc)}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        code = EXIT_USER_ERROR
+    _end_now_if_ray_was_lost(code)
+    return code
+
+
+def _end_now_if_ray_was_lost(code: int) -> None:
+    """End the process at once with ``code`` when a fleet engine lost its Ray (a killed raylet or
+    agent): Ray's core worker would end it with status 1 as the interpreter shuts down
+    (``fleet.ray_engine.ray_was_lost``). What was written is flushed first.
+    """
+    module = sys.modules.get("bayesgrpo.interfaces.fleet.ray_engine")  # imported only if Ray was used
+    if module is None or not module.ray_was_lost():
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def stated_range(args: argparse.Namespace) -> None:

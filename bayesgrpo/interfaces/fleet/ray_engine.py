@@ -20,6 +20,7 @@ stderr, never into what a verb writes to stdout (:func:`ray_messages_to_stderr`)
 
 from __future__ import annotations
 
+import atexit
 import signal
 import threading
 from collections.abc import Iterator, Sequence
@@ -53,6 +54,10 @@ WORKER_LOST = (
 RAY_LOST = (ray.exceptions.RayError, ConnectionError)
 #: Per worker process: the live forecaster of each population (by object reference), built once.
 _FORECASTERS: dict[str, LiveForecaster] = {}
+#: The object references of an engine whose Ray was lost, kept for the life of the process: freeing
+#: one asks the dead raylet, and Ray's core worker then ends the process at once (exit status 1, no
+#: message; seen after a killed dashboard agent), before the rows finished are written.
+_KEPT_AFTER_LOSS: list[Any] = []
 
 
 def ray_messages_to_stderr() -> None:
@@ -153,6 +158,7 @@ class RayEngine:
         max_retries: int = 3,
     ) -> None:
         self.retried_tasks = 0
+        self._lost = False
         self._batch_size = batch_size
         self._max_retries = max_retries
         self._started = not ray.is_initialized()
@@ -191,12 +197,16 @@ class RayEngine:
             )
 
         futures = {submit(i): i for i in range(len(chunks))}
+        submitted = list(futures)  # every task's reference, retries too
         tries = dict.fromkeys(range(len(chunks)), 1)
         results: dict[int, list[Any]] = {}
         bar = progress_bar(len(items), progress is not None, progress or "")
         pending = list(futures)
 
         def lost(what: str, exc: BaseException) -> EngineLostError:
+            if isinstance(exc, RAY_LOST) and not isinstance(exc, WORKER_LOST):  # Ray itself is gone
+                self._lost = True
+                _KEPT_AFTER_LOSS.extend([*submitted, *self._references])
             finished = {j: r for i, found in results.items() for j, r in zip(chunks[i], found, strict=True)}
             return EngineLostError(
                 f"{what} ({type(exc).__name__}: {_first_line(exc)}); {len(finished)} of {len(items)} "
@@ -226,13 +236,14 @@ class RayEngine:
                         self.retried_tasks += 1
                         again = submit(index)
                         futures[again] = index
+                        submitted.append(again)
                         pending.append(again)
                         continue
                     except RAY_LOST as exc:  # the local raylet (dead with its agent), the cluster
                         raise lost("Ray was lost under the work (its node, raylet or agent)", exc) from exc
                     bar.update(len(chunks[index]))
         except BaseException:  # Ctrl-C or a failed batch: nothing is left running
-            if not self._started:  # a Ray the user runs: ask its workers to drop our batches
+            if not self._started and not self._lost:  # a Ray the user runs: ask it to drop our batches
                 for future in pending:
                     try:
                         ray.cancel(future)
@@ -247,8 +258,17 @@ class RayEngine:
         return [result for i in range(len(chunks)) for result in results[i]]
 
     def close(self) -> None:
-        """Shut down the Ray this engine started (a Ray the user started is left running)."""
+        """Shut down the Ray this engine started (a Ray the user started is left running).
+
+        After Ray was lost under the work nothing is asked of it: its driver's shutdown asks the
+        dead raylet, and Ray ends the process there (exit status 1, no message). Ray's own
+        shutdown at the interpreter's exit is dropped too; the processes of a local Ray share the
+        fate of the process that started them.
+        """
         started, self._started = self._started, False
+        if self._lost:
+            atexit.unregister(ray.shutdown)
+            return
         if started and ray.is_initialized():
             with interrupts_held():  # a second Ctrl-C waits for the shutdown under way
                 ray.shutdown()
@@ -260,6 +280,14 @@ class RayEngine:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
+
+
+def ray_was_lost() -> bool:
+    """Whether an engine of this process lost its Ray under the work. Ray's core worker then ends
+    the process with status 1 as the interpreter shuts down: the ``bayesgrpo`` command ends at
+    once with its own status instead, once its output is written.
+    """
+    return bool(_KEPT_AFTER_LOSS)
 
 
 def _first_line(exc: BaseException) -> str:
