@@ -543,14 +543,41 @@ def test_console_log_with_bars_banner_eval_and_summary():
     assert table.report.balanced and table.report.records_read == 6
 
 
-def test_console_steps_assume_logging_steps_1_and_say_so():
+def test_console_steps_read_logging_steps_from_the_epochs_and_say_so():
+    # the banner states 20 steps in 1 epoch and the 4 dicts epochs 0.25 .. 1.0: logging_steps is 5
+    # (taking 1, as before, put a finished run of 20 steps at step 4)
     table = loud_load(DATA / "console_grpo.log")
-    assert table.points["step"].tolist() == [1, 2, 3, 4]
+    assert table.points["step"].tolist() == [5, 10, 15, 20]
+    issue = next(i for i in table.report.issues if i.kind == "logging_steps")
+    assert "logging_steps=5 read from the dicts' epochs" in issue.detail
+    assert "logging_steps_mismatch" not in kinds(table)
+    assert table.runs.loc[0, "logging_steps"] == 5
+
+
+def test_console_steps_assume_logging_steps_1_where_the_log_does_not_show_it(tmp_path):
+    # no banner stating the steps per epoch: the k-th dict is step k, and the report says so
+    path = tmp_path / "train.log"
+    path.write_text("".join(LINES))
+    table = loud_load(path)
+    assert table.points["step"].tolist() == [1, 2, 3]
     issue = next(i for i in table.report.issues if i.kind == "logging_steps")
     assert "logging_steps=1 assumed" in issue.detail
-    # the finished run's 4 lines disagree with the banner's 20 steps: the report suggests the value
-    hint = next(i for i in table.report.issues if i.kind == "logging_steps_mismatch")
-    assert "logging_steps=5 would fit" in hint.detail
+
+
+def test_console_steps_are_not_inferred_where_no_one_interval_fits(tmp_path):
+    # epochs that jump irregularly (a resumed run, a changed interval) leave the default
+    banner = "  Num Epochs = 1\n  Total optimization steps = 100\n"
+    epochs = [0.05, 0.10, 0.40, 0.45]
+    lines = "".join(f"{{'loss': 0.1, 'reward': {0.1 * i}, 'epoch': {e}}}\n" for i, e in enumerate(epochs))
+    path = tmp_path / "train.log"
+    path.write_text(banner + lines)
+    table = quiet_load(path)
+    assert table.points["step"].tolist() == [1, 2, 3, 4]
+
+
+def test_console_logging_steps_given_wins_over_the_epochs():
+    table = quiet_load(DATA / "console_grpo.log", logging_steps=2)
+    assert table.points["step"].tolist() == [2, 4, 6, 8]
 
 
 def test_console_values_printed_as_text_with_4_significant_digits():

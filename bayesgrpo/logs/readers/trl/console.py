@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._common import locations
 from bayesgrpo.logs.readers._limits import MAX_METRICS_PER_LINE, bounded_lines, too_many_metrics
 from bayesgrpo.logs.readers._records import RawRun
-from bayesgrpo.logs.readers.trl.columns import ColumnStore, is_number, trl_run
+from bayesgrpo.logs.readers.trl.columns import ColumnStore, finite_number, is_number, trl_run
 from bayesgrpo.logs.readers.trl.metadata import (
     BannerParser,
     banner_metadata,
@@ -337,9 +339,17 @@ def read_console_lines(
             + (f"; {len(state.summaries)} summary dict(s) only" if state.summaries else ""),
             path,
         )
-    issues = _console_issues(state, label, logging_steps, options.logging_steps is None, location_label)
     metadata = banner_metadata(state.banner)
     metadata.update(state.summary)
+    inferred = None
+    if options.logging_steps is None and not state.explicit_steps:
+        inferred = logging_steps_from_epochs(state.store, metadata)
+        if inferred is not None:
+            logging_steps = inferred
+            state.store.steps = [step * inferred for step in state.store.steps]
+            metadata["logging_steps"] = float(inferred)
+    how = "inferred" if inferred else ("assumed" if options.logging_steps is None else "given")
+    issues = _console_issues(state, label, logging_steps, how, location_label)
     if options.logging_steps is not None:
         metadata["logging_steps"] = float(logging_steps)
     issues.extend(_steps_consistency(state, metadata, label, logging_steps))
@@ -365,8 +375,52 @@ def read_console_lines(
     ]
 
 
+def logging_steps_from_epochs(store: ColumnStore, metadata: Mapping[str, Any]) -> int | None:
+    """The trainer's ``logging_steps``, where the dicts' epochs and the stated steps per epoch show it.
+
+    Console dicts carry no step; the k-th is step ``k * logging_steps``. TRL's ``GRPOConfig`` logs
+    every 10 steps by default, so taking 1 puts a run of 935 steps at step 93. Where the banner
+    states the steps per epoch (or total steps and epochs) and the dicts their epoch, the k-th
+    dict's epoch times the steps per epoch is its step: the ratio to ``k``, when one whole number
+    of 2 or more fits every dict (within the rounding of a printed epoch), is ``logging_steps``.
+
+    Parameters
+    ----------
+    store : ColumnStore
+        The dicts read, the k-th training dict at step ``k``.
+    metadata : mapping
+        What the banner stated: ``steps_per_epoch``, or ``total_steps`` and ``num_epochs``.
+
+    Returns
+    -------
+    int or None
+        None where the log does not show it (no epochs, no stated steps, or no one number fits).
+    """
+    per_epoch = metadata.get("steps_per_epoch")
+    if per_epoch is None and metadata.get("total_steps") and metadata.get("num_epochs"):
+        per_epoch = float(metadata["total_steps"]) / float(metadata["num_epochs"])
+    epochs = store.values.get("epoch")
+    if not per_epoch or epochs is None:
+        return None
+    pairs = {}
+    for step, epoch in zip(store.steps, epochs, strict=True):
+        value = finite_number(epoch)
+        if isinstance(step, int) and step > 0 and value is not None and value > 0:
+            pairs.setdefault(step, value)
+    if len(pairs) < 3:
+        return None
+    k = np.array(list(pairs), dtype=float)
+    implied = np.array(list(pairs.values())) * float(per_epoch)
+    ratio = int(round(float(np.median(implied / k))))
+    if ratio < 2:
+        return None
+    # an epoch printed with 2 decimals is off by up to 0.005 epoch; a dict by up to one interval
+    slack = ratio + 0.005 * float(per_epoch) + 1.0
+    return ratio if bool(np.all(np.abs(implied - k * ratio) <= slack)) else None
+
+
 def _console_issues(
-    state: _ConsoleState, label: str, logging_steps: int, assumed: bool, location_label: str = "line"
+    state: _ConsoleState, label: str, logging_steps: int, how: str, location_label: str = "line"
 ) -> list[ReadIssue]:
     """The console reader's report: one entry per kind of damage or repair the scan met.
 
@@ -398,7 +452,11 @@ def _console_issues(
         )
     computed = state.train_lines - state.explicit_steps
     if computed:
-        how = "assumed (the default)" if assumed else "as given"
+        said = {
+            "assumed": "assumed (the default)",
+            "given": "as given",
+            "inferred": "read from the dicts' epochs and the steps per epoch the banner states",
+        }[how]
         issues.append(
             ReadIssue(
                 label,
@@ -407,7 +465,7 @@ def _console_issues(
                 computed,
                 (),
                 f"console dicts carry no step: step = k x logging_steps for the k-th training dict, "
-                f"with logging_steps={logging_steps} {how}; pass logging_steps=<the trainer's value> "
+                f"with logging_steps={logging_steps} {said}; pass logging_steps=<the trainer's value> "
                 "if it differs",
             )
         )
