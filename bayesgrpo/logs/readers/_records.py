@@ -570,20 +570,37 @@ def _located_records(raw: RawRun, issues: _Issues) -> pd.DataFrame:
     return frame
 
 
+def _coerced_columns(
+    frame: pd.DataFrame, metric_columns: list[str], issues: _Issues
+) -> dict[str, np.ndarray]:
+    """Every metric column as float64, each change reported (``_coerce_values``).
+
+    Float columns are taken as one block and checked for infinite values at once: a step line
+    of thousands of metrics is not thousands of pandas calls; only the columns with something
+    to report, and columns of another type, go through ``_coerce_values`` one by one.
+    """
+    kinds = {name: dtype.kind for name, dtype in frame.dtypes.items()}
+    floats = [c for c in metric_columns if kinds[c] == "f"]
+    block = frame[floats].to_numpy(dtype=float, na_value=np.nan) if floats else np.zeros((len(frame), 0))
+    infinite = np.asarray(np.isinf(block).any(axis=0), dtype=bool)
+    by_name = {c: block[:, j] for j, c in enumerate(floats) if not infinite[j]}
+    out: dict[str, np.ndarray] = {}
+    for column in metric_columns:
+        if column in by_name:
+            out[column] = by_name[column]
+        else:
+            out[column] = _coerce_values(frame[column], frame[LOC], column, issues).to_numpy(dtype=float)
+    return out
+
+
 def _wide_values(frame: pd.DataFrame, issues: _Issues) -> tuple[pd.DataFrame, list[str], int]:
     """One row a record: values made numbers, empty metrics and value-less records dropped, repeated
     steps merged; the frame, its metric columns and the records kept.
     """
     metric_columns = [c for c in frame.columns if c not in (LOC, STEP)]
-    coerced = {c: _coerce_values(frame[c], frame[LOC], c, issues) for c in metric_columns}
-    frame = pd.DataFrame(
-        {
-            LOC: frame[LOC].to_numpy(),
-            STEP: frame[STEP].to_numpy(),
-            **{c: v.to_numpy() for c, v in coerced.items()},
-        }
-    )
-    empty_columns = [c for c in metric_columns if frame[c].isna().all()]
+    coerced = _coerced_columns(frame, metric_columns, issues)
+    frame = pd.DataFrame({LOC: frame[LOC].to_numpy(), STEP: frame[STEP].to_numpy(), **coerced})
+    empty_columns = [c for c in metric_columns if np.isnan(coerced[c]).all()]
     if empty_columns and len(empty_columns) < len(metric_columns):
         frame = frame.drop(columns=empty_columns)
         metric_columns = [c for c in metric_columns if c not in empty_columns]
@@ -656,12 +673,13 @@ def _tidy_run(
 ) -> TidyRun:
     """The run's points in the schema, its metadata and the account of its records."""
     metrics = [c for c in frame.columns if c not in (LOC, STEP, "reward")]
+    values = frame[metrics].to_numpy(dtype=float) if metrics else np.zeros((len(frame), 0))
     points = pd.DataFrame(
         {
             "run_id": pd.Series([raw.run_id] * len(frame), dtype="string"),
             STEP: frame[STEP].to_numpy(dtype=np.int64),
             "reward": frame["reward"].to_numpy(dtype=float),
-            **{c: frame[c].to_numpy(dtype=float) for c in metrics},
+            **{c: values[:, j] for j, c in enumerate(metrics)},
         }
     )
     metadata = {

@@ -14,6 +14,7 @@ from typing import Any
 
 from bayesgrpo.errors import EmptyLogError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._limits import MAX_METRICS_PER_LINE, bounded_lines, too_many_metrics
+from bayesgrpo.logs.readers._prefix import split_log_prefix
 
 
 @dataclass
@@ -42,11 +43,28 @@ class JsonLines:
     cut_line: int | None
 
 
+def _json_object(line: str) -> Any:
+    """A line's JSON value, read after a logging prefix if it has one; ``None`` when not JSON."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):  # JSONDecodeError, too many digits, too deep
+        pass
+    prefix, content = split_log_prefix(line)
+    if not prefix:
+        return None
+    try:
+        return json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+
+
 def read_json_lines(path: Path, strict: bool) -> JsonLines:
     """Read JSON Lines: one JSON object per line; other lines are noted, not read.
 
-    Blank lines are skipped, not counted. A line that is not a JSON object (not JSON, an array,
-    a number...) is bad; a bad last line without line end is a record cut while being written.
+    Blank lines are skipped, not counted. A JSON object after a logging prefix (a timestamp, a
+    level, a rank tag: ``bayesgrpo.logs.readers._prefix``) is read as the object. A line that is
+    not a JSON object (not JSON, an array, a number...) is bad; a bad last line without line end
+    is a record cut while being written.
 
     Parameters
     ----------
@@ -79,10 +97,7 @@ def read_json_lines(path: Path, strict: bool) -> JsonLines:
             if not line.strip():
                 continue
             n_read += 1
-            try:
-                record = json.loads(line)
-            except (ValueError, RecursionError):  # JSONDecodeError, too many digits, too deep
-                record = None
+            record = _json_object(line)
             if not isinstance(record, dict):
                 cut = not line.endswith("\n")  # only the last line can lack one
                 if strict:

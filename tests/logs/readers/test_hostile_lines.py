@@ -65,6 +65,16 @@ def test_trl_console_dicts_after_a_logging_prefix_are_read(tmp_path):
     assert table.points["step"].tolist() == [1, 2, 3, 4, 5]
 
 
+def test_json_lines_after_a_logging_prefix_are_read(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    lines = ['2025-01-01 12:00:00 INFO {"step": 1, "reward": 0.1}', '[rank0]: {"step": 2, "reward": 0.2}']
+    path.write_text("\n".join([*lines, '{"step": 3, "reward": 0.3}', "INFO not json"]) + "\n")
+    table = load_runs(path, warn=False)
+    assert table.points["step"].tolist() == [1, 2, 3]
+    (issue,) = table.report.issues  # a line that is no JSON after its prefix is still reported
+    assert issue.kind == "bad_line" and issue.locations == ("line 4",)
+
+
 @pytest.mark.parametrize("name", ["train.log", "table.csv", "table.jsonl", "trl.txt"])
 def test_a_line_past_the_length_bound_is_an_error_naming_file_line_and_bound(tmp_path, name):
     fmt = {"train.log": "verl-console", "table.csv": "csv", "table.jsonl": "jsonl", "trl.txt": "trl-console"}
