@@ -107,11 +107,17 @@ def test_forecast_with_a_cut_prints_forecast_truth_and_stop_decision(tmp_path, c
     out = capsys.readouterr().out
     assert "reward at horizon [90% predictive]" in out and "stop at cut?" in out
     assert "ended inside it" in out and "would stop at the cut" in out
+    # issue 75: '!' was judged against a band the table did not print; it prints it beside
+    assert (
+        "expected [90% curve]" in out and "'!' = outside the 90% band of the expected reward printed" in out
+    )
     final = pd.read_csv(out_dir / "final_reward.csv")
     assert len(final) == 3
     assert {"q05", "q50", "q95", "stop_at_cut", "p_gain_below_eps", "covered_90", "cut_step"} <= set(
         final.columns
     )
+    inside = (final["expected_q05"] <= final["last_logged"]) & (final["last_logged"] <= final["expected_q95"])
+    assert (inside == final["covered_90"]).all()
     assert (final["q05"] <= final["q95"]).all()
     assert set(final["stop_at_cut"]) <= {"stop", "continue", "undecided"}
     assert (out_dir / "model.nc").exists()

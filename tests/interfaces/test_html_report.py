@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.cli import main
 from bayesgrpo.interfaces.html_report import transfer_specs, write_report
 from bayesgrpo.interfaces.html_report.markup import fmt_band
@@ -102,6 +101,10 @@ def test_the_page_has_one_summary_row_per_run(page):
     table, parsed, _ = page
     summary = parsed.tables[0]
     assert summary[0][0] == "run" and "decision" in summary[0]
+    # issue 75: "phase plateau (0.98)" beside "P(gain < 0.0104) = 0.02 ... continue" read as one
+    # story; each column says which question it answers, and a note under the table says both
+    assert "P behind the decision" in summary[0] and "phase now: the curve's rate (P)" in summary[0]
+    assert "Two questions, two answers" in "".join(parsed.text)
     body = summary[1:]
     assert [row[0] for row in body] == table.run_ids  # the script tag's text, as text
     decision = summary[0].index("decision")
@@ -199,7 +202,7 @@ def test_a_run_with_no_horizon_or_past_it_gets_no_answer_and_the_others_do(popul
     assert rows["sim000"]["decision"] in {"stop", "continue", "undecided"}
     for run_id, why in (("sim001", "give --horizon"), ("sim002", "past the horizon 50")):
         assert rows[run_id]["decision"] == "no answer" and why in rows[run_id]["reason"]
-        assert rows[run_id]["probability"] == "-" and rows[run_id]["step / horizon"].endswith("/ -")
+        assert rows[run_id]["P behind the decision"] == "-" and rows[run_id]["step / horizon"].endswith("/ -")
 
 
 def test_a_run_that_has_left_its_forecast_says_so_in_its_row(tmp_path):
@@ -298,3 +301,14 @@ def test_a_transfer_on_the_population_s_normalisation_bounds_is_a_share_of_them(
         numbers = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", row[5])]
         assert all(0.0 <= x <= 1.0 for x in numbers), row
     assert "share of the population's normalisation bounds" in "".join(parsed.text)
+
+
+def test_no_empty_size_panel_when_no_run_states_its_size(mocked, tmp_path):
+    # issue 75: the report's "r1 by model size" panel was drawn empty when no sizes were given
+    table = simulate_runs(3, n_steps=40, random_seed=5).table
+    runs = table.runs.assign(size_b=np.nan)
+    table = RunsTable(points=table.points, runs=runs, report=table.report)
+    path = write_report(table, tmp_path / "r.html", history_points=0, diagnose=False)
+    parsed = _parse(path)
+    assert "r1 by model size" not in {image["alt"] for image in parsed.images}
+    assert "r1 by model size: no run here states its model size" in "".join(parsed.text)

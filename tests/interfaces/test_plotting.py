@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 
 from bayesgrpo.interfaces.plotting import plot_forecast, plot_forecast_grid
@@ -26,7 +27,7 @@ def test_fan_chart_draws_bands_mean_and_points_on_the_given_axes(mocked, simulat
     assert returned is ax
     labels = [artist.get_label() for artist in ax.get_children()]
     bands = {"90% predictive band (a logged reward)", "50% predictive band (a logged reward)"}
-    assert bands | {"forecast mean", "logged", "end of fitted data"} <= set(labels)
+    assert bands | {"forecast median", "logged", "end of fitted data"} <= set(labels)
     ax.clear()
     plot_forecast(model, "sim001", ax=ax, band="curve")
     assert "90% curve band (the expected reward)" in {artist.get_label() for artist in ax.get_children()}
@@ -73,4 +74,28 @@ def test_grid_is_readable_at_one_run_and_at_many(mocked, n_runs):
         assert title.x0 >= panel.x0 - 15 and title.x1 <= panel.x1 + 15, ax.title.get_text()
     legend = figure.legends[0].get_window_extent(renderer)
     assert legend.x0 >= 0 and legend.x1 <= figure.bbox.x1  # the legend stays on the canvas
+    # issue 75: every panel's whole run name, and the axes labelled (once, for many panels)
+    for ax, run_id in zip(visible, model.data.run_ids, strict=True):
+        assert ax.title.get_text().replace("\n", "") == run_id
+    if n_runs > 1:
+        assert figure.get_supxlabel() == "step" and figure.get_supylabel() == "reward"
+    else:
+        assert visible[0].get_xlabel() == "step" and visible[0].get_ylabel() == "reward"
+    plt.close(figure)
+
+
+def test_the_forecast_line_is_the_median_not_a_mean_one_draw_can_move(mocked, simulated):
+    # issue 75: Student-t noise put a spike to -17 in the demo's predictive mean
+    model = RewardModel().fit(simulated.table)
+    figure, ax = plt.subplots()
+    plot_forecast(model, "sim001", ax=ax, steps=np.linspace(0, 60, 7))
+    line = next(line for line in ax.get_lines() if line.get_label() == "forecast median")
+    table = model.forecast(
+        steps=np.linspace(0, 60, 7),
+        runs=["sim001"],
+        quantiles=(0.05, 0.25, 0.5, 0.75, 0.95),
+        include_noise=True,
+        random_seed=0,
+    ).table
+    np.testing.assert_allclose(line.get_ydata(), table["q50"])
     plt.close(figure)

@@ -144,7 +144,7 @@ def test_fan_from_curve_draws_draws_the_closed_form_mean():
     _, ax = plt.subplots()
     returned = plotting.plot_fan(cd, step_now=30.0, ax=ax, n_steps=11)
     assert returned is ax
-    mean_line = next(line for line in ax.get_lines() if line.get_label() == "forecast mean")
+    mean_line = next(line for line in ax.get_lines() if line.get_label() == "forecast median")
     steps = np.linspace(0, 100, 11)
     t = steps / 100.0
     np.testing.assert_allclose(

@@ -390,6 +390,8 @@ def _final_rewards(args: argparse.Namespace, model: Any, table: Any, summary: An
         curve = model.final_reward(quantiles=(0.05, 0.95)).set_index("run_id").reindex(final["run_id"])
         actual = final["last_logged"].to_numpy()
         final["covered_90"] = (curve["q05"].to_numpy() <= actual) & (actual <= curve["q95"].to_numpy())
+        # the band '!' is judged against is printed beside it
+        final["expected_q05"], final["expected_q95"] = curve["q05"].to_numpy(), curve["q95"].to_numpy()
     return final
 
 
@@ -416,7 +418,11 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
     band = str(final["band"].iloc[0]) if len(final) else "predictive"
     column = f"reward at horizon [90% {band}]"
     header = f"{'run_id':<44} {'family':<8} {'size_b':>6} {'horizon':>7} {column:>30}"
-    header += f" {'actual':>8} {'stop at cut?':>16}" if cut else f" {'last logged':>11}"
+    header += (
+        f" {'expected [90% curve]':>20} {'actual':>8} {'stop at cut?':>16}"
+        if cut
+        else f" {'last logged':>11}"
+    )
     print(header)
     for row in final.itertuples(index=False):
         run_id = _short_name(row.run_id, 44)
@@ -427,7 +433,8 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
         if cut:
             mark = " " if row.covered_90 else "!"
             stop = f"{row.stop_at_cut} (P={row.p_gain_below_eps:.2f})"
-            line += f" {_format_number(row.last_logged):>7}{mark} {stop:>16}"
+            expected = f"[{_format_number(row.expected_q05)}, {_format_number(row.expected_q95)}]"
+            line += f" {expected:>20} {_format_number(row.last_logged):>7}{mark} {stop:>16}"
         else:
             line += f" {_format_number(row.last_logged):>11}"
         _say(line)
@@ -435,7 +442,8 @@ def _print_final_rewards(args: argparse.Namespace, final: Any) -> None:
         print()
         print(
             "actual = mean of each run's last 10% of logged rewards; '!' = outside the 90% band of the "
-            f"expected reward (the curve band: a mean of many points is compared with the curve). "
+            "expected reward printed beside it (the curve band: a mean of many points is compared with the "
+            "curve, not with the wider band of one logged reward). "
             f"{int(final['covered_90'].sum())} of {len(final)} runs ({final['covered_90'].mean():.0%}) ended "
             "inside it."
         )

@@ -43,7 +43,7 @@ from bayesgrpo.model.laplace import LiveUpdateWarning
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.history import stop_history
 from bayesgrpo.questions.live import LiveForecaster
-from bayesgrpo.questions.shrinkage import laplace_modes
+from bayesgrpo.questions.shrinkage import laplace_modes, scaling_table
 from bayesgrpo.questions.stopping import (
     DEFAULT_PLATEAU_EPS,
     DEFAULT_PLATEAU_PROB,
@@ -334,6 +334,13 @@ def _pooling_section(forecasts: _Forecasts, dpi: int) -> str:
         plotting.plot_shrinkage(model, param=param, unpooled=modes, ax=ax)
         parts.append(img_tag(plotting.figure_png(figure, dpi=dpi), f"shrinkage of {param}"))
     for param in SCALING_PARAMS:
+        if scaling_table(model, param).runs.empty:  # an empty panel says nothing: say why instead
+            parts.append(
+                f'<p class="note">{esc(param)} by model size: no run here states its model size on a '
+                "stated reward range, so there is nothing to draw (give size_b, reward_min and "
+                "reward_max in the runs' metadata).</p>"
+            )
+            continue
         figure, ax = plotting.subplots(figsize=(6.5, 3.6))
         plotting.plot_scaling(model, param=param, ax=ax)
         parts.append(img_tag(plotting.figure_png(figure, dpi=dpi), f"{param} by model size"))

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from bayesgrpo.model.reward_model import RewardModel
     from bayesgrpo.questions.stopping import StoppingRule
 
+#: The summary's column of the probability behind each decision (the rule's question).
+DECISION_PROBABILITY = "P behind the decision"
+#: The summary's column of each run's phase now (the curve's rate, not the gain left).
+PHASE_NOW = "phase now: the curve's rate (P)"
 #: Fractions of the total gain shown by the t80 figure.
 T80_FRACTIONS: tuple[float, ...] = (0.8,)
 #: Most runs of one family drawn as context under the transfer predictions.
@@ -318,11 +322,19 @@ def summary_table(rows: Sequence[ReportRun], rule: StoppingRule) -> str:
         + "/".join(sorted({r.band for r in rows} or {"predictive"}))
         + " band)",
         "decision",
-        "probability",
-        "phase (probability)",
+        DECISION_PROBABILITY,
+        PHASE_NOW,
         "reason",
     ]
-    return f"<p>Rule: <code>{esc(rule)}</code>.</p>" + html_table(header, body)
+    note = (
+        '<p class="note">Two questions, two answers. The decision, its probability and the reason '
+        "answer the rule's question: is the gain left before the horizon worth the steps? The phase "
+        "answers another: how fast is the curve rising now? A run is on its plateau once its rate has "
+        "fallen below a fifth of its peak after half its gain; a slow climb can still add more than "
+        "the rule's threshold before the horizon, so a plateau (0.98) beside continue is no "
+        "contradiction. A run with no horizon has no decision: give --horizon.</p>"
+    )
+    return f"<p>Rule: <code>{esc(rule)}</code>.</p>" + html_table(header, body) + note
 
 
 def run_anchor(run_id: str) -> str:

@@ -18,6 +18,7 @@ from bayesgrpo.interfaces.plotting.style import (
     plain_label,
     pyplot,
     short_label,
+    wrapped_label,
 )
 from bayesgrpo.model.draws import band_draws, check_band
 
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 
     from bayesgrpo.logs.table import RunsTable
     from bayesgrpo.model.reward_model import RewardModel
+
+
+#: The legend's name of a fan chart's central line.
+CENTRE_LABEL = "forecast median"
 
 
 def plot_forecast(
@@ -44,7 +49,7 @@ def plot_forecast(
     title: str | None = None,
     random_seed: int | None = 0,
 ) -> Axes:
-    """Fan chart of one run: observed rewards, forecast mean and central intervals.
+    """Fan chart of one run: observed rewards, forecast median and central intervals.
 
     Parameters
     ----------
@@ -101,7 +106,9 @@ def plot_forecast(
         ax.fill_between(
             table["step"], low, high, color=color, alpha=alpha, linewidth=0, label=band_label(mass, band)
         )
-    ax.plot(table["step"], table["mean"], color=color, linewidth=1.5, label="forecast mean")
+    # the median, not the mean: with Student-t noise one draw far out moved the predictive mean
+    # of the bundled runs by up to 17 at a step (issue 75)
+    ax.plot(table["step"], table["q50"], color=color, linewidth=1.5, label=CENTRE_LABEL)
     if observed is not None and run_id in set(observed.run_ids):
         points = observed.run(run_id)
         ax.plot(
@@ -129,8 +136,8 @@ def plot_forecast_grid(
     """Fan charts of many runs on one figure (one panel per run); returns the figure.
 
     The figure is sized to the runs: one run is one readable chart, not one panel of a wide
-    grid; panel titles are cut in the middle to fit their panel (run ids often differ only at
-    their end), and the legend wraps to the figure's width.
+    grid; panel titles are the whole run ids, wrapped to their panel, the axes are labelled once
+    for the figure, and the legend wraps to the figure's width.
 
     Parameters
     ----------
@@ -158,17 +165,23 @@ def plot_forecast_grid(
     if panel_size is None:
         panel_size = (6.0, 3.6) if len(run_ids) == 1 else (4.0, 2.6) if len(run_ids) <= 4 else (3.2, 2.2)
     nrows = int(np.ceil(len(run_ids) / ncols))
+    title_chars = max(16, int(panel_size[0] * 11))  # fontsize 7: about 11 characters an inch
+    title_lines = max(wrapped_label(r, title_chars).count("\n") + 1 for r in run_ids)
+    panel_size = (panel_size[0], panel_size[1] + 0.12 * (title_lines - 1))
     figure, axes = plt.subplots(
         nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.6), squeeze=False
     )
-    title_chars = max(16, int(panel_size[0] * 11))  # fontsize 7: about 11 characters an inch
     for ax, run_id in zip(axes.ravel()[: len(run_ids)], run_ids, strict=True):
         plot_forecast(model, run_id, observed=observed, ax=ax, **kwargs)
-        ax.set_title(short_label(run_id, title_chars), fontsize=7 if len(run_ids) > 1 else 9)
+        # the whole name, wrapped: run ids often differ only in their middle or at their end
+        ax.set_title(wrapped_label(run_id, title_chars), fontsize=7 if len(run_ids) > 1 else 9)
         if len(run_ids) > 1:
             ax.set_xlabel("")
             ax.set_ylabel("")
             ax.tick_params(labelsize=6)
+    if len(run_ids) > 1:  # one label an axis, for every panel
+        figure.supxlabel("step", fontsize=9)
+        figure.supylabel("reward", fontsize=9)
     for ax in axes.ravel()[len(run_ids) :]:
         ax.set_visible(False)
     handles, labels = axes.ravel()[0].get_legend_handles_labels()
@@ -388,7 +401,7 @@ def plot_fan(
     ):
         low, high = np.quantile(values, [0.5 - mass / 2, 0.5 + mass / 2], axis=0)
         ax.fill_between(steps, low, high, color=color, alpha=alpha, linewidth=0, label=band_label(mass, band))
-    ax.plot(steps, values.mean(axis=0), color=color, linewidth=1.5, label="forecast mean")
+    ax.plot(steps, np.median(values, axis=0), color=color, linewidth=1.5, label=CENTRE_LABEL)
     if points is not None:
         ax.plot(
             points["step"], points["reward"], ".", color="0.25", markersize=2.5, alpha=0.7, label="logged"

@@ -82,6 +82,21 @@ def short_label(text: str, width: int = 40) -> str:
     return plain_label(text)
 
 
+def wrapped_label(text: str, width: int = 40) -> str:
+    """``text`` whole, broken into lines of at most ``width`` characters (at underscores, dashes
+    and slashes where it can), made literal for matplotlib (:func:`plain_label`).
+    """
+    text = str(text)
+    lines: list[str] = []
+    while len(text) > width:
+        cut = max(text.rfind(mark, 0, width) for mark in "_-/ ") + 1
+        cut = cut if cut > width // 2 else width
+        lines.append(text[:cut])
+        text = text[cut:]
+    lines.append(text)
+    return plain_label("\n".join(lines))
+
+
 def known_value(value: Any) -> bool:
     """Whether a metadata value is known (not None, NaN, empty or the unknown label)."""
     return (

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------------------------
 
 
+#: The column of ``P(gain left before the horizon < eps)``: the plateau rule's question (named so
+#: that it is not read as a phase, which is about the curve's rate now).
+P_GAIN_BELOW = "P(gain < eps)"
+
+
 def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
@@ -42,7 +47,7 @@ def render_table(statuses: Sequence[RunStatus], *, title: str | None = None) -> 
     table.add_column("reward now", justify="right")
     bands = {s.band for s in statuses if s.state == "ok"} or {"predictive"}
     table.add_column(f"final reward [{INTERVAL:.0%} {'/'.join(sorted(bands))}]", justify="right")
-    table.add_column("P(plateau)", justify="right")
+    table.add_column(P_GAIN_BELOW, justify="right")
     table.add_column("advice")
     table.add_column("reason", overflow="fold", ratio=1)
     for s in statuses:
@@ -102,7 +107,7 @@ def run(
     """
     stream = stream or sys.stdout
     limit = 1 if once else max_polls
-    rule = f"rule: {watcher.rule}; P(plateau) = P(gain to the horizon < {watcher.eps:g}"
+    rule = f"rule: {watcher.rule}; {P_GAIN_BELOW} = P(gain left before the horizon < {watcher.eps:g}"
     rule += " of the reward range)" if watcher.relative else ")"
     # a pipe or a file has no width: wide enough that a row stays on one line
     console = Console(file=stream, width=None if stream.isatty() else 200)
