@@ -402,15 +402,15 @@ def logging_steps_from_epochs(store: ColumnStore, metadata: Mapping[str, Any]) -
     epochs = store.values.get("epoch")
     if not per_epoch or epochs is None:
         return None
-    pairs = {}
+    pairs: dict[int, float] = {}
     for step, epoch in zip(store.steps, epochs, strict=True):
         value = finite_number(epoch)
         if isinstance(step, int) and step > 0 and value is not None and value > 0:
             pairs.setdefault(step, value)
     if len(pairs) < 3:
         return None
-    k = np.array(list(pairs), dtype=float)
-    implied = np.array(list(pairs.values())) * float(per_epoch)
+    k = np.asarray(list(pairs), dtype=np.float64)
+    implied = np.asarray(list(pairs.values()), dtype=np.float64) * float(per_epoch)
     ratio = int(round(float(np.median(implied / k))))
     if ratio < 2:
         return None
