@@ -25,11 +25,15 @@ a KL penalty), ``actor/entropy`` (older: ``actor/entropy_loss``, which is the me
 
 How lines are read
 ------------------
-* A *step line* is a line that, once ANSI codes and an optional Ray prefix ``(... pid=N ...)``
-  are set aside (and anything before a carriage return, as a progress bar leaves), starts with
-  ``step:``. Every step line is a record (``records_read``); every other line is not (config
-  dumps, warnings, model outputs, tracebacks, binary noise: the file is decoded as UTF-8 with
-  undecodable bytes replaced). Line numbers count ``\\n`` only, as editors do.
+* A *step line* is a line that, once ANSI codes and an optional logging prefix are set aside
+  (a Ray prefix ``(... pid=N ...)``, a timestamp, a level, a rank tag:
+  ``bayesgrpo.logs.readers._prefix``; and anything before a carriage return, as a progress bar
+  leaves), starts with ``step:``. Every step line is a record (``records_read``); every other
+  line is not (config dumps, warnings, model outputs, tracebacks, binary noise: the file is
+  decoded as UTF-8 with undecodable bytes replaced), and one that looks like a step line after
+  other text is reported (``unread_step_line``). Line numbers count ``\\n`` only, as editors do.
+  A line past ``MAX_LINE_BYTES`` or ``MAX_METRICS_PER_LINE`` metrics is an error
+  (``bayesgrpo.logs.readers._limits``).
 * Fields are split at ``" - "``; each is ``<name>:<value>`` split at its *last* colon (verl's
   values never hold a colon or ``" - "``). A chunk with no colon is the start of a name that
   itself contains ``" - "`` and is joined to the next chunk (reported as ``info``); a trailing

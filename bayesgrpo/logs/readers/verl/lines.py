@@ -43,7 +43,6 @@ ALIAS_CANDIDATES: dict[str, tuple[str, ...]] = {
 VALIDATION_ALIAS = "val_reward"
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-STEP_HEAD = re.compile(r"\s*(?:\([^()]*\bpid=\d+[^()]*\)\s*)?")
 #: What follows ``step:`` on a step line: a number, `` - `` and a metric name with its colon.
 STEP_LIKE = re.compile(r"\s*-?\d+\s+-\s+[^\s:][^:]*:")
 LINE_PREFIX = re.compile(r"\s*(\([^()]*\bpid=\d+[^()]*\))\s?")
