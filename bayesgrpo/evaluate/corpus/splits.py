@@ -62,31 +62,47 @@ def run_weights(sources: Sequence[str] | pd.Series, scheme: str = "pooled", cap:
     -------
     numpy.ndarray
     """
-    labels = pd.Series(np.asarray(sources, dtype=object))
-    if labels.empty:
+    codes, _ = pd.factorize(np.asarray(sources, dtype=object))
+    if len(codes) == 0:
         return np.zeros(0)
-    counts = labels.map(labels.value_counts()).to_numpy(dtype=float)
-    n_sources = labels.nunique()
-    if scheme == "equal":
-        return 1.0 / (n_sources * counts)
-    if scheme != "pooled":
+    counts = np.bincount(codes).astype(float)
+    return (source_weights(counts, scheme, cap) / counts)[codes]
+
+
+def source_weights(counts: np.ndarray, scheme: str = "pooled", cap: float = 0.1) -> np.ndarray:
+    """Each source's share of the weight (summing to 1), from its number of runs.
+
+    Parameters
+    ----------
+    counts : array of float
+        Runs of each source.
+    scheme, cap
+        As :func:`run_weights`.
+
+    Returns
+    -------
+    numpy.ndarray
+        One weight per source; :func:`run_weights` splits it evenly among the source's runs.
+    """
+    if scheme not in ("pooled", "equal"):
         raise ValueError(f"scheme must be 'pooled' or 'equal', not {scheme!r}")
-    if cap * n_sources < 1.0:  # fewer than 1 / cap sources: a cap cannot hold, each source equal
-        return 1.0 / (n_sources * counts)
-    share = pd.Series(labels.value_counts(), dtype=float) / len(labels)
+    counts = np.asarray(counts, dtype=float)
+    n_sources = len(counts)
+    if n_sources == 0:
+        return np.zeros(0)
+    if scheme == "equal" or cap * n_sources < 1.0:  # fewer than 1 / cap sources: each source equal
+        return np.full(n_sources, 1.0 / n_sources)
+    share = counts / counts.sum()
     # Water-filling: sources over the cap are held at it, the rest share what is left in
     # proportion to their runs; repeat until no source is over.
-    capped: set[object] = set()
+    capped = np.zeros(n_sources, dtype=bool)
     while True:
-        free = share.drop(list(capped))
-        left = 1.0 - cap * len(capped)
-        scaled = free / free.sum() * left
-        over = scaled[scaled > cap + 1e-12]
-        if over.empty:
-            break
-        capped.update(over.index)
-    source_weight = {name: cap for name in capped} | scaled.to_dict()
-    return labels.map(source_weight).to_numpy(dtype=float) / counts
+        left = 1.0 - cap * capped.sum()
+        scaled = np.where(capped, cap, share / share[~capped].sum() * left)
+        over = ~capped & (scaled > cap + 1e-12)
+        if not over.any():
+            return scaled
+        capped |= over
 
 
 def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
@@ -133,16 +149,19 @@ def source_bootstrap(
     if len(array) == 0:
         return (float("nan"),) * 3
     estimate = statistic(array, run_weights(labels, scheme))
-    names = pd.unique(labels)
-    groups = [array[labels == name] for name in names]
+    codes, names = pd.factorize(labels)
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes, minlength=len(names))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     rng = np.random.default_rng(seed)
     draws = np.empty(n_boot)
     for b in range(n_boot):
-        picked = rng.integers(0, len(groups), size=len(groups))
-        # a source drawn twice counts as two sources (its copies get distinct labels)
-        sample = np.concatenate([groups[i] for i in picked])
-        sample_sources = np.concatenate([np.full(len(groups[i]), k) for k, i in enumerate(picked)])
-        draws[b] = statistic(sample, run_weights(sample_sources.astype(str), scheme))
+        picked = rng.integers(0, len(names), size=len(names))
+        # a source drawn twice counts as two sources (each copy weighed as a source of its own)
+        counts = sizes[picked]
+        rows = order[np.concatenate([np.arange(starts[i], starts[i] + sizes[i]) for i in picked])]
+        weights = np.repeat(source_weights(counts.astype(float), scheme) / counts, counts)
+        draws[b] = statistic(array[rows], weights)
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(draws, [tail, 1.0 - tail])
     return estimate, float(low), float(high)
