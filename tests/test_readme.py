@@ -74,6 +74,7 @@ def readme_blocks() -> list[Block]:
 #: What each block is recognised by, and the test that runs it.
 BLOCK_TESTS = {
     "bayesgrpo demo": "test_setup_commands (and tests/test_main_job.py runs the demo)",
+    "fit: numpyro, ": "tests/test_main_job.py (what the demo prints, checked against its own run)",
     "python -m pytest": "test_setup_commands",
     'table = bayesgrpo.load_runs(["runs/verl_qwen7b.log"': "test_reading_logs_block",
     "bayesgrpo runs PATH": "test_command_synopses",

@@ -62,7 +62,14 @@ logger = logging.getLogger(__name__)
 
 
 #: Default fit settings when the report fits the pooled model itself.
-DEFAULT_FIT: dict[str, Any] = {"draws": 500, "tune": 500, "chains": 2, "random_seed": 1, "progressbar": False}
+#: (1,000 warm-up iterations: numpyro's dense mass matrix, as ``bayesgrpo forecast`` fits.)
+DEFAULT_FIT: dict[str, Any] = {
+    "draws": 1000,
+    "tune": 1000,
+    "chains": 2,
+    "random_seed": 1,
+    "progressbar": False,
+}
 #: Population parameters of the shrinkage and scaling figures.
 SHRINKAGE_PARAMS: tuple[str, ...] = ("asymptote", "tau")
 SCALING_PARAMS: tuple[str, ...] = ("r1",)
