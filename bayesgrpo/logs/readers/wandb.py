@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
+from bayesgrpo.logs.readers._limits import MAX_METRICS_PER_LINE, bounded_lines, too_many_metrics
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
 from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
 
@@ -381,7 +382,7 @@ def read_wandb_csv(source: Source, options: ReadOptions) -> list[RawRun]:
 
 def _read(handle: TextIO, path: Path, options: ReadOptions) -> list[RawRun]:
     """Stream the file: header, then one line at a time into per-run columns."""
-    reader = csv.reader(handle, strict=True)
+    reader = csv.reader(bounded_lines(handle, path), strict=True)
     layout = _layout(_header(reader, path), _known_metrics(options), path, options.strict)
     runs = {name: _RunRecords(columns) for name, columns in layout.runs.items()}
     lines = _read_lines(reader, layout, runs, path, options.strict)
@@ -434,6 +435,8 @@ def _header(reader: Any, path: Path) -> list[str]:
             "export has a header line, then one line per x value",
             path,
         )
+    if len(header) > MAX_METRICS_PER_LINE:
+        raise too_many_metrics(path, 1, len(header), "header")
     return header
 
 

@@ -75,19 +75,22 @@ def test_json_lines_after_a_logging_prefix_are_read(tmp_path):
     assert issue.kind == "bad_line" and issue.locations == ("line 4",)
 
 
-@pytest.mark.parametrize("name", ["train.log", "table.csv", "table.jsonl", "trl.txt"])
-def test_a_line_past_the_length_bound_is_an_error_naming_file_line_and_bound(tmp_path, name):
-    fmt = {"train.log": "verl-console", "table.csv": "csv", "table.jsonl": "jsonl", "trl.txt": "trl-console"}
-    good = {
-        "verl-console": "step:1 - critic/score/mean:0.1\n",
-        "csv": "step,reward\n1,0.1\n",
-        "jsonl": '{"step": 1, "reward": 0.1}\n',
-        "trl-console": "{'loss': 0.1, 'reward': 0.1}\n",
-    }[fmt[name]]
-    path = tmp_path / name
+GOOD_LINES = {
+    "verl-console": "step:1 - critic/score/mean:0.1\n",
+    "csv": "step,reward\n1,0.1\n",
+    "jsonl": '{"step": 1, "reward": 0.1}\n',
+    "trl-console": "{'loss': 0.1, 'reward': 0.1}\n",
+    "wandb-csv": '"Step","a - reward","a - reward__MIN","a - reward__MAX"\n"1","0.1","0.1","0.1"\n',
+}
+
+
+@pytest.mark.parametrize("fmt", list(GOOD_LINES))
+def test_a_line_past_the_length_bound_is_an_error_naming_file_line_and_bound(tmp_path, fmt):
+    good = GOOD_LINES[fmt]
+    path = tmp_path / "log.txt"
     path.write_text(good + "x" * (MAX_LINE_BYTES + 10) + "\n")
     with pytest.raises(RecordTooLargeError, match="MAX_LINE_BYTES") as info:
-        load_runs(path, format=fmt[name], warn=False)
+        load_runs(path, format=fmt, warn=False)
     assert info.value.path == str(path) and info.value.location == f"line {good.count(chr(10)) + 1}"
     assert f"{MAX_LINE_BYTES:,}" in str(info.value)
 
@@ -108,16 +111,16 @@ def test_a_verl_step_line_at_the_metric_bound_is_read(tmp_path):
     assert load_runs(path, warn=False).run("train")["reward"].tolist() == [0.1]
 
 
-@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "wandb-csv"])
 def test_a_table_record_with_too_many_columns_is_an_error(tmp_path, fmt):
     names = ["step", "reward", *(f"m{k}" for k in range(MAX_METRICS_PER_LINE))]
     path = tmp_path / f"t.{fmt}"
-    if fmt == "csv":
-        path.write_text(",".join(names) + "\n" + ",".join("1" for _ in names) + "\n")
-    else:
+    if fmt == "jsonl":
         path.write_text(pd.Series(dict.fromkeys(names, 1)).to_json() + "\n")
+    else:
+        path.write_text(",".join(names) + "\n" + ",".join("1" for _ in names) + "\n")
     with pytest.raises(RecordTooLargeError, match="MAX_METRICS_PER_LINE") as info:
-        load_runs(path, warn=False)
+        load_runs(path, format=fmt, warn=False)
     assert info.value.location == "line 1"
 
 
