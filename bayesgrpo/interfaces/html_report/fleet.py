@@ -292,13 +292,17 @@ def _summary(
         f'<p class="note">Engine: {esc(name)} ({retried} tasks retried); '
         f"assessment {assess_seconds:.1f} s, "
         f"figures {figure_seconds:.1f} s ({n_inline} inline, {n_folder} in the folder). Each run is "
-        "conditioned live on the population and diagnosed on its own logs.</p>"
+        "conditioned live on the population and diagnosed on its own logs. The advice and the "
+        "probability behind it answer the rule's question (is the gain left before the horizon worth "
+        "the steps?); the phase answers another (how fast is the curve rising now?): a run can be on "
+        "its plateau and still be advised to continue.</p>"
     )
 
 
 def _runs_table(frame: pd.DataFrame, where: dict[int, str]) -> str:
     header = [
-        "run", "step", "horizon", "forecast", "90% band", "advice", "P", "phase", "P(phase)",
+        "run", "step", "horizon", "forecast", "90% band", "advice", "P behind the advice",
+        "phase now: the curve's rate", "P(phase)",
         "worst finding", "severity", "figure",
     ]  # fmt: skip
     rank = {"high": 2, "warning": 1, "info": 0}
