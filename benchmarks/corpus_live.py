@@ -33,38 +33,20 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _corpus import BUILT, code_hash, fold_group, forecast_summary, stop_summary  # noqa: E402
 from _markdown import command_line, machine_line, markdown_table  # noqa: E402
 
-from bayesgrpo.evaluate.corpus import (  # noqa: E402
-    SEALED,
-    load_built,
-    read_manifest,
-    source_bootstrap,
-    weighted_median,
-)
+from bayesgrpo.evaluate.corpus import load_built, read_manifest  # noqa: E402
 from bayesgrpo.logs.table import RunsTable, coerce_metadata  # noqa: E402
 
 logger = logging.getLogger("corpus_live")
-BUILT = HERE / "_scratch" / "corpus" / "built"
 SCRATCH = HERE / "_scratch" / "corpus_live"
 RESULTS = HERE / "results" / "corpus_live.md"
 METHODS = ["bayesgrpo", "persistence"]
-
-
-def code_hash() -> str:
-    """A hash of the code the forecasts depend on: a change re-runs them."""
-    digest = hashlib.sha256()
-    root = HERE.parent / "bayesgrpo"
-    for folder in ("model", "questions", "evaluate", "logs"):
-        for path in sorted((root / folder).rglob("*.py")):
-            digest.update(path.read_bytes())
-    digest.update((root / "_data" / "bundled_population.nc").read_bytes())  # the prior every run gets
-    return digest.hexdigest()[:12]
 
 
 def as_a_user_gives_it(table: RunsTable) -> RunsTable:
@@ -138,87 +120,6 @@ def stops(table: RunsTable, args: argparse.Namespace) -> pd.DataFrame:
     return frame
 
 
-def stop_summary(frame: pd.DataFrame, sources: pd.Series, folds: pd.Series, n_boot: int) -> pd.DataFrame:
-    """Per fold group and rule: mean steps saved and reward given up against the run's end, and
-    the default's difference from each fixed budget, run for run, with intervals over sources.
-    """
-    wide = frame.pivot_table(index="run_id", columns="rule", values=["steps_saved", "reward_vs_end"])
-    wide.columns = [f"{metric}|{rule}" for metric, rule in wide.columns]
-    wide = wide.reset_index()
-    wide["source"] = wide["run_id"].map(sources)
-    wide["group"] = np.where(wide["run_id"].map(folds) == SEALED, "sealed", "folds 0-4")
-    rows = []
-    for group, part in wide.groupby("group", sort=True):
-        for rule in STOP_RULES:
-            saved = source_bootstrap(part[f"steps_saved|{rule}"], part["source"], None, "equal", n_boot)
-            given = source_bootstrap(part[f"reward_vs_end|{rule}"], part["source"], None, "equal", n_boot)
-            row = {"runs": group, "rule": rule, "n runs": len(part), "n sources": part["source"].nunique()}
-            row |= {"steps saved": _interval(saved), "given up vs the end": _interval(given, 3)}
-            if rule != STOP_RULES[0]:
-                default = STOP_RULES[0]
-                d_saved = part[f"steps_saved|{default}"] - part[f"steps_saved|{rule}"]
-                d_given = part[f"reward_vs_end|{default}"] - part[f"reward_vs_end|{rule}"]
-                row["default minus this: saved"] = _interval(
-                    source_bootstrap(d_saved, part["source"], None, "equal", n_boot)
-                )
-                row["default minus this: given up"] = _interval(
-                    source_bootstrap(d_given, part["source"], None, "equal", n_boot), 3
-                )
-            rows.append(row)
-    return pd.DataFrame(rows).fillna("")
-
-
-def _ratio_of_medians(values: np.ndarray, weights: np.ndarray) -> float:
-    return weighted_median(values[:, 0], weights) / weighted_median(values[:, 1], weights)
-
-
-def _ratio_of_means(values: np.ndarray, weights: np.ndarray) -> float:
-    return float(np.sum(values[:, 0] * weights) / np.sum(values[:, 1] * weights))
-
-
-def _interval(estimate: tuple[float, float, float], digits: int = 2) -> str:
-    value, low, high = estimate
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def summary(frame: pd.DataFrame, sources: pd.Series, folds: pd.Series, n_boot: int) -> pd.DataFrame:
-    """One row per (fold group, cut, weighting): the ratios and coverages with their intervals."""
-    wide = frame.pivot_table(
-        index=["run_id", "cut"], columns="method", values=["crps", "final_abs_error", "cover90", "cover50"]
-    )
-    wide.columns = [f"{metric}_{method}" for metric, method in wide.columns]
-    wide = wide.dropna(subset=["crps_bayesgrpo", "crps_persistence"]).reset_index()
-    wide["source"] = wide["run_id"].map(sources)
-    wide["group"] = np.where(wide["run_id"].map(folds) == SEALED, "sealed", "folds 0-4")
-    rows = []
-    for (group, cut), part in wide.groupby(["group", "cut"], sort=True):
-        for scheme, label in (("pooled", "pooled (<= 10% a source)"), ("equal", "each source equal")):
-            crps = part[["crps_bayesgrpo", "crps_persistence"]].to_numpy()
-            final = part[["final_abs_error_bayesgrpo", "final_abs_error_persistence"]].to_numpy()
-            rows.append(
-                {
-                    "runs": group,
-                    "cut": cut,
-                    "weights": label,
-                    "n runs": part["run_id"].nunique(),
-                    "n sources": part["source"].nunique(),
-                    "median CRPS / persistence": _interval(
-                        source_bootstrap(crps, part["source"], _ratio_of_medians, scheme, n_boot)
-                    ),
-                    "90% band holds": _interval(
-                        source_bootstrap(part["cover90_bayesgrpo"], part["source"], None, scheme, n_boot)
-                    ),
-                    "50% band holds": _interval(
-                        source_bootstrap(part["cover50_bayesgrpo"], part["source"], None, scheme, n_boot)
-                    ),
-                    "final error / persistence": _interval(
-                        source_bootstrap(final, part["source"], _ratio_of_means, scheme, n_boot)
-                    ),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Score the live path on the corpus's runs from sources the shipped population never saw."""
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -239,9 +140,9 @@ def main(argv: list[str] | None = None) -> None:
     held = runs.loc[~runs["source"].isin(bundled_sources), "run_id"].astype(str).tolist()
     table = as_a_user_gives_it(corpus.select(held))
     frame = forecasts(table, args)
-    sources = runs.set_index("run_id")["source"]
-    folds = runs.set_index("run_id")["fold"]
-    result = summary(frame, sources, folds, args.boot)
+    by_run = runs.set_index("run_id")
+    by_run["group"] = fold_group(by_run["fold"])
+    result = forecast_summary(frame, by_run, METHODS, args.boot).drop(columns="method")
     table_sources = runs.loc[runs["run_id"].isin(held), "source"].nunique()
     lines = [
         "# The live forecast as a user calls it, on corpus runs of unseen sources",
@@ -263,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         "the run's range (negative: the stop was better than the end). Each source weighted "
         "equally; 90% intervals from a bootstrap over sources.",
         "",
-        markdown_table(stop_summary(stops(table, args), sources, folds, args.boot)),
+        markdown_table(stop_summary(stops(table, args), by_run, STOP_RULES, args.boot)),
         "",
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -223,7 +223,9 @@ def select(scans: Path, mirrors: Path, data_dir: Path) -> pd.DataFrame:
     found = scanned_runs(scans)
     # rows of an older scan carry no head fingerprint: their whole-run fingerprint stands in
     found["head_fingerprint"] = found["head_fingerprint"].fillna(found["fingerprint"])
-    runs_in_blob = found.groupby("blob")["run_id"].transform("nunique")
+    # a blob holds several runs when it yields several sets of points (one blob scanned twice, in
+    # two scan files, may name its one run differently)
+    runs_in_blob = found.groupby("blob")["fingerprint"].transform("nunique")
     found["run_id"] = found["run_id"].where(runs_in_blob > 1, "")
     found = found[~found["repo"].str.lower().isin(excluded)]
     found = found[(found["n_points"] >= MIN_POINTS) & (found["reward_hi"] > found["reward_lo"])]
