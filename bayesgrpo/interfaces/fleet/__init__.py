@@ -8,8 +8,9 @@ on.
 
 Without ``workers`` or ``address`` the sources are assessed in this process, one after the other.
 With them, on Ray (``pip install 'bayesgrpo[ray]'``; ``ray.init()`` on a laptop, ``address=`` for a
-cluster): the population is put in the object store once (``ray.put``), the sources are cut into
-batches so that a task's overhead stays a small share of its work, and each worker process builds
+cluster): the population is shared once (a file on a local Ray, ``ray.put`` on a cluster), the
+sources are cut into batches so that a task's overhead stays a small share of its work, and each
+worker process builds
 its :class:`~bayesgrpo.questions.live.LiveForecaster` (and the compiled draws of the prior) once,
 for every batch it runs. A batch whose worker process dies is sent again (``max_retries`` times at
 most) and counted in ``attrs["retried_tasks"]``: no run is lost or assessed twice. Every run's

@@ -7,10 +7,10 @@ the populations once, when it opens, and maps work over items as often as it is 
 asks at every poll):
 
 * :class:`SerialEngine` maps in this process, one item after the other;
-* :class:`~bayesgrpo.interfaces.fleet.ray_engine.RayEngine` puts each population into Ray's object
-  store once (``ray.put``), sends items in batches (about four a worker, so a slow or retried
-  batch leaves no worker idle), builds each population's :class:`LiveForecaster` once per worker
-  process, retries a batch whose worker died and counts it.
+* :class:`~bayesgrpo.interfaces.fleet.ray_engine.RayEngine` shares each population once (a file on
+  a local Ray it starts, else Ray's object store), sends items in batches (about four a worker, so
+  a slow or retried batch leaves no worker idle), builds each population's :class:`LiveForecaster`
+  once per worker process, retries a batch whose worker died and counts it.
 
 A work function is ``work(item, forecaster_of, settings) -> result``: ``forecaster_of(i)`` is the
 live forecaster of population ``i``, ``settings`` a picklable object every item shares. It must be

@@ -1,7 +1,9 @@
 """The Ray engine of the fleet (imported only when Ray is asked for).
 
-Each population goes into the object store once (``ray.put``), when the engine opens; a task gets
-a batch of items and the references. A worker process keeps one
+Each population is shared once, when the engine opens: saved to a temporary file on a local Ray
+the engine starts (a driver that owns no stored object outlives a lost raylet:
+:meth:`RayEngine._share`), else put in the object store (``ray.put``); a task gets a batch of items
+and the files or references. A worker process keeps one
 :class:`~bayesgrpo.questions.live.LiveForecaster` per population it has seen (:data:`_FORECASTERS`),
 so a population is deserialised and its prior's draws made once per worker, not per run, task or
 ``map``. A batch whose worker process dies is sent again by the driver (up to ``max_retries`` times)
@@ -21,10 +23,13 @@ stderr, never into what a verb writes to stdout (:func:`ray_messages_to_stderr`)
 from __future__ import annotations
 
 import atexit
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -39,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.interfaces.fleet.engine import EngineLostError
 from bayesgrpo.interfaces.fleet.work import Population, WorkFunction, batches, progress_bar
+from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster
 
 #: What a batch meets when its worker process dies (killed, out of memory, a remote node gone):
@@ -52,6 +58,8 @@ WORKER_LOST = (
 #: the cluster): nothing more can run. Any other ``RayError`` but a task's own error
 #: (``RayTaskError``) is taken as this too.
 RAY_LOST = (ray.exceptions.RayError, ConnectionError)
+#: What :class:`EngineLostError` says when Ray itself is gone from under the work.
+RAY_GONE = "Ray was lost under the work (its node, raylet or agent)"
 #: Per worker process: the live forecaster of each population (by object reference), built once.
 _FORECASTERS: dict[str, LiveForecaster] = {}
 #: The object references of an engine whose Ray was lost, kept for the life of the process: freeing
@@ -123,16 +131,17 @@ def run_batch(
     specs: list[tuple[int, int | None]],
     settings: Any,
 ) -> list[Any]:
-    """``work`` over one batch in a worker. ``references`` are the populations' object references
-    (inside a list, so Ray does not resolve them before the call: the worker keys its forecasters
-    by them); ``specs`` are each forecaster's draws and seed.
+    """``work`` over one batch in a worker. ``references`` are the populations' object references,
+    or the files they were saved to (inside a list, so Ray does not resolve them before the call:
+    the worker keys its forecasters by them); ``specs`` are each forecaster's draws and seed.
     """
 
     def forecaster_of(index: int) -> LiveForecaster:
-        key = references[index].hex()
+        reference = references[index]
+        key = reference if isinstance(reference, str) else reference.hex()
         if key not in _FORECASTERS:
             n_draws, seed = specs[index]
-            model = ray.get(references[index])
+            model = RewardModel.load(reference) if isinstance(reference, str) else ray.get(reference)
             _FORECASTERS[key] = LiveForecaster(model, n_draws=n_draws, random_seed=seed)
         return _FORECASTERS[key]
 
@@ -159,6 +168,8 @@ class RayEngine:
     ) -> None:
         self.retried_tasks = 0
         self._lost = False
+        self._local = False
+        self._folder: str | None = None
         self._batch_size = batch_size
         self._max_retries = max_retries
         self._started = not ray.is_initialized()
@@ -173,7 +184,8 @@ class RayEngine:
                         configure_logging=False,
                     )
                 self._workers = workers or max(1, int(ray.available_resources().get("CPU", 1)))
-                self._references = [ray.put(p.model) for p in populations]  # once, whatever the maps
+                self._local = self._started and address is None
+                self._references = self._share(populations)  # once, whatever the maps
             # what travels with every task: the references and each forecaster's draws and seed
             self._specs = [(p.n_draws, p.random_seed) for p in populations]
         except RAY_LOST as exc:
@@ -183,6 +195,23 @@ class RayEngine:
         except BaseException:
             self.close()
             raise
+
+    def _share(self, populations: Sequence[Population]) -> list[Any]:
+        """What each task gets of the populations: on a local Ray this engine started, the files
+        they are saved to in a temporary folder (each worker loads them once); else object
+        references (``ray.put``).
+
+        An object the driver put in the store is one Ray's core worker tries to recover when its
+        node dies, and that attempt ends the driver (status 1, no message: a killed dashboard agent
+        takes the raylet with it): the files leave the driver nothing to recover, so a lost Ray is
+        said with the rows finished. A cluster's nodes do not share this machine's files.
+        """
+        if not self._local:
+            return [ray.put(p.model) for p in populations]
+        self._folder = tempfile.mkdtemp(prefix="bayesgrpo-ray-")
+        return [
+            str(p.model.save(Path(self._folder) / f"population_{i}.nc")) for i, p in enumerate(populations)
+        ]
 
     def map(
         self, work: WorkFunction, items: Sequence[Any], settings: Any, *, progress: str | None = None
@@ -203,8 +232,8 @@ class RayEngine:
         bar = progress_bar(len(items), progress is not None, progress or "")
         pending = list(futures)
 
-        def lost(what: str, exc: BaseException) -> EngineLostError:
-            if isinstance(exc, RAY_LOST) and not isinstance(exc, WORKER_LOST):  # Ray itself is gone
+        def lost(what: str, exc: BaseException, gone: bool = True) -> EngineLostError:
+            if gone:  # Ray itself (not a worker): nothing more is asked of it
                 self._lost = True
                 _KEPT_AFTER_LOSS.extend([*submitted, *self._references])
             finished = {j: r for i, found in results.items() for j, r in zip(chunks[i], found, strict=True)}
@@ -219,7 +248,7 @@ class RayEngine:
                 try:
                     done, pending = ray.wait(pending, num_returns=1)
                 except RAY_LOST as exc:
-                    raise lost("Ray was lost under the work (its node, raylet or agent)", exc) from exc
+                    raise lost(RAY_GONE, exc) from exc
                 for future in done:
                     index = futures.pop(future)
                     try:
@@ -227,10 +256,13 @@ class RayEngine:
                     except ray.exceptions.RayTaskError:
                         raise  # the work's own error: a bug, not a lost machine
                     except WORKER_LOST as exc:
+                        if self._local and isinstance(exc, ray.exceptions.NodeDiedError):  # the one node
+                            raise lost(RAY_GONE, exc) from exc
                         if tries[index] > self._max_retries:
                             raise lost(
                                 f"a batch of {len(chunks[index])} items lost its worker {tries[index]} times",
                                 exc,
+                                gone=False,
                             ) from exc
                         tries[index] += 1
                         self.retried_tasks += 1
@@ -240,7 +272,7 @@ class RayEngine:
                         pending.append(again)
                         continue
                     except RAY_LOST as exc:  # the local raylet (dead with its agent), the cluster
-                        raise lost("Ray was lost under the work (its node, raylet or agent)", exc) from exc
+                        raise lost(RAY_GONE, exc) from exc
                     bar.update(len(chunks[index]))
         except BaseException:  # Ctrl-C or a failed batch: nothing is left running
             if not self._started and not self._lost:  # a Ray the user runs: ask it to drop our batches
@@ -266,12 +298,17 @@ class RayEngine:
         fate of the process that started them.
         """
         started, self._started = self._started, False
-        if self._lost:
-            atexit.unregister(ray.shutdown)
-            return
-        if started and ray.is_initialized():
-            with interrupts_held():  # a second Ctrl-C waits for the shutdown under way
-                ray.shutdown()
+        folder, self._folder = self._folder, None
+        try:
+            if self._lost:
+                atexit.unregister(ray.shutdown)
+                return
+            if started and ray.is_initialized():
+                with interrupts_held():  # a second Ctrl-C waits for the shutdown under way
+                    ray.shutdown()
+        finally:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
 
     def __enter__(self) -> RayEngine:
         return self
