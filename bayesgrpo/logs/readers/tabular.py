@@ -453,6 +453,37 @@ def read_table(source: Source, options: ReadOptions) -> list[RawRun]:
     return read.raw_runs()
 
 
+def _is_trainer_log(frame: pd.DataFrame) -> bool:
+    """Rows of TRL's log dicts (``loss``, ``epoch``, a reward), as a callback writes them without a step."""
+    return {"loss", "epoch"} <= set(frame.columns) and any(c in frame.columns for c in REWARD_CANDIDATES)
+
+
+def _steps_from_row_order(
+    frame: pd.DataFrame, options: ReadOptions, path: Path, issues: list[ReadIssue]
+) -> pd.DataFrame:
+    """The steps of a table of TRL log dicts with no step column: the k-th training row (one with
+    a ``loss``) is step ``k * logging_steps``, as for console dicts; a row without one (an
+    evaluation) takes the step of the training row before it.
+    """
+    logging_steps = options.logging_steps or 1
+    training = pd.to_numeric(frame["loss"], errors="coerce").notna().to_numpy()
+    steps = np.cumsum(training) * int(logging_steps)
+    how = "as given" if options.logging_steps else "assumed (the default)"
+    issues.append(
+        ReadIssue(
+            str(path),
+            "steps_from_row_order",
+            "info",
+            int(training.sum()),
+            (),
+            f"no step column, rows of the trainer's log dicts (loss, epoch): step = k x logging_steps for "
+            f"the k-th row with a loss, logging_steps={logging_steps} {how}; pass logging_steps=<the "
+            "trainer's value> or columns={'step': '<name>'} if it differs",
+        )
+    )
+    return frame.assign(**{STEP: steps})
+
+
 def _mapped_columns(
     frame: pd.DataFrame, options: ReadOptions, path: Path, issues: list[ReadIssue]
 ) -> tuple[pd.DataFrame, str | None, tuple[str, ...], dict[str, str]]:
@@ -461,6 +492,9 @@ def _mapped_columns(
     """
     columns = dict(options.columns or {})
     step_column = _pick(frame, columns.pop("step", None), STEP_NAMES, "step", path)
+    if step_column is None and _is_trainer_log(frame):
+        frame = _steps_from_row_order(frame, options, path, issues)
+        step_column = STEP
     if step_column is None:
         raise LogReadError(
             f"no step column (looked for {list(STEP_NAMES)}); pass columns={{'step': '<name>'}}. Columns: "

@@ -20,6 +20,7 @@ import bayesgrpo
 from bayesgrpo.errors import (
     BayesGRPOError,
     EmptyLogError,
+    LogReadError,
     MalformedRecordError,
     TruncatedLogError,
     UnknownMetricError,
@@ -548,3 +549,29 @@ def test_tinker_cookbook_metrics_take_the_training_reward_not_the_test_one(tmp_p
     table = bayesgrpo.load_runs(path, warn=False)
     assert table.runs.loc[0, "reward_key"] == "env/all/reward/total"
     np.testing.assert_allclose(table.points["reward"], [0.57, 0.58, 0.67])
+
+
+def test_trainer_log_dicts_without_a_step_take_their_row_order(tmp_path):
+    # a callback writing on_log's dicts to JSONL (a public GRPO run): no step, an eval row between
+    rows = [
+        {"loss": 0.1, "reward": 0.2, "epoch": 0.01},
+        {"loss": 0.2, "reward": 0.3, "epoch": 0.02},
+        {"eval_loss": 0.5, "epoch": 0.02},
+        {"loss": 0.1, "reward": 0.5, "epoch": 0.03},
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    table = bayesgrpo.load_runs(path, warn=False)
+    assert table.points["step"].tolist() == [1, 2, 3]
+    np.testing.assert_allclose(table.points["reward"], [0.2, 0.3, 0.5])
+    issue = next(i for i in table.report.issues if i.kind == "steps_from_row_order")
+    assert "logging_steps=1 assumed" in issue.detail and issue.count == 3
+    given = bayesgrpo.load_runs(path, warn=False, logging_steps=10)
+    assert given.points["step"].tolist() == [10, 20, 30]
+
+
+def test_a_table_without_a_step_that_is_no_trainer_log_is_still_refused(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("reward,other\n0.1,1\n0.2,2\n")
+    with pytest.raises(LogReadError, match="no step column"):
+        bayesgrpo.load_runs(path, warn=False)
