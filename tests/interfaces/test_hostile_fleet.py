@@ -403,12 +403,6 @@ def test_drawn_names_stay_data_in_the_fleet_report(tmp_path_factory, capsys, sav
     _check_files(folder)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 79: the report page's list of sources shows the read report's source labels and "
-    "run names as read, before RunsTable escapes them (bayesgrpo/logs/table.py renames the points "
-    "and metadata, not report.sources); the fleet page and the CLI are clean",
-)
 def test_a_control_character_stays_out_of_the_report_page(tmp_path, capsys, saved_population):
     path = _write_named_runs(tmp_path / "runs.jsonl", ["form\x0cfeed", "zz-plain"])
     page = tmp_path / "report.html"

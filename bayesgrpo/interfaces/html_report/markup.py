@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from bayesgrpo._text import printable_lines
 from bayesgrpo.interfaces.text import distinguishing_digits
 
 CSS = """
@@ -42,8 +43,11 @@ code { background: #f5f5f5; padding: 0 3px; }
 
 
 def esc(value: Any) -> str:
-    """HTML-escaped text of any value (quotes too)."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """HTML-escaped text of any value (quotes too), its control characters shown escaped
+    (``bayesgrpo._text.printable_lines``): a run name or source label from a log is data on the
+    page, never a character that acts.
+    """
+    return html.escape("" if value is None else printable_lines(value), quote=True)
 
 
 def fmt_number(value: Any, digits: int = 3) -> str:
