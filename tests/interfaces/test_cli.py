@@ -547,7 +547,17 @@ def test_a_fit_that_did_not_mix_is_said_once(tmp_path, capsys, monkeypatch, fast
     folder = _write_simulated_runs(tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        code = main(["forecast", str(folder / "logs"), "--output", str(tmp_path / "out"), "--no-figure"])
+        code = main(
+            [
+                "forecast",
+                str(folder / "logs"),
+                "--horizon",
+                "60",
+                "--output",
+                str(tmp_path / "out"),
+                "--no-figure",
+            ]
+        )
     assert code == 0
     captured = capsys.readouterr()
     assert (captured.out + captured.err).count("chains disagree") == 1
