@@ -34,23 +34,6 @@ from bayesgrpo.interfaces.fleet.work import Population, WorkFunction, progress_b
 from bayesgrpo.questions.live import LiveForecaster
 
 
-class EngineLostError(BayesGRPOError):
-    """The engine lost what runs the work (a Ray node, its raylet or agent, the cluster) before
-    every item was answered.
-
-    Parameters
-    ----------
-    message : str
-        What was lost, and how many items were answered before.
-    done : dict of int to result
-        The results of the items answered before, by the items' index in the map.
-    """
-
-    def __init__(self, message: str, done: dict[int, Any]) -> None:
-        super().__init__(message)
-        self.done = done
-
-
 class Engine(Protocol):
     """What the fleet's verbs need of an engine."""
 

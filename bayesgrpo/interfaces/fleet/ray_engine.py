@@ -15,7 +15,7 @@ drivers interrupted inside ``ray.init`` died of SIGSEGV at exit, or left Ray pro
 
 When Ray itself is lost under the work (the local raylet, which dies with its dashboard agent; the
 cluster), or a batch loses its worker more than ``max_retries`` times, :meth:`RayEngine.map` raises
-:class:`~bayesgrpo.interfaces.fleet.engine.EngineLostError` with the results finished so far: the
+:class:`~bayesgrpo.interfaces.fleet.work.EngineLostError` with the results finished so far: the
 fleet keeps their rows. Ray's own messages to the driver (``(raylet) A worker died...``) go to
 stderr, never into what a verb writes to stdout (:func:`ray_messages_to_stderr`).
 """
@@ -42,8 +42,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     ) from exc
 
 from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.interfaces.fleet.engine import EngineLostError
-from bayesgrpo.interfaces.fleet.work import Population, WorkFunction, batches, progress_bar
+from bayesgrpo.interfaces.fleet.work import EngineLostError, Population, WorkFunction, batches, progress_bar
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster
 
