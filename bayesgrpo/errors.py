@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from typing import Any
 
 
 class BayesGRPOError(Exception):
@@ -53,6 +54,23 @@ class RecordTooLargeError(LogReadError):
     """A record is past a reader's bound: a line longer than ``MAX_LINE_BYTES`` or with more than
     ``MAX_METRICS_PER_LINE`` metrics (``bayesgrpo.logs.readers._limits``); raised before it is parsed.
     """
+
+
+class EngineLostError(BayesGRPOError):
+    """The engine lost what runs the work (a Ray node, its raylet or agent, the cluster) before
+    every item was answered.
+
+    Parameters
+    ----------
+    message : str
+        What was lost, and how many items were answered before.
+    done : dict of int to result
+        The results of the items answered before, by the items' index in the map.
+    """
+
+    def __init__(self, message: str, done: dict[int, Any]) -> None:
+        super().__init__(message)
+        self.done = done
 
 
 class UnknownFormatError(LogReadError):

@@ -27,10 +27,10 @@ from typing import Any
 
 import pandas as pd
 
+from bayesgrpo.errors import EngineLostError
 from bayesgrpo.interfaces.fleet.engine import Engine, SerialEngine, open_engine
 from bayesgrpo.interfaces.fleet.work import (
     FLEET_COLUMNS,
-    EngineLostError,
     FleetSettings,
     Population,
     WorkFunction,

@@ -41,8 +41,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "with `pip install 'bayesgrpo[ray]'`"
     ) from exc
 
-from bayesgrpo.errors import BayesGRPOError
-from bayesgrpo.interfaces.fleet.work import EngineLostError, Population, WorkFunction, batches, progress_bar
+from bayesgrpo.errors import BayesGRPOError, EngineLostError
+from bayesgrpo.interfaces.fleet.work import Population, WorkFunction, batches, progress_bar
 from bayesgrpo.model.reward_model import RewardModel
 from bayesgrpo.questions.live import LiveForecaster
 

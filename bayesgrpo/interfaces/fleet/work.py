@@ -84,23 +84,6 @@ _LOG_NAME = re.compile(r"\.(log|out|err|stdout|stderr|wandb)$|\.log\.", re.IGNOR
 WorkFunction = Callable[[Any, Callable[[int], LiveForecaster], Any], Any]
 
 
-class EngineLostError(BayesGRPOError):
-    """The engine lost what runs the work (a Ray node, its raylet or agent, the cluster) before
-    every item was answered.
-
-    Parameters
-    ----------
-    message : str
-        What was lost, and how many items were answered before.
-    done : dict of int to result
-        The results of the items answered before, by the items' index in the map.
-    """
-
-    def __init__(self, message: str, done: dict[int, Any]) -> None:
-        super().__init__(message)
-        self.done = done
-
-
 @dataclass(frozen=True)
 class Population:
     """A population the work conditions runs on, and how its live forecaster is built."""
