@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -284,23 +284,13 @@ class LogFollower:
         self, previous: Mapping[Path, FileStamp | None], stamps: Mapping[Path, FileStamp | None]
     ) -> None:
         """Remember what was shown when a file of a format not kept across rotation restarted."""
-        for path, old in previous.items():
-            new = stamps.get(path)
-            if old is None:
-                continue
-            replaced = not old.same_file(new)  # or gone: compared with what is written again
-            shrunk = (
-                not replaced
-                and new is not None
-                and new.size < old.size
-                and self.source.format not in REWRITTEN_FORMATS
-            )
-            if replaced or shrunk:
-                self.rotations += 1
-                if self._before is None:
-                    self._before = self.table
-                self._restart = "replaced (deleted or renamed)" if replaced else "truncated"
-                logger.info("watch: %s was %s", path, self._restart)
+        shrink_counts = self.source.format not in REWRITTEN_FORMATS
+        for path, _, replaced in _restarted_files(previous, stamps, shrink_counts=shrink_counts):
+            self.rotations += 1
+            if self._before is None:
+                self._before = self.table
+            self._restart = "replaced (deleted or renamed)" if replaced else "truncated"
+            logger.info("watch: %s was %s", path, self._restart)
 
     def _update_restart_note(self, table: RunsTable) -> None:
         """The restart note after a read: earlier steps the file no longer holds, if any."""
@@ -362,14 +352,7 @@ class LogFollower:
         self, previous: Mapping[Path, FileStamp | None], stamps: Mapping[Path, FileStamp | None]
     ) -> None:
         """Move what was read into the archive when the file was replaced or truncated."""
-        for path, old in previous.items():
-            new = stamps.get(path)
-            if old is None:
-                continue
-            replaced = not old.same_file(new)  # or gone: renamed, the new file not started yet
-            shrunk = not replaced and new is not None and new.size < old.size
-            if not (replaced or shrunk):
-                continue
+        for path, old, replaced in _restarted_files(previous, stamps):
             self.rotations += 1
             generation = self._current
             assert generation is not None
@@ -494,3 +477,23 @@ class WatchTarget:
                     source, self.settings, None if rows is None or rows.empty else rows
                 )
         self.message = "" if chosen else "no log found yet"
+
+
+def _restarted_files(
+    previous: Mapping[Path, FileStamp | None],
+    stamps: Mapping[Path, FileStamp | None],
+    *,
+    shrink_counts: bool = True,
+) -> Iterator[tuple[Path, FileStamp, bool]]:
+    """Each file replaced (deleted or renamed: gone counts, compared with what is written again)
+    or, where ``shrink_counts``, truncated since the last poll: its path, its stamp then, and
+    whether it was replaced.
+    """
+    for path, old in previous.items():
+        new = stamps.get(path)
+        if old is None:
+            continue
+        replaced = not old.same_file(new)
+        shrunk = shrink_counts and not replaced and new is not None and new.size < old.size
+        if replaced or shrunk:
+            yield path, old, replaced
