@@ -8,8 +8,13 @@ interval from a bootstrap over sources (``bayesgrpo.evaluate.corpus``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import json
+import logging
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -45,6 +50,37 @@ def code_hash(parts: Sequence[str] = FORECAST_CODE) -> str:
             digest.update(file.read_bytes())
     digest.update((root / "_data" / "bundled_population.nc").read_bytes())
     return digest.hexdigest()[:12]
+
+
+def cached_rows(
+    folder: Path,
+    run_ids: Sequence[str],
+    keys: Mapping[str, str],
+    settings: Mapping[str, Any],
+    compute: Callable[[list[str]], pd.DataFrame],
+) -> pd.DataFrame:
+    """Rows of ``compute([run_id])`` for each run, each cached in ``folder`` under a hash of the
+    run, its key (the population it is forecast from), the settings and the package code.
+    """
+    log = logging.getLogger(folder.name)
+    code = code_hash()
+    frames = []
+    for i, run_id in enumerate(run_ids):
+        payload = {"run": run_id, "settings": settings, "population": keys[run_id], "code": code}
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        path = folder / f"{digest}.csv"
+        if path.exists():
+            frames.append(pd.read_csv(path))
+            continue
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            frame = compute([run_id])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(path, index=False)
+        frames.append(frame)
+        log.info("%d/%d %s: %.1f s", i + 1, len(run_ids), run_id, time.perf_counter() - start)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def fold_group(folds: pd.Series) -> np.ndarray:

@@ -45,7 +45,6 @@ import resource
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +53,16 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _corpus import BUILT, code_hash, fold_group, forecast_summary, interval, ratio_of_medians, stop_summary  # noqa: E402
+from _corpus import (  # noqa: E402
+    BUILT,
+    cached_rows,
+    code_hash,
+    fold_group,
+    forecast_summary,
+    interval,
+    ratio_of_medians,
+    stop_summary,
+)
 from _markdown import command_line, machine_line, markdown_table  # noqa: E402
 
 from bayesgrpo.evaluate.corpus import SEALED, load_built, read_manifest, source_bootstrap  # noqa: E402
@@ -163,33 +171,6 @@ def family_populations(table: RunsTable, args: argparse.Namespace) -> dict[str, 
     return result
 
 
-def cached_rows(
-    name: str,
-    run_ids: list[str],
-    populations: dict[str, tuple[Any, str]],
-    settings: dict[str, Any],
-    compute: Callable[[list[str]], pd.DataFrame],
-) -> pd.DataFrame:
-    """Rows of ``compute([run_id])`` for each run, cached by run, population, settings and code."""
-    frames = []
-    for i, run_id in enumerate(run_ids):
-        population_key = populations[run_id][1]
-        key = _key({"run": run_id, "settings": settings, "population": population_key, "code": code_hash()})
-        path = SCRATCH / name / f"{key}.csv"
-        if path.exists():
-            frames.append(pd.read_csv(path))
-            continue
-        start = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            frame = compute([run_id])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(path, index=False)
-        frames.append(frame)
-        logger.info("%s %d/%d %s: %.1f s", name, i + 1, len(run_ids), run_id, time.perf_counter() - start)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def transfer_summary(frame: pd.DataFrame, runs: pd.DataFrame, n_boot: int) -> pd.DataFrame:
     """Each transfer method's median CRPS over the population-mean curve's, per group and window."""
     wide = frame.pivot_table(index=["run_id", "window"], columns="method", values="crps").reset_index()
@@ -261,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     run_ids = sorted(runs.index)
     fitted = fold_populations(table, args)
     populations = {run_id: model for run_id, (model, _) in fitted.items()}
+    keys = {run_id: key for run_id, (_, key) in fitted.items()}
 
     lines = [
         "# The backtests on the corpus: forecasts, stop decisions and transfer on held-out sources",
@@ -280,9 +262,9 @@ def main(argv: list[str] | None = None) -> None:
     if "forecast" not in args.skip:
         settings = {"cuts": args.cuts, "draws": args.draws, "seed": args.seed, "methods": FORECAST_METHODS}
         frame = cached_rows(
-            "forecast",
+            SCRATCH / "forecast",
             run_ids,
-            fitted,
+            keys,
             settings,
             lambda ids: forecast_backtest(
                 table.select(ids),
@@ -314,9 +296,9 @@ def main(argv: list[str] | None = None) -> None:
         }
         settings = {"check": args.check_every, "draws": args.draws, "seed": args.seed, "rules": list(rules)}
         frame = cached_rows(
-            "stops",
+            SCRATCH / "stops",
             run_ids,
-            fitted,
+            keys,
             settings,
             lambda ids: stopping_backtest(
                 table.select(ids),
@@ -358,9 +340,9 @@ def main(argv: list[str] | None = None) -> None:
             held = sorted(family_fitted)
             family_models = {run_id: model for run_id, (model, _) in family_fitted.items()}
             frame = cached_rows(
-                f"transfer_{family}",
+                SCRATCH / f"transfer_{family}",
                 held,
-                family_fitted,
+                {run_id: key for run_id, (_, key) in family_fitted.items()},
                 {"draws": args.draws, "seed": args.seed},
                 lambda ids, pops=family_models: transfer_scores(
                     table.select(ids),

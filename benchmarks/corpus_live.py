@@ -37,7 +37,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _corpus import BUILT, code_hash, fold_group, forecast_summary, stop_summary  # noqa: E402
+from _corpus import BUILT, cached_rows, code_hash, fold_group, forecast_summary, stop_summary  # noqa: E402
 from _markdown import command_line, machine_line, markdown_table  # noqa: E402
 
 from bayesgrpo.evaluate.corpus import load_built, read_manifest  # noqa: E402
@@ -61,30 +61,21 @@ def forecasts(table: RunsTable, args: argparse.Namespace) -> pd.DataFrame:
     from bayesgrpo.model.datasets import bundled_population
 
     population = bundled_population()
-    key = {"cuts": args.cuts, "draws": args.draws, "seed": args.seed, "code": code_hash(), "methods": METHODS}
-    folder = SCRATCH / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    folder.mkdir(parents=True, exist_ok=True)
-    frames = []
-    for i, run_id in enumerate(table.run_ids):
-        path = folder / f"{hashlib.sha256(run_id.encode()).hexdigest()[:16]}.csv"
-        if path.exists():
-            frames.append(pd.read_csv(path))
-            continue
-        start = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            frame = forecast_backtest(
-                table.select([run_id]),
-                {run_id: population},
-                cuts=args.cuts,
-                methods=METHODS,
-                n_draws=args.draws,
-                random_seed=args.seed,
-            )
-        frame.to_csv(path, index=False)
-        frames.append(frame)
-        logger.info("run %d/%d %s: %.1f s", i + 1, len(table.run_ids), run_id, time.perf_counter() - start)
-    return pd.concat(frames, ignore_index=True)
+    settings = {"cuts": args.cuts, "draws": args.draws, "seed": args.seed, "methods": METHODS}
+    return cached_rows(
+        SCRATCH / "forecast",
+        table.run_ids,
+        dict.fromkeys(table.run_ids, "shipped"),  # the shipped population is in the code hash
+        settings,
+        lambda ids: forecast_backtest(
+            table.select(ids),
+            dict.fromkeys(ids, population),
+            cuts=args.cuts,
+            methods=METHODS,
+            n_draws=args.draws,
+            random_seed=args.seed,
+        ),
+    )
 
 
 #: The stop rules compared: the default every interface decides with, and the fixed budgets the
