@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -30,11 +31,12 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _corpus import WEIGHTINGS, interval, weighted_median  # noqa: E402
+from _corpus import WEIGHTINGS, code_hash, interval, weighted_median  # noqa: E402
 from _markdown import command_line, machine_line, markdown_table, write_result  # noqa: E402
-from corpus_live import AT_DEFAULT, forecast_arguments, forecasts, unseen_runs  # noqa: E402
+from corpus_live import AT_DEFAULT, SCRATCH, forecast_arguments, forecasts, unseen_runs  # noqa: E402
 
 from bayesgrpo.evaluate.corpus import source_bootstrap  # noqa: E402
+from bayesgrpo.logs.table import RunsTable, coerce_metadata  # noqa: E402
 
 RESULTS = HERE / "results" / "defaults.md"
 
@@ -137,17 +139,140 @@ def decide(name: str, table: Any, runs: pd.DataFrame, args: argparse.Namespace) 
     return row
 
 
+#: The budgets every posterior rule is held against (the stop-decision issue's), and the other
+#: fixed budgets a default budget is chosen among.
+BUDGETS = (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
+#: The most reward a default budget may give up against the run's end, in the mean over the
+#: other folds' runs (a share of each run's range).
+GIVEN_UP_LIMIT = 0.01
+
+
+def stop_rules() -> dict[str, Any]:
+    """The posterior rules tried as the default, and the fixed budgets."""
+    from bayesgrpo.evaluate.backtest import FixedFraction
+    from bayesgrpo.questions.stopping.rules import GuardedBudgetRule, PlateauRule
+
+    return {
+        "guarded 0.5 (default)": GuardedBudgetRule(0.5),
+        "guarded 0.5, no early stop, no rise guard": GuardedBudgetRule(0.5, early_prob=None, rising_eps=None),
+        "guarded 0.5, flat stop": GuardedBudgetRule(0.5, flat_eps=0.02),
+        "guarded 0.6": GuardedBudgetRule(0.6),
+        "plateau 1%, p 0.9": PlateauRule(eps=0.01, prob=0.9, relative=True),
+        "plateau 2%, p 0.8": PlateauRule(eps=0.02, prob=0.8, relative=True),
+        **{f"fixed {f:g}": FixedFraction(f) for f in BUDGETS},
+    }
+
+
+def with_stated_range(table: RunsTable, runs: pd.DataFrame) -> RunsTable:
+    """The runs whose source states a reward range, given that range and nothing else."""
+    stated = runs.loc[table.run_ids, ["reward_min", "reward_max"]].dropna()
+    meta = runs.loc[stated.index, ["reward_min", "reward_max"]].rename_axis("run_id").reset_index()
+    chosen = table.select(stated.index.tolist())
+    return RunsTable(points=chosen.points, runs=coerce_metadata(meta), report=chosen.report)
+
+
+def stop_frame(table: RunsTable, args: argparse.Namespace, stated: bool) -> pd.DataFrame:
+    """Every rule of :func:`stop_rules` run online on every run (cached under the settings and code)."""
+    import hashlib
+    import warnings
+
+    from bayesgrpo.evaluate.backtest import stopping_backtest
+    from bayesgrpo.model.datasets import bundled_population
+
+    rules = stop_rules()
+    key = {"runs": sorted(table.run_ids), "rules": sorted(rules), "stated": stated, "code": code_hash()}
+    key |= {"check": 0.05, "draws": args.draws, "seed": args.seed}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    path = SCRATCH / f"stop_defaults_{digest}.csv"
+    if path.exists():
+        return pd.read_csv(path)
+    population = bundled_population()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = stopping_backtest(
+            table, dict.fromkeys(table.run_ids, population), rules, n_draws=args.draws, random_seed=args.seed
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def source_means(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per rule: steps saved and reward given up against the end, each source weighted equally."""
+    frame = frame.assign(source=frame["run_id"].map(runs["source"]))
+    per_source = frame.groupby(["rule", "source"])[["steps_saved", "reward_vs_end", "dip"]].mean()
+    return per_source.groupby("rule").mean()
+
+
+def choose_stop_default(means: pd.DataFrame) -> str:
+    """A posterior rule that dominates ``fixed 0.5`` and ``fixed 0.6`` on these means (the most
+    steps saved among them); where none does, the fixed budget that saves the most steps at no
+    more than :data:`GIVEN_UP_LIMIT` given up.
+    """
+    budgets = [f"fixed {f:g}" for f in (0.5, 0.6)]
+    posterior = [r for r in means.index if not r.startswith("fixed")]
+    dominating = [
+        r
+        for r in posterior
+        if all(
+            means.loc[r, "steps_saved"] >= means.loc[b, "steps_saved"]
+            and means.loc[r, "reward_vs_end"] <= means.loc[b, "reward_vs_end"]
+            for b in budgets
+        )
+    ]
+    if dominating:
+        return max(dominating, key=lambda r: means.loc[r, "steps_saved"])
+    within = [f"fixed {f:g}" for f in BUDGETS if means.loc[f"fixed {f:g}", "reward_vs_end"] <= GIVEN_UP_LIMIT]
+    return min(within, key=lambda r: float(r.split()[1])) if within else "fixed 0.7"
+
+
+def stop_rows(
+    frame: pd.DataFrame, runs: pd.DataFrame, args: argparse.Namespace, label: str
+) -> list[dict[str, Any]]:
+    """Per held-out fold the rule chosen on the other four; what the chosen rules did on the held-out
+    folds against the budgets, each source weighted equally, with intervals over sources.
+    """
+    frame = frame.assign(fold=frame["run_id"].map(runs["fold"]).astype(str))
+    chosen, held = {}, []
+    for fold, part in frame.groupby("fold"):
+        rule = choose_stop_default(source_means(frame[frame["fold"] != fold], runs))
+        chosen[fold] = rule
+        held.append(part[part["rule"] == rule].assign(rule="chosen"))
+    scored = pd.concat([frame, *held], ignore_index=True)
+    wide = scored.pivot_table(index="run_id", columns="rule", values=["steps_saved", "reward_vs_end", "dip"])
+    sources = wide.index.map(runs["source"])
+    rows = []
+    for rule in ["chosen", *stop_rules()]:
+        row: dict[str, Any] = {"runs": label, "rule": rule}
+        if rule == "chosen":
+            row["rule"] = "chosen per held-out fold: " + ", ".join(
+                f"{f}: {r}" for f, r in sorted(chosen.items())
+            )
+        for column, metric, digits in (
+            ("steps saved", "steps_saved", 2),
+            ("given up vs the end", "reward_vs_end", 3),
+            ("dip at the stop", "dip", 3),
+        ):
+            row[column] = interval(
+                source_bootstrap(wide[(metric, rule)].to_numpy(), sources, None, "equal", args.boot), digits
+            )
+        rows.append(row)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     """Re-decide each option of :data:`OPTIONS` on the corpus's source folds."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     forecast_arguments(parser)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--no-stops", action="store_true", help="the live options alone")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     start = time.perf_counter()
     runs, unseen, table = unseen_runs(args.built, with_sealed=False)
     held = table.run_ids
     common = argparse.Namespace(cuts=args.cuts, draws=args.draws, seed=args.seed, boot=args.boot)
-    rows = [decide(name, table, runs.set_index("run_id"), common) for name in OPTIONS]
+    rows: list[dict[str, Any]] = [decide(name, table, runs.set_index("run_id"), common) for name in OPTIONS]
     lines = [
         "# Defaults of the live forecast, re-decided on the corpus's source folds",
         "",
@@ -165,6 +290,28 @@ def main(argv: list[str] | None = None) -> None:
         markdown_table(pd.DataFrame(rows)),
         "",
     ]
+    if not args.no_stops:
+        by_run = runs.set_index("run_id")
+        stated = with_stated_range(table, by_run)
+        rows = stop_rows(stop_frame(table, common, stated=False), by_run, common, "no range given")
+        rows += stop_rows(stop_frame(stated, common, stated=True), by_run, common, "stated range given")
+        lines += [
+            "## The default stop rule",
+            "",
+            f"The same runs, each posterior rule and fixed budget run online (checked every 5% of a run; "
+            f"the horizon is the run's last logged step), once as raw rewards and once, for the "
+            f"{len(stated.run_ids)} runs whose source states a reward range, given that range. Per "
+            "held-out fold, chosen on the other four: the posterior rule that dominates `fixed 0.5` "
+            "and `fixed 0.6` on the means (more steps saved, no more reward given up against the "
+            "run's end), the one saving most where several do; where none does, the fixed budget "
+            f"saving the most steps at no more than {GIVEN_UP_LIMIT:.0%} of the range given up. Steps "
+            "saved: a share of the run; given up: the smoothed reward at the end minus at the stop, a "
+            "share of the run's range; each source weighted equally, 90% intervals from a bootstrap "
+            "over sources.",
+            "",
+            markdown_table(pd.DataFrame(rows)),
+            "",
+        ]
     write_result(args.out, lines)
 
 
