@@ -161,10 +161,9 @@ class LiveUpdateWarning(BayesGRPOWarning):
 
 class ForecastDepartureWarning(LiveUpdateWarning):
     """A run's latest logged points lie outside its live update's 90% predictive band far more
-    often than the band allows (``questions.live.recent_departure``): the run has left every curve
-    the population finds plausible. Left on one side, the forecast follows the run's latest level
-    (``questions.live.departure_level``); scattered on both, its band's noise is widened until they
-    fit (``questions.live.noise_widening``).
+    often than the band allows (``questions.live.departure.recent_departure``): the run has left
+    every curve the population finds plausible, or its noise has grown past what the update
+    estimated. The forecast is not changed; trust its band less until the run settles.
     """
 
 

@@ -541,8 +541,6 @@ def by_kind_of_run(table, stops: pd.DataFrame) -> pd.DataFrame:
 
 def calibration_section(table, populations, args: argparse.Namespace) -> list[str]:
     """Reliability of the stop probability: stated P(gain < eps) against how often it came true."""
-    from live_band_stretch import cross_fitted_stretches
-
     from bayesgrpo.evaluate.backtest import calibration_table, stop_probability_calibration
 
     start = time.perf_counter()
@@ -553,7 +551,6 @@ def calibration_section(table, populations, args: argparse.Namespace) -> list[st
         check_every_fraction=args.check_every,
         n_draws=args.forecast_draws,
         random_seed=args.seed,
-        band_stretch=cross_fitted_stretches(table),  # the predictive band learnt without the source
     )
     seconds = time.perf_counter() - start
     checks.to_csv(args.output_dir / "backtest_calibration_runs.csv", index=False)
@@ -848,8 +845,6 @@ def main(argv: list[str] | None = None) -> None:
         options = (
             {"domhan_ensemble": {"n_steps": args.domhan_steps}} if "domhan_ensemble" in args.methods else {}
         )
-        from live_band_stretch import cross_fitted_stretches
-
         frame = forecast_backtest(
             table,
             populations,
@@ -860,8 +855,6 @@ def main(argv: list[str] | None = None) -> None:
             random_seed=args.seed,
             workers=args.workers,
             address=args.address,
-            # the live band stretched by factors learnt without each run's source
-            band_stretch=None if populations is None else cross_fitted_stretches(table),
         )
         seconds = time.perf_counter() - start
         frame.to_csv(args.output_dir / "backtest_forecast_runs.csv", index=False)

@@ -43,15 +43,7 @@ RESULTS = HERE / "results" / "defaults.md"
 #: option -> (plain setting, the settings tried, why the plain one is plain); ``"default"``: the
 #: option at its current default (``corpus_live.AT_DEFAULT``).
 OPTIONS: dict[str, tuple[Any, list[Any], str]] = {
-    "read_unit_score": (False, [False, True], "no reading of the range from where the rewards lie"),
-    "likelihood_weight": (1.0, [1.0, "default"], "the untempered posterior"),
-    "place_own_range": (False, [False, "default"], "the prefix's own range"),
-    "placement_neighbours": (None, [None, "default"], "every population run places a prefix"),
-    "placement_quantile": ([[0.0, 0.5]], [[[0.0, 0.5]], "default"], "the median share throughout"),
-    "unknown_covariates": ("mean", ["mean", "default"], "an unknown size at the population's mean"),
-    "band_stretch": (None, [None, "default"], "the band as drawn"),
-    "follow_departure": (False, [False, "default"], "the forecast as fitted"),
-    "recent_residuals_from": (None, [None, "default"], "the Student-t noise throughout"),
+    "likelihood_weight": (1.0, [1.0, 0.5], "the untempered posterior"),
 }
 
 

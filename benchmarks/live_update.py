@@ -38,15 +38,13 @@ RESULTS = HERE / "results"
 
 
 #: The steps of ``LiveForecaster.update``, timed apart (they do not call one another): names in
-#: ``bayesgrpo.questions.live``'s namespace, where ``update`` looks them up.
+#: ``bayesgrpo.questions.live.forecaster``'s namespace, where ``update`` looks them up.
 STAGES = (
     "prepare",
-    "own_range_bounds",
     "condition_run",
     "run_curve_draws",
     "with_recent_rise",
     "recent_departure",
-    "with_band_stretch",
 )
 
 
@@ -125,8 +123,8 @@ def main() -> None:
     from bayesgrpo.model.datasets import load_bundled
     from bayesgrpo.model.laplace import RunPosterior
     from bayesgrpo.model.reward_model import RewardModel
-    from bayesgrpo.questions import live as live_module
     from bayesgrpo.questions.live import LiveForecaster
+    from bayesgrpo.questions.live import forecaster as live_module
     from bayesgrpo.questions.stopping import CurveDraws, expected_gain, prob_gain_below
 
     table = load_bundled(warn=False)

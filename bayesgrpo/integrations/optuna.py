@@ -49,7 +49,7 @@ from bayesgrpo.errors import BayesGRPOError, FitWarning, LiveUpdateWarning
 from bayesgrpo.logs.table import RunsTable, coerce_metadata
 from bayesgrpo.model.laplace import check_likelihood_weight
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.questions.live import DEFAULT_LIKELIHOOD_WEIGHT, LiveForecaster, resolve_population
+from bayesgrpo.questions.live import LiveForecaster, resolve_population
 from bayesgrpo.questions.stopping import PlateauRule
 
 logger = logging.getLogger(__name__)
@@ -58,11 +58,11 @@ logger = logging.getLogger(__name__)
 ATTR = "bayesgrpo:"
 #: What a failed forecast may raise (the package's errors; numpy's LinAlgError is a ValueError).
 FORECAST_ERRORS = (BayesGRPOError, ValueError, ArithmeticError)
-#: The pruner's weight of a trial's reported values in its live update: the live update's own
-#: default (0.5). On the replayed studies of ``benchmarks/optuna_pruning.py`` it kept the mean regret
-#: at 0.006 of the range (worst 0.047) where counting the values in full (1) pruned a late-rising
-#: best trial and reached 0.055 (worst 0.486; ``benchmarks/results/optuna_pruning_w1.md``).
-PRUNER_LIKELIHOOD_WEIGHT = DEFAULT_LIKELIHOOD_WEIGHT
+#: The pruner's weight of a trial's reported values in its live update (a value counts for half).
+#: On the replayed studies of ``benchmarks/optuna_pruning.py`` it kept the mean regret at 0.006 of
+#: the range (worst 0.047) where counting the values in full (1) pruned a late-rising best trial and
+#: reached 0.055 (worst 0.486; ``benchmarks/results/optuna_pruning_w1.md``).
+PRUNER_LIKELIHOOD_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
@@ -167,14 +167,10 @@ class RewardCurvePruner(BasePruner):
     likelihood_weight : float
         The weight of a trial's reported values against the population's prior in its live
         update (``LiveForecaster(likelihood_weight=...)``), in (0, 1]. Default
-        :data:`PRUNER_LIKELIHOOD_WEIGHT`, the live update's own default (0.5: a value counts for
-        half). On the replayed studies of ``benchmarks/optuna_pruning.py`` 1 (every value in
+        :data:`PRUNER_LIKELIHOOD_WEIGHT` (0.5: a value counts for half). On the replayed studies
+        of ``benchmarks/optuna_pruning.py`` 1 (every value in
         full) saved more steps and pruned a late-rising best trial from its flat start
         (``benchmarks/results/optuna_pruning_w1.md``).
-
-    The pruner's live updates draw the band as it comes (``LiveForecaster(band_stretch=None)``):
-    it decides on the curve and, with ``final_points``, on each draw's own noise, which a
-    recalibration of the band's quantiles (:mod:`bayesgrpo.questions.band_stretch`) does not give.
     """
 
     def __init__(
@@ -362,7 +358,6 @@ class RewardCurvePruner(BasePruner):
                 n_draws=self.n_draws,
                 random_seed=self.random_seed,
                 likelihood_weight=self.likelihood_weight,
-                band_stretch=None,  # one value's own noise per draw, not a recalibrated band
             )
             self._fitted_on = len(finished)
         if self._forecaster is None:
@@ -371,7 +366,6 @@ class RewardCurvePruner(BasePruner):
                 n_draws=self.n_draws,
                 random_seed=self.random_seed,
                 likelihood_weight=self.likelihood_weight,
-                band_stretch=None,
             )
         return self._forecaster
 

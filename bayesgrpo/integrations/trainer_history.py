@@ -244,16 +244,10 @@ def forecast_metrics(
         ``bayesgrpo/p_plateau``, ``bayesgrpo/expected_gain``, ``bayesgrpo/forecast_final`` (the
         expected reward at the horizon), the ``interval`` band of a logged reward there
         (``bayesgrpo/forecast_final_predictive_low``/``_high``: noise included; left out when
-        the update carries no noise draws; ``bayesgrpo/predictive_stretch_above``: the factor its
-        spread above the median was stretched by, 1 where it was not,
-        :mod:`bayesgrpo.questions.band_stretch`; ``bayesgrpo/predictive_noise_residuals``: how
-        many of the run's recent residuals its noise is resampled from, 0 for the Student-t,
-        :func:`bayesgrpo.questions.live.with_recent_residuals`) and of the expected curve
+        the update carries no noise draws) and of the expected curve
         (``bayesgrpo/forecast_final_curve_low``/``_high``), ``bayesgrpo/pareto_k`` (above 0.7 the
         update came from its MCMC fallback), ``bayesgrpo/departed`` (1: the run's latest points
-        have left the update's band, ``LiveUpdate.departure``), ``bayesgrpo/departure_level`` (the
-        level off the curve the forecast then follows, reward units; 0 where it follows none),
-        ``bayesgrpo/recent_rise`` (the
+        have left the update's band, ``LiveUpdate.departure``), ``bayesgrpo/recent_rise`` (the
         rise of the logged reward over the run's latest tenth, where the draws carry it),
         ``bayesgrpo/held_while_rising`` (1: the rule held a stop because of that rise; rules that
         have the guard only), ``bayesgrpo/stopped_flat`` (1: the rule's opt-in flat stop stopped
@@ -272,10 +266,6 @@ def forecast_metrics(
         low, _, high = update.final_interval(interval, band="predictive")
         metrics[f"{PREFIX}forecast_final_predictive_low"] = low
         metrics[f"{PREFIX}forecast_final_predictive_high"] = high
-        stretch = draws.predictive_stretch  # mid-run the band may be stretched (90% edges: columns 0-1)
-        metrics[f"{PREFIX}predictive_stretch_above"] = 1.0 if stretch is None else float(stretch[0, 1])
-        # 0: the Student-t noise; else how many of the run's recent residuals it is resampled from
-        metrics[f"{PREFIX}predictive_noise_residuals"] = float(draws.residual_counts[0])
     low, high = np.quantile(final, [tail, 1.0 - tail])
     metrics[f"{PREFIX}forecast_final_curve_low"] = float(low)
     metrics[f"{PREFIX}forecast_final_curve_high"] = float(high)
@@ -283,9 +273,6 @@ def forecast_metrics(
         metrics[f"{PREFIX}pareto_k"] = float(update.posterior.pareto_k)
     if update.departure is not None:
         metrics[f"{PREFIX}departed"] = 1.0 if update.departed else 0.0
-        # the level the forecast follows where the run left its curve on one side (0: none)
-        followed = update.departure.followed
-        metrics[f"{PREFIX}departure_level"] = float(update.departure.level) if followed else 0.0
     rise = draws.recent_rise
     if rise is not None and np.isfinite(rise[0]):
         metrics[f"{PREFIX}recent_rise"] = float(rise[0])

@@ -16,12 +16,6 @@
    ``bayesgrpo/forecast_final``              expected reward at the horizon (posterior mean)
    ``bayesgrpo/forecast_final_predictive_*`` 90% band (``_low``/``_high``: 5% and 95%) of a
                                              logged reward at the horizon, noise included
-   ``bayesgrpo/predictive_stretch_above``    the factor that band's spread above its median was
-                                             stretched by (mid-run, learnt on held-out sources,
-                                             apart for runs with a stated range; 1 where it was not)
-   ``bayesgrpo/predictive_noise_residuals``  how many of the run's recent residuals that band's
-                                             noise is resampled from (later in a run; 0: the
-                                             posterior's Student-t noise)
    ``bayesgrpo/forecast_final_curve_*``      90% band of the expected reward there (narrower)
    ``bayesgrpo/pareto_k``                    the live update's importance-weight diagnostic
                                              (above 0.7 it answered from its MCMC fallback)

@@ -106,30 +106,6 @@ class CurveDraws:
         The same over a longer window of the run's latest steps
         (:data:`bayesgrpo.questions.stopping.momentum.FLAT_WINDOW`): the evidence a rule asking
         for a flat run reads (a short window's slope is too noisy to say "no longer rises").
-    predictive_stretch : ndarray of shape (R, 2) or (R, 4), optional
-        Per run, the factors (below, above) by which the predictive band's spread about its
-        median is stretched (:func:`stretch_about_median`; 1, 1: as drawn), and optionally two
-        more, (below, above) of the 50% band's edges, where the spread is mapped by quantile
-        level (:func:`stretch_offsets`: the 25/75% quantiles' offsets times the last two, the
-        5/95% quantiles' times the first two). The live update sets them where the band was
-        found miscalibrated on held-out sources (:mod:`bayesgrpo.questions.band_stretch`); the
-        curve band never has them.
-    level_shift : ndarray of shape (S, R), optional
-        Per draw and run, a level added to the curve from ``level_from_step`` on (reward units):
-        where a run has left every curve of its update (a late jump, a collapse), the live
-        update's forecast follows the run's latest level
-        (:func:`bayesgrpo.questions.live.departure_level`). It moves the expected reward there and
-        so both bands, never a gain between two such steps: the stop rules' gains are unchanged.
-    level_from_step : ndarray of shape (R,), optional
-        The step from which each run's ``level_shift`` applies (NaN or infinite: never); needed
-        with ``level_shift``.
-    noise_residuals : ndarray of shape (S, R, M), optional
-        Per draw and run, residuals of the run's recent logged rewards about that draw's curve
-        (reward units; NaN pads a run with fewer than ``M``; :func:`residuals_about`). Where a
-        run has any, :func:`predictive_at` draws a logged point's noise by resampling them (the
-        run's own noise, its size and shape as of late) instead of the Student-t of
-        ``noise_sd``; runs without any keep the Student-t. The live update sets them later in a
-        run (:mod:`bayesgrpo.questions.live`); the curve band never uses them.
 
     Raises
     ------
@@ -151,10 +127,6 @@ class CurveDraws:
     recent_rise_se: np.ndarray | None = None
     long_rise: np.ndarray | None = None
     long_rise_se: np.ndarray | None = None
-    predictive_stretch: np.ndarray | None = None
-    level_shift: np.ndarray | None = None
-    level_from_step: np.ndarray | None = None
-    noise_residuals: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         family = get_curve(self.curve)
@@ -222,68 +194,6 @@ class CurveDraws:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, frozen_array(per_run(value, n_runs, name)))
-        if self.predictive_stretch is not None:
-            stretch = np.atleast_2d(np.asarray(self.predictive_stretch, dtype=float))
-            shaped = stretch.shape in ((n_runs, 2), (n_runs, 4))
-            if not shaped or not np.all(np.isfinite(stretch) & (stretch > 0)):
-                raise BayesGRPOError(
-                    f"predictive_stretch must be finite, > 0 and of shape ({n_runs}, 2): (below, above) "
-                    f"a run, or ({n_runs}, 4) with the 50% band's (below, above) after them; got "
-                    f"{np.shape(self.predictive_stretch)}."
-                )
-            object.__setattr__(self, "predictive_stretch", frozen_array(stretch))
-        self._check_level(first.shape[0], n_runs)
-        self._check_residuals(first.shape[0], n_runs)
-
-    def _check_residuals(self, n_draws: int, n_runs: int) -> None:
-        """Validate ``noise_residuals`` as (S, R, M) and freeze them packed: each run's finite ones first."""
-        if self.noise_residuals is None:
-            return
-        residuals = np.asarray(self.noise_residuals, dtype=float)
-        if residuals.ndim == 2:
-            residuals = residuals[:, None, :]
-        if residuals.ndim != 3 or residuals.shape[:2] != (n_draws, n_runs) or np.isinf(residuals).any():
-            raise BayesGRPOError(
-                f"noise_residuals must be finite or NaN and of shape ({n_draws}, {n_runs}, M); got shape "
-                f"{residuals.shape}."
-            )
-        finite = np.isfinite(residuals)
-        counts = finite.sum(axis=2)
-        if not np.all(counts == counts[:1]):
-            raise BayesGRPOError(
-                "noise_residuals must give every draw of a run the same number of residuals (NaN pads "
-                "a run with fewer than the others)."
-            )
-        order = np.argsort(~finite, axis=2, kind="stable")  # each run's residuals first, NaN after
-        packed = np.take_along_axis(residuals, order, axis=2)
-        object.__setattr__(self, "noise_residuals", frozen_array(packed))
-
-    @property
-    def residual_counts(self) -> np.ndarray:
-        """Per run, how many recent residuals its predictive noise is resampled from (0: Student-t)."""
-        if self.noise_residuals is None:
-            return np.zeros(self.n_runs, dtype=int)
-        return np.asarray(np.isfinite(np.asarray(self.noise_residuals)[0]).sum(axis=1))
-
-    def _check_level(self, n_draws: int, n_runs: int) -> None:
-        """Validate and freeze ``level_shift`` as (S, R) and ``level_from_step`` as (R,)."""
-        if self.level_shift is None:
-            if self.level_from_step is not None:
-                raise BayesGRPOError("level_from_step was given without level_shift.")
-            return
-        shift = np.asarray(self.level_shift, dtype=float)
-        if shift.ndim == 1:
-            shift = shift[:, None]
-        if shift.shape != (n_draws, n_runs) or not np.all(np.isfinite(shift)):
-            raise BayesGRPOError(
-                f"level_shift must be finite and of shape ({n_draws}, {n_runs}); got shape {shift.shape}."
-            )
-        if self.level_from_step is None:
-            raise BayesGRPOError("level_shift needs level_from_step: the step each run's level applies from.")
-        start = per_run(self.level_from_step, n_runs, "level_from_step")
-        start = np.where(np.isnan(start), np.inf, start)
-        object.__setattr__(self, "level_shift", frozen_array(shift))
-        object.__setattr__(self, "level_from_step", frozen_array(start))
 
     def _check_noise(self, n_draws: int, n_runs: int) -> None:
         """Validate and freeze ``noise_sd`` as (S, R) and ``noise_df`` as (S,)."""
@@ -306,7 +216,7 @@ class CurveDraws:
     @property
     def has_noise(self) -> bool:
         """Whether the draws carry the noise of a logged reward (the predictive band is available)."""
-        return self.noise_sd is not None or bool(np.all(self.residual_counts > 0))
+        return self.noise_sd is not None
 
     @classmethod
     def from_model_data(
@@ -432,14 +342,6 @@ class CurveDraws:
             recent_rise_se=None if self.recent_rise_se is None else np.asarray(self.recent_rise_se)[index],
             long_rise=None if self.long_rise is None else np.asarray(self.long_rise)[index],
             long_rise_se=None if self.long_rise_se is None else np.asarray(self.long_rise_se)[index],
-            predictive_stretch=None
-            if self.predictive_stretch is None
-            else np.asarray(self.predictive_stretch)[index],
-            level_shift=None if self.level_shift is None else np.asarray(self.level_shift)[:, index],
-            level_from_step=None if self.level_from_step is None else np.asarray(self.level_from_step)[index],
-            noise_residuals=None
-            if self.noise_residuals is None
-            else np.asarray(self.noise_residuals)[:, index, :],
         )
 
     def to_t(self, steps: np.ndarray) -> np.ndarray:
@@ -489,32 +391,7 @@ def reward_at(cd: CurveDraws, steps: Any) -> np.ndarray:
     if not np.all(np.isfinite(steps) & (steps >= 0)):
         raise BayesGRPOError("steps must be finite and >= 0.")
     g = gain_share(cd, cd.to_t(steps))
-    return np.asarray(cd.params["r0"][:, :, None] + cd.total_gain[:, :, None] * g + level_at(cd, steps))
-
-
-def level_at(cd: CurveDraws, steps: Any) -> np.ndarray:
-    """The level :attr:`CurveDraws.level_shift` adds to the curve at steps (0 where none applies).
-
-    Parameters
-    ----------
-    cd : CurveDraws
-    steps : array_like
-        Shape ``(R,)`` (one step a run) or ``(R, N)``.
-
-    Returns
-    -------
-    ndarray
-        ``(S, R)`` for ``(R,)`` steps, ``(S, R, N)`` for ``(R, N)``; zeros without a level.
-    """
-    steps = np.asarray(steps, dtype=float)
-    shape = (cd.n_draws, *steps.shape)
-    if cd.level_shift is None or cd.level_from_step is None:
-        return np.zeros(shape)
-    start = np.asarray(cd.level_from_step)
-    shift = np.asarray(cd.level_shift)
-    if steps.ndim == 1:
-        return np.asarray(shift * (steps >= start)[None, :])
-    return np.asarray(shift[:, :, None] * (steps >= start[:, None])[None, :, :])
+    return np.asarray(cd.params["r0"][:, :, None] + cd.total_gain[:, :, None] * g)
 
 
 #: The two bands draws answer for: a logged reward (curve plus noise) and the expected curve.
@@ -536,16 +413,12 @@ def check_band(band: str) -> str:
 def predictive_at(cd: CurveDraws, steps: Any, rng: np.random.Generator | int | None = None) -> np.ndarray:
     """Draws of a logged reward at steps: the curve plus one logged point's noise.
 
-    The noise is each draw's Student-t (``noise_sd``, ``noise_df``), or, for a run whose draws
-    carry ``noise_residuals``, one of that draw's residuals drawn at random for every step (the
-    run's own recent noise about that curve). Where the draws carry ``predictive_stretch``, the
-    band's spread about its median is then stretched (:func:`stretch_about_median`).
+    The noise is each draw's Student-t (``noise_sd``, ``noise_df``).
 
     Parameters
     ----------
     cd : CurveDraws
-        With ``noise_sd`` (a fitted model's or a live update's draws carry it) or
-        ``noise_residuals``.
+        With ``noise_sd`` (a fitted model's or a live update's draws carry it).
     steps : array_like
         As :func:`reward_at`.
     rng : numpy Generator or seed, optional
@@ -559,156 +432,19 @@ def predictive_at(cd: CurveDraws, steps: Any, rng: np.random.Generator | int | N
     BayesGRPOError
         When the draws carry no noise.
     """
-    counts = cd.residual_counts
-    if cd.noise_sd is None and not np.all(counts > 0):
+    if cd.noise_sd is None:
         raise BayesGRPOError(
             "these curve draws carry no noise of a logged reward (no predictive band); ask for the "
             "curve band, or make them with the noise (RewardModel.curve_draws, LiveUpdate.curve_draws)"
         )
     curve = reward_at(cd, steps)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    if cd.noise_sd is not None:
-        df = np.broadcast_to(np.asarray(cd.noise_df, dtype=float)[:, None, None], curve.shape)
-        finite = np.isfinite(df)
-        noise = (
-            rng.standard_t(np.where(finite, df, 1.0)) if finite.any() else rng.standard_normal(curve.shape)
-        )
-        if finite.any() and not finite.all():  # Gaussian noise where the degrees of freedom are infinite
-            noise = np.where(finite, noise, rng.standard_normal(curve.shape))
-        noise = noise * np.asarray(cd.noise_sd)[:, :, None]
-    else:
-        noise = np.zeros(curve.shape)
-    if counts.any():
-        noise = np.where(counts[None, :, None] > 0, resampled_residuals(cd, curve.shape, rng), noise)
-    draws = curve + noise
-    if cd.predictive_stretch is None:
-        return np.asarray(draws)
-    stretch = np.asarray(cd.predictive_stretch)
-    return stretch_about_median(draws, *stretch.T)
-
-
-def resampled_residuals(cd: CurveDraws, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Each draw's residuals (``noise_residuals``) resampled with replacement, (S, R, N); 0 for a run
-    without any.
-    """
-    residuals = np.nan_to_num(np.asarray(cd.noise_residuals, dtype=float))  # packed: finite ones first
-    counts = cd.residual_counts
-    picks = np.floor(rng.random(shape) * np.maximum(counts, 1)[None, :, None]).astype(int)
-    return np.take_along_axis(residuals, picks, axis=2)
-
-
-def residuals_about(cd: CurveDraws, steps: Any, rewards: Any) -> np.ndarray:
-    """Residuals of logged rewards about each draw's curve (what ``noise_residuals`` holds).
-
-    Parameters
-    ----------
-    cd : CurveDraws
-    steps, rewards : array_like, shape (M,) for one run or (R, M)
-        The logged points (NaN rewards give NaN residuals).
-
-    Returns
-    -------
-    ndarray, shape (S, R, M)
-        ``reward - curve(step)`` in reward units, the curve with its ``level_shift`` where one applies.
-    """
-    steps = np.asarray(steps, dtype=float)
-    rewards = np.asarray(rewards, dtype=float)
-    if steps.ndim == 1:
-        steps = np.broadcast_to(steps, (cd.n_runs, steps.size))
-    rewards = np.broadcast_to(rewards, steps.shape)
-    return np.asarray(rewards[None, :, :] - reward_at(cd, steps))
-
-
-def stretch_about_median(
-    draws: np.ndarray, below: Any, above: Any, below_inner: Any = None, above_inner: Any = None
-) -> np.ndarray:
-    """Draws whose spread about their median is stretched, each side by its own factor.
-
-    ``median + factor (draw - median)`` at every run and step, with ``below`` for draws under
-    the median and ``above`` for the rest: a monotone map, so every quantile of the draws moves
-    the same way (the median stays). The standard post-hoc recalibration of a band's width.
-    Given ``below_inner`` and ``above_inner`` too, each side is mapped by quantile level
-    instead (:func:`stretch_offsets`): the 25/75% quantile's offset times the inner factor, the
-    5/95% quantile's times the outer one, still a monotone map.
-
-    Parameters
-    ----------
-    draws : ndarray, shape (S, R, N)
-    below, above : float or array_like of shape (R,)
-        Factors, > 0 (1: unchanged): of the 5/95% quantiles' offsets where inner factors are
-        given, of every offset otherwise.
-    below_inner, above_inner : float or array_like of shape (R,), optional
-        Factors of the 25/75% quantiles' offsets (both or neither).
-
-    Returns
-    -------
-    ndarray, shape (S, R, N)
-    """
-    draws = np.asarray(draws, dtype=float)
-    n_runs = draws.shape[1]
-
-    def per_run(value: Any) -> np.ndarray:
-        return np.broadcast_to(np.asarray(value, dtype=float), (n_runs,))[None, :, None]
-
-    low, high = per_run(below), per_run(above)
-    median = np.median(draws, axis=0, keepdims=True)
-    offset = draws - median
-    if (below_inner is None) != (above_inner is None):
-        raise BayesGRPOError("stretch_about_median needs both inner factors or neither.")
-    one_factor = below_inner is None or (
-        np.array_equal(per_run(below_inner), low) and np.array_equal(per_run(above_inner), high)
-    )
-    if one_factor:  # inner factors equal to the outer ones map every offset by them: the same draws
-        return np.asarray(median + np.where(offset >= 0.0, high, low) * offset)
-    edges = np.quantile(draws, INNER_OUTER_LEVELS, axis=0, keepdims=True) - median
-    upper = offset >= 0.0
-    return np.asarray(
-        median
-        + np.where(
-            upper,
-            stretch_offsets(offset, edges[2], edges[3], per_run(above_inner), high),
-            stretch_offsets(offset, edges[1], edges[0], per_run(below_inner), low),
-        )
-    )
-
-
-#: The quantile levels :func:`stretch_about_median` maps by: the 90% band's and the 50% band's edges.
-INNER_OUTER_LEVELS = (0.05, 0.25, 0.75, 0.95)
-#: The smallest slope of :func:`stretch_offsets` between and beyond its edges (kept monotone).
-MIN_OFFSET_SLOPE = 0.05
-
-
-def stretch_offsets(offset: Any, inner_edge: Any, outer_edge: Any, inner: Any, outer: Any) -> np.ndarray:
-    """Offsets from a median mapped by quantile level, one side of it (a pure, monotone map).
-
-    Up to the inner edge (the 50% band's, in offset) an offset is multiplied by ``inner``; from
-    there it goes on linearly so that the outer edge (the 90% band's) lands at ``outer`` times
-    itself, and on at the same slope beyond it (at least :data:`MIN_OFFSET_SLOPE`). With
-    ``inner == outer`` every offset is multiplied by it, as :func:`stretch_about_median`'s one
-    factor a side.
-
-    Parameters
-    ----------
-    offset : array_like
-        Offsets from the median, all on one side of it (>= 0 above, <= 0 below).
-    inner_edge, outer_edge : array_like
-        The 25/75% and the 5/95% quantiles' offsets on that side (broadcast against ``offset``).
-    inner, outer : float or array_like
-        Their factors, > 0.
-
-    Returns
-    -------
-    ndarray
-        The mapped offsets.
-    """
-    offset, inner_edge, outer_edge = (np.asarray(v, dtype=float) for v in (offset, inner_edge, outer_edge))
-    inner, outer = np.asarray(inner, dtype=float), np.asarray(outer, dtype=float)
-    span = outer_edge - inner_edge
-    spread = np.abs(span) > 1e-12 * np.maximum(np.abs(outer_edge), 1.0)
-    ratio = (outer * outer_edge - inner * inner_edge) / np.where(spread, span, 1.0)
-    slope = np.maximum(np.where(spread, ratio, outer), MIN_OFFSET_SLOPE)
-    inside = np.abs(offset) <= np.abs(inner_edge)
-    return np.asarray(np.where(inside, inner * offset, inner * inner_edge + slope * (offset - inner_edge)))
+    df = np.broadcast_to(np.asarray(cd.noise_df, dtype=float)[:, None, None], curve.shape)
+    finite = np.isfinite(df)
+    noise = rng.standard_t(np.where(finite, df, 1.0)) if finite.any() else rng.standard_normal(curve.shape)
+    if finite.any() and not finite.all():  # Gaussian noise where the degrees of freedom are infinite
+        noise = np.where(finite, noise, rng.standard_normal(curve.shape))
+    return np.asarray(curve + noise * np.asarray(cd.noise_sd)[:, :, None])
 
 
 def band_draws(

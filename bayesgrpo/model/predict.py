@@ -303,28 +303,6 @@ def unseen_group_sds(
     return out
 
 
-def unknown_covariate_pool(data: ModelData, run_bounds_from_data: bool) -> dict[str, np.ndarray]:
-    """The values an unknown covariate of a new run is integrated over (:func:`new_run_draws`).
-
-    A run whose model size (or samples per step) is not given could be any of the sizes the
-    population's runs had: the standardised values of the population's runs of the same kind of
-    reward bounds that state it (their levels' size slopes were learnt from those), or of every
-    run that states it when fewer than two of that kind do.
-
-    Returns
-    -------
-    dict
-        ``"log_size"`` and ``"log_samples"`` -> ndarray (possibly empty).
-    """
-    kind = bounds_from_data(data).astype(bool) == run_bounds_from_data
-    out = {}
-    for name, values in (("log_size", data.log_size), ("log_samples", data.log_samples)):
-        known = np.isfinite(values)
-        same = values[known & kind]
-        out[name] = same if same.size >= 2 else values[known]
-    return out
-
-
 def levels_learnt(data: ModelData, run_bounds_from_data: bool) -> bool:
     """Whether the population learnt where the levels of a run of this bounds kind lie.
 
@@ -487,16 +465,14 @@ def new_run_draws(
     extrapolation_sd: float = 0.5,
     unseen_group_sd: dict[str, float] | None = None,
     prior_levels: Mapping[str, np.ndarray] | None = None,
-    unknown_covariates: Mapping[str, np.ndarray] | None = None,
     random_seed: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Draws of a new run's parameters from the population posterior, on the model's scales.
 
     The run is placed in the population as the model places a fitted run (``model.build``):
     its family and task effects (a fresh draw from the between-group spread for a level the fit
-    has not seen, none when unknown), its standardised covariates (0, the mean, when unknown, or
-    one of ``unknown_covariates`` per draw), and its start's pull on the other parameters. One
-    value per posterior sample: no loop over draws.
+    has not seen, none when unknown), its standardised covariates (0, the mean, when unknown),
+    and its start's pull on the other parameters. One value per posterior sample: no loop over draws.
 
     Parameters
     ----------
@@ -527,11 +503,6 @@ def new_run_draws(
         ``r0`` and ``r1`` draws, shape (S,), for a run whose levels the population did not
         learn (:func:`levels_learnt`, :func:`prior_level_draws`): they replace the population's
         levels, and the shape parameters take no pull from a start on another scale.
-    unknown_covariates : mapping, optional
-        ``"log_size"`` / ``"log_samples"`` -> standardised values (:func:`unknown_covariate_pool`)
-        that an unknown covariate is integrated over: each draw takes one of them at random, so
-        a run of unknown size carries the spread the size effect makes between runs. Without
-        an entry an unknown covariate sits at the mean (0), as a fitted run of unknown size does.
     random_seed : int, optional
 
     Returns
@@ -545,16 +516,9 @@ def new_run_draws(
         posterior if isinstance(posterior, PopulationDraws) else PopulationDraws.from_posterior(posterior)
     )
     n = stacked.n_samples
-    pools = unknown_covariates or {}
-
-    def covariate(value: float, name: str, used: bool) -> float | np.ndarray:
-        if np.isfinite(value):
-            return float(value)
-        pool = pools.get(name)
-        return rng.choice(pool, size=n) if used and pool is not None and len(pool) else 0.0
-
-    size = covariate(log_size, "log_size", any(str(v).endswith("_size_slope") for v in stacked))
-    samples = covariate(log_samples, "log_samples", "sigma_samples_slope" in stacked)
+    # an unknown covariate sits at the mean (0), as a fitted run of unknown size does
+    size = float(log_size) if np.isfinite(log_size) else 0.0
+    samples = float(log_samples) if np.isfinite(log_samples) else 0.0
     out: dict[str, np.ndarray] = {}
     r0_mu = stacked["r0_mu"]
     data_bounded = float(bounds_from_data and "r0_data_offset" in stacked)

@@ -217,18 +217,17 @@ def test_bad_settings_fail_at_construction(kwargs, message):
         pruner(**kwargs)
 
 
-def test_the_pruner_tempers_its_live_update_as_the_live_path_does_unless_told(curves):
-    """Its live update counts a trial's values as the live path's default does
-    (``PRUNER_LIKELIHOOD_WEIGHT`` is ``DEFAULT_LIKELIHOOD_WEIGHT``), and takes the weight it is given.
+def test_the_pruner_tempers_its_live_update_unless_told(curves):
+    """Its live update counts a trial's values for half (``PRUNER_LIKELIHOOD_WEIGHT``, where the
+    live path counts them in full), and takes the weight it is given.
     """
-    for given, expected in (({}, DEFAULT_LIKELIHOOD_WEIGHT), ({"likelihood_weight": 1.0}, 1.0)):
+    for given, expected in (({}, PRUNER_LIKELIHOOD_WEIGHT), ({"likelihood_weight": 1.0}, 1.0)):
         study = optuna.create_study(direction="maximize", pruner=pruner(**given))
         objective, _ = replay(curves, best_first(curves)[:3])
         study.optimize(objective, n_trials=3)
         assert study.pruner._forecaster is not None
         assert study.pruner._forecaster.likelihood_weight == expected
-        assert study.pruner._forecaster.band_stretch is None  # each draw's own noise, unstretched
-    assert PRUNER_LIKELIHOOD_WEIGHT == DEFAULT_LIKELIHOOD_WEIGHT == 0.5
+    assert PRUNER_LIKELIHOOD_WEIGHT == 0.5 and DEFAULT_LIKELIHOOD_WEIGHT == 1.0
 
 
 def test_importing_without_optuna_names_the_extra():

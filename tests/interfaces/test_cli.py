@@ -504,21 +504,6 @@ def test_stop_says_which_range_eps_is_taken_against(tmp_path, capsys, monkeypatc
     assert (row["eps_range_source"], row["eps_range_lower"], row["eps_range_upper"]) == ("stated", 0.0, 1.0)
 
 
-def test_stop_says_whether_a_stretched_band_was_learnt_on_runs_with_a_stated_range(
-    tmp_path, capsys, monkeypatch, population
-):
-    path = _rising_run_on_shipped(tmp_path, monkeypatch, population)
-    # at 40% of the horizon, inside both windows of the shipped stretch
-    assert main(["stop", str(_wide_rising_run(tmp_path)), "--horizon", "100"]) == 0
-    assert "mid-run, no stated range, factors learnt on held-out sources" in capsys.readouterr().out
-    assert main(["stop", str(path), "--horizon", "100"]) == 0  # inside 0 .. 1: its range estimated too
-    assert "mid-run, no stated range, factors learnt on held-out sources" in capsys.readouterr().out
-    meta = tmp_path / "meta.csv"
-    meta.write_text("run_id,reward_min,reward_max\nrun,0,1\n")
-    assert main(["stop", str(path), "--horizon", "100", "--metadata", str(meta)]) == 0
-    assert "mid-run, a stated range, factors learnt on held-out sources" in capsys.readouterr().out
-
-
 def test_reward_range_states_the_range_of_every_run(tmp_path, capsys, monkeypatch, population):
     """``--reward-range LOW HIGH`` is a stated range for every run read; a run's own metadata row
     wins over it; without it, a run whose rewards all lie in 0..1 has its range estimated from its

@@ -120,7 +120,7 @@ def test_the_serial_engine_maps_in_order_and_builds_a_forecaster_once(monkeypatc
     model = object()
 
     class Forecaster:
-        def __init__(self, population, n_draws, random_seed, band_stretch=None):
+        def __init__(self, population, n_draws, random_seed):
             built.append((population, n_draws, random_seed))
 
     monkeypatch.setattr("bayesgrpo.interfaces.fleet.work.LiveForecaster", Forecaster)

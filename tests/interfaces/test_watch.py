@@ -695,8 +695,6 @@ def test_a_run_that_jumps_past_its_forecast_says_so_in_its_reason(tmp_path):
     (status,) = Watcher(log, rule=PlateauRule(eps=0.01, prob=0.9), horizon=400, random_seed=0).poll()
     assert status.state == "ok"
     assert "[the run has left its forecast: " in status.reason and "lie above the 90% band" in status.reason
-    assert "the forecast follows its latest level, +0.5" in status.reason  # the jump (0.6), carried forward
-    assert status.final_lower > 1.0  # the band sits where the run went (the curve alone tops out near 0.7)
 
 
 # --------------------------------------------------------------------------------------------

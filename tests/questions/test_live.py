@@ -13,7 +13,7 @@ from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.build import centering
 from bayesgrpo.model.curves import reward_curve_by_levels
 from bayesgrpo.model.data import prepare
-from bayesgrpo.model.datasets import bundled_population, load_bundled
+from bayesgrpo.model.datasets import load_bundled
 from bayesgrpo.model.laplace import (
     GaussianRunPrior,
     condition_run,
@@ -22,10 +22,9 @@ from bayesgrpo.model.laplace import (
     log_posterior,
 )
 from bayesgrpo.model.precondition import run_laplace
-from bayesgrpo.model.predict import new_run_draws, size_effect_draws, unknown_covariate_pool
+from bayesgrpo.model.predict import new_run_draws, size_effect_draws
 from bayesgrpo.model.priors import merge_priors
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.model.structure import bounds_from_data
 from bayesgrpo.questions.live import LiveForecaster
 from bayesgrpo.questions.stopping import PlateauRule, expected_gain
 from bayesgrpo.questions.stopping.momentum import recent_rise
@@ -190,33 +189,6 @@ def test_size_effect_draws_take_one_size_per_draw():
     )
     beyond = size_effect_draws(np.zeros(2000), np.full(2000, 3.0), (-1.0, 1.0), 0.5, rng)
     assert beyond.std() == pytest.approx(0.5 * 2.0, rel=0.1)  # 2 sd of log size past the edge
-
-
-def test_unknown_covariate_pool_is_the_sizes_of_runs_of_the_same_bounds_kind():
-    data = bundled_population().data
-    stated = ~bounds_from_data(data).astype(bool)
-    pool = unknown_covariate_pool(data, run_bounds_from_data=False)["log_size"]
-    expected = data.log_size[stated & np.isfinite(data.log_size)]
-    np.testing.assert_array_equal(np.sort(pool), np.sort(expected))
-    assert np.isfinite(unknown_covariate_pool(data, run_bounds_from_data=True)["log_size"]).all()
-
-
-def test_a_run_of_unknown_size_carries_the_spread_between_sizes():
-    population = bundled_population()
-    stated = {"reward_min": 0.0, "reward_max": 1.0}
-    at_mean = LiveForecaster(population, random_seed=0, unknown_covariates="mean").prior_for(stated)
-    integrated = LiveForecaster(population, random_seed=0, unknown_covariates="integrate").prior_for(stated)
-    end_level = integrated.names.index("r1")
-    # the stated-range runs end at 0.5 (0.5B) to 0.98 (7B) of their range: not knowing the size
-    # widens the end level's prior well past the spread at the mean size
-    assert integrated.cov[end_level, end_level] > 2 * at_mean.cov[end_level, end_level]
-    known = {**stated, "size_b": 7.0, "samples_per_step": 1024}  # nothing to integrate over
-    np.testing.assert_allclose(
-        LiveForecaster(population, random_seed=0, unknown_covariates="integrate").prior_for(known).mean,
-        LiveForecaster(population, random_seed=0, unknown_covariates="mean").prior_for(known).mean,
-    )
-    with pytest.raises(BayesGRPOError, match="unknown_covariates"):
-        LiveForecaster(population, unknown_covariates="median")
 
 
 def test_live_forecaster_updates_one_run(population):

@@ -31,7 +31,6 @@ No data leak from the run scored
 
 from __future__ import annotations
 
-from bayesgrpo.evaluate.backtest.band_stretch import cross_fitted_band_stretch, learn_band_stretch
 from bayesgrpo.evaluate.backtest.calibration import calibration_table, stop_probability_calibration
 from bayesgrpo.evaluate.backtest.cuts import (
     BAYES_METHOD,
@@ -77,8 +76,6 @@ __all__ = [
     "BAYES_METHOD",
     "BacktestError",
     "Cut",
-    "cross_fitted_band_stretch",
-    "learn_band_stretch",
     "live_forecasters",
     "DEFAULT_CUTS",
     "DEFAULT_METHODS",

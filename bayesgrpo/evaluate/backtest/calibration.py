@@ -13,7 +13,6 @@ from bayesgrpo.evaluate.backtest.cuts import BacktestError, planned_horizon, run
 from bayesgrpo.evaluate.backtest.forecast import live_forecasters, logged_reward_draws
 from bayesgrpo.evaluate.backtest.smoothing import rolling_mean, smoothing_window
 from bayesgrpo.evaluate.backtest.stopping import check_indices, update_at_check
-from bayesgrpo.questions.band_stretch import BandStretch
 from bayesgrpo.questions.stopping import prob_gain_below
 
 if TYPE_CHECKING:
@@ -32,7 +31,6 @@ def stop_probability_calibration(
     smoothing_fraction: float | str = "cv",
     n_draws: int = 1000,
     random_seed: int = 0,
-    band_stretch: Mapping[str, BandStretch | None] | None = None,
     reference: Mapping[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Is ``P(gain < eps)`` right as often as it says? Every check of every run, scored.
@@ -55,10 +53,6 @@ def stop_probability_calibration(
         a narrow window leaves noise that reads as gain or loss).
     n_draws : int
     random_seed : int
-    band_stretch : mapping run_id -> BandStretch or None, optional
-        The stretch of each run's predictive band (the predictive probability's later points;
-        default the shipped one): for bundled runs, factors learnt without the run's source
-        (:func:`bayesgrpo.evaluate.backtest.cross_fitted_band_stretch`).
     reference : mapping run_id -> ndarray, optional
         The curve each run's realised gain is read on, one value per logged point (sorted by
         step), in place of its smoothed reward: for a simulated run, its true mean, so that the
@@ -80,7 +74,7 @@ def stop_probability_calibration(
     """
     if not 0.0 < check_every_fraction < 1.0:
         raise BacktestError(f"check_every_fraction must lie in (0, 1); got {check_every_fraction}")
-    live = live_forecasters(populations, table.run_ids, n_draws, random_seed, band_stretch)
+    live = live_forecasters(populations, table.run_ids, n_draws, random_seed)
     rows = []
     for run_id in table.run_ids:
         points = run_points(table, run_id)

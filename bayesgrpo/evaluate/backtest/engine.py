@@ -10,12 +10,10 @@ it, so the rows are the same whichever engine ran them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from bayesgrpo.evaluate.backtest.cuts import BacktestError, run_seed
 from bayesgrpo.interfaces.fleet import Engine, Population, open_engine
-from bayesgrpo.questions.band_stretch import BandStretch, shipped_band_stretch
 from bayesgrpo.questions.live import LiveForecaster
 
 
@@ -24,16 +22,12 @@ def population_specs(
     run_ids: Sequence[str],
     n_draws: int,
     random_seed: int,
-    band_stretch: Mapping[str, BandStretch | None] | None = None,
 ) -> tuple[list[Population | LiveForecaster], dict[str, int]]:
     """Each distinct population met in ``run_ids`` once, and each run's index into them.
 
     A fitted model becomes a :class:`Population` whose forecaster draws ``n_draws`` and is seeded
     ``run_seed(random_seed, "live", k)`` for the k-th distinct population; a ready
-    :class:`LiveForecaster` is kept as it is. ``band_stretch`` (run_id -> factors, optional)
-    replaces the shipped stretch of the predictive band
-    (:mod:`bayesgrpo.questions.band_stretch`), for example by one learnt without the run's
-    source; runs of one population with different stretches get one forecaster each.
+    :class:`LiveForecaster` is kept as it is.
     """
     missing = [r for r in run_ids if r not in populations]
     if missing:
@@ -41,21 +35,18 @@ def population_specs(
             f"no population for runs {missing[:5]} ({len(missing)} in all); fit them with kfold_populations"
         )
     specs: list[Population | LiveForecaster] = []
-    seen: dict[tuple[int, BandStretch | None], int] = {}
+    seen: dict[int, int] = {}
     index: dict[str, int] = {}
     for run_id in run_ids:
         population = populations[run_id]
-        stretch = shipped_band_stretch() if band_stretch is None else band_stretch[run_id]
-        key = (id(population), stretch)  # runs of one population with another stretch get their own
+        key = id(population)
         if key not in seen:
             seen[key] = len(specs)
             seed = run_seed(random_seed, "live", len(specs))
             if isinstance(population, LiveForecaster):
-                specs.append(
-                    population if band_stretch is None else replace(population, band_stretch=stretch)
-                )
+                specs.append(population)
             else:
-                specs.append(Population(population, int(n_draws), seed, stretch))
+                specs.append(Population(population, int(n_draws), seed))
         index[run_id] = seen[key]
     return specs, index
 
@@ -68,7 +59,6 @@ def backtest_engine(
     *,
     workers: int | None = None,
     address: str | None = None,
-    band_stretch: Mapping[str, BandStretch | None] | None = None,
 ) -> tuple[Engine, dict[str, int]]:
     """The engine of a backtest's per-run work and each run's population index.
 
@@ -81,12 +71,8 @@ def backtest_engine(
         Of each population's live forecaster (:func:`population_specs`).
     workers, address : optional
         Ray worker processes or a cluster's address; serial without either.
-    band_stretch : mapping run_id -> BandStretch or None, optional
-        Of each population's forecaster (:func:`population_specs`).
     """
     specs, index = (
-        ([], {})
-        if populations is None
-        else population_specs(populations, run_ids, n_draws, random_seed, band_stretch)
+        ([], {}) if populations is None else population_specs(populations, run_ids, n_draws, random_seed)
     )
     return open_engine(specs, workers=workers, address=address), index

@@ -39,7 +39,6 @@ from bayesgrpo.model.laplace import (
     PARETO_K_LIMIT,
     LiveUpdateWarning,
 )
-from bayesgrpo.questions.band_stretch import BandStretch
 from bayesgrpo.questions.live import LiveForecaster
 
 if TYPE_CHECKING:
@@ -168,14 +167,11 @@ def live_forecasters(
     run_ids: Sequence[str],
     n_draws: int,
     random_seed: int,
-    band_stretch: Mapping[str, BandStretch | None] | None = None,
 ) -> dict[str, LiveForecaster]:
     """One live forecaster per distinct population object (its new-run prior is cached), seeded
-    as :func:`population_specs` seeds it, its predictive band stretched as ``band_stretch`` says
-    (run_id -> factors; default the shipped ones, :mod:`bayesgrpo.questions.band_stretch`; one
-    forecaster per population and stretch).
+    as :func:`population_specs` seeds it.
     """
-    specs, index = population_specs(populations, run_ids, n_draws, random_seed, band_stretch)
+    specs, index = population_specs(populations, run_ids, n_draws, random_seed)
     built = [spec.forecaster() if isinstance(spec, Population) else spec for spec in specs]
     return {run_id: built[index[run_id]] for run_id in run_ids}
 
@@ -191,7 +187,6 @@ def forecast_backtest(
     *,
     workers: int | None = None,
     address: str | None = None,
-    band_stretch: Mapping[str, BandStretch | None] | None = None,
 ) -> pd.DataFrame:
     """Cut every run, forecast its held-out points with every method, score the forecasts.
 
@@ -214,11 +209,6 @@ def forecast_backtest(
         Run each run's forecasts on Ray (``bayesgrpo[ray]``): this many local worker processes,
         or the cluster at ``address``; the rows equal the serial ones (each draw is seeded by
         its run, cut and method).
-    band_stretch : mapping run_id -> BandStretch or None, optional
-        The stretch of each run's live predictive band (default: the shipped one, learnt on the
-        bundled runs). A backtest of bundled runs passes factors learnt without the run's source
-        (:func:`bayesgrpo.evaluate.backtest.cross_fitted_band_stretch`), or the band is scored on
-        points that set it.
 
     Returns
     -------
@@ -251,7 +241,6 @@ def forecast_backtest(
         random_seed,
         workers=workers,
         address=address,
-        band_stretch=band_stretch,
     )
     with engine:
         rows = engine.map(forecast_run, [(r, index.get(r)) for r in table.run_ids], work)

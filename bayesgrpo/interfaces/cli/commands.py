@@ -533,9 +533,6 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
                 final_upper=upper,
                 band=args.band,
                 band_note=update.band_note(args.band),
-                band_stretch_below=update.predictive_stretch[0] if args.band == "predictive" else 1.0,
-                band_stretch_above=update.predictive_stretch[1] if args.band == "predictive" else 1.0,
-                band_noise=update.noise_source if args.band == "predictive" else "none",
                 pareto_k=update.posterior.pareto_k,
                 method=update.method,
                 eps_range_lower=update.reward_range[0],
@@ -544,8 +541,6 @@ def _live_decisions(args: argparse.Namespace, table: Any, rule: Any, horizons: d
                 eps_range_note=update.range_note(),
                 departed=update.departed,
                 departure_note=update.departure.note() if update.departure is not None else "",
-                departure_level=update.departure.level if update.departure is not None else float("nan"),
-                departure_noise_factor=update.departure.noise_factor if update.departure is not None else 1.0,
             )
         )
     return pd.concat(rows, ignore_index=True)
@@ -769,17 +764,6 @@ def cmd_stop(args: argparse.Namespace) -> int:
             f"{format_interval(row.final_median, row.final_lower, row.final_upper)} (90% {row.band} band"
             + (", a logged reward: noise included)" if row.band == "predictive" else ", the expected reward)")
         )
-        stretch = (getattr(row, "band_stretch_below", 1.0), getattr(row, "band_stretch_above", 1.0))
-        if row.band == "predictive" and stretch != (1.0, 1.0):
-            from bayesgrpo.questions.live import BAND_FACTORS_LEARNT_FOR
-
-            kind = BAND_FACTORS_LEARNT_FOR.get(getattr(row, "eps_range_source", ""), "no stated range")
-            print(
-                f"    (the band's spread stretched x{stretch[0]:.2f} below and x{stretch[1]:.2f} above its "
-                f"median: mid-run, {kind}, factors learnt on held-out sources)"
-            )
-        if row.band == "predictive" and getattr(row, "band_noise", "") == "recent residuals":
-            print("    (the band's noise resampled from the run's residuals over its latest half of points)")
         note = getattr(row, "eps_range_note", None)
         if isinstance(note, str) and not args.absolute:
             _say(f"    ({note})")

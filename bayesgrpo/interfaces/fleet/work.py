@@ -25,7 +25,6 @@ from bayesgrpo.logs.report import ReadIssue
 from bayesgrpo.logs.table import RunsTable
 from bayesgrpo.model.draws import DEFAULT_BAND
 from bayesgrpo.model.reward_model import RewardModel
-from bayesgrpo.questions.band_stretch import BandStretch, shipped_band_stretch
 from bayesgrpo.questions.diagnostics import diagnose
 from bayesgrpo.questions.diagnostics.by_run import peer_summaries
 from bayesgrpo.questions.live import LiveForecaster
@@ -57,13 +56,8 @@ FLEET_COLUMNS: tuple[str, ...] = (
     "final_lower",
     "final_upper",
     "band",
-    "band_stretch_below",
-    "band_stretch_above",
-    "band_noise",
     "method",
     "departed",
-    "departure_level",
-    "departure_noise_factor",
     "worst_finding",
     "worst_severity",
     "findings",
@@ -91,13 +85,10 @@ class Population:
     model: RewardModel
     n_draws: int = 2000
     random_seed: int | None = 1
-    band_stretch: BandStretch | None = field(default_factory=shipped_band_stretch)
 
     def forecaster(self) -> LiveForecaster:
-        """The live forecaster of this population (its predictive band stretched by ``band_stretch``)."""
-        return LiveForecaster(
-            self.model, n_draws=self.n_draws, random_seed=self.random_seed, band_stretch=self.band_stretch
-        )
+        """The live forecaster of this population."""
+        return LiveForecaster(self.model, n_draws=self.n_draws, random_seed=self.random_seed)
 
 
 @dataclass(frozen=True)
@@ -375,17 +366,8 @@ def _forecast(run: Any, forecaster: LiveForecaster, settings: FleetSettings) -> 
         "final_median": median,
         "final_lower": lower,
         "final_upper": upper,
-        # the predictive band's 90% edges stretched about its median (mid-run; apart with a stated range)
-        "band_stretch_below": update.predictive_stretch[0] if settings.band == "predictive" else 1.0,
-        "band_stretch_above": update.predictive_stretch[1] if settings.band == "predictive" else 1.0,
-        # where a logged point's noise comes from: the Student-t, or the run's recent residuals
-        "band_noise": update.noise_source if settings.band == "predictive" else "none",
         "method": update.method,
         "departed": update.departed,
-        # where the run left its curve on one side: the level the forecast follows, off the curve
-        "departure_level": update.departure.level if update.departure is not None else float("nan"),
-        # where its latest points scatter more than the band allows: the factor its noise was widened by
-        "departure_noise_factor": update.departure.noise_factor if update.departure is not None else 1.0,
     }
 
 

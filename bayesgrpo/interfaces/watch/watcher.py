@@ -473,14 +473,9 @@ def compute_status(
             "above": (departure.above, "above"),
             "below": (departure.below, "below"),
         }.get(departure.kind, (departure.above + departure.below, "outside"))
-        follows = ""  # what the forecast did about it (LiveForecaster.follow_departure)
-        if departure.followed:
-            follows = f"; the forecast follows its latest level, {departure.level:+.3g} off the curve"
-        elif departure.noise_factor != 1.0:
-            follows = f"; the band's noise widened x{departure.noise_factor:.2f} to fit them"
         reason += (
             f" [the run has left its forecast: {count} of its last {departure.n_points} points lie "
-            f"{where} the 90% band{follows}]"
+            f"{where} the 90% band]"
         )
     return RunStatus(
         **base,

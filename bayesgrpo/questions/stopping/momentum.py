@@ -147,8 +147,7 @@ def rising_runs(
     The rise over the run's latest window (``cd.recent_rise``, attached by
     :func:`with_recent_rise`) minus ``z`` standard errors exceeds ``rising_eps`` (a share of the
     run's reward range when ``relative``, else reward units). What
-    :class:`~bayesgrpo.questions.stopping.rules.GuardedBudgetRule` will not call a plateau, and
-    where the live band is stretched upward (:mod:`bayesgrpo.questions.band_stretch`).
+    :class:`~bayesgrpo.questions.stopping.rules.GuardedBudgetRule` will not call a plateau.
     """
     if cd.recent_rise is None or cd.recent_rise_se is None:
         return np.zeros(cd.n_runs, dtype=bool)

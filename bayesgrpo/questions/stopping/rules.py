@@ -18,7 +18,7 @@ import pandas as pd
 
 from bayesgrpo.errors import BayesGRPOError
 from bayesgrpo.model.curves import get_curve
-from bayesgrpo.model.draws import CurveDraws, gain_share, level_at
+from bayesgrpo.model.draws import CurveDraws, gain_share
 from bayesgrpo.questions.stopping.gain import (
     check_eps,
     check_prob,
@@ -690,13 +690,9 @@ def _max_reward(cd: CurveDraws, s: np.ndarray, T: np.ndarray) -> np.ndarray:
             t = np.clip((first + offset) * half_period, t_s[None, :], t_T[None, :])
             candidates.append(np.where(under, t, t_s[None, :]))
     r0, gain = cd.params["r0"], cd.total_gain
-    # a level the update adds from a step on (a run that left its curve): at ``s`` as it is there,
-    # past ``s`` as it is at ``T`` (the live update's level starts at or before the step it answers at)
-    levels = [level_at(cd, s), *[level_at(cd, T)] * (len(candidates) - 1)]
     best = np.full((cd.n_draws, cd.n_runs), -np.inf)
-    for t, level in zip(candidates, levels, strict=True):
-        g = get_curve(cd.curve).g(t, **cd.shape)
-        best = np.maximum(best, r0 + gain * g + level)
+    for t in candidates:
+        best = np.maximum(best, r0 + gain * get_curve(cd.curve).g(t, **cd.shape))
     return best
 
 
@@ -742,7 +738,7 @@ class TargetRule:
         """One :class:`Decision` per run of ``cd`` at ``step_now`` with horizon ``horizon_step``."""
         s, T = checked_steps(cd, step_now, horizon_step)
         _, *stats = _gain_numbers(cd, s, T, self.interval)
-        now = cd.params["r0"] + cd.total_gain * gain_share(cd, cd.to_t(s)) + level_at(cd, s)
+        now = cd.params["r0"] + cd.total_gain * gain_share(cd, cd.to_t(s))
         p_now = (now >= self.target).mean(axis=0)
         p_reach = (_max_reward(cd, s, T) >= self.target).mean(axis=0)
         reached = p_now >= self.prob
