@@ -66,6 +66,7 @@ _LAZY = {
     "BudgetRule": "bayesgrpo.questions.stopping",
     "GainRateRule": "bayesgrpo.questions.stopping",
     "GuardedBudgetRule": "bayesgrpo.questions.stopping",
+    "FixedBudgetRule": "bayesgrpo.questions.stopping",
     "TargetRule": "bayesgrpo.questions.stopping",
     "Confirmed": "bayesgrpo.questions.stopping",
 }
@@ -104,6 +105,7 @@ if TYPE_CHECKING:
         BudgetRule,
         Confirmed,
         CurveDraws,
+        FixedBudgetRule,
         GainRateRule,
         GuardedBudgetRule,
         PlateauRule,
@@ -136,6 +138,7 @@ __all__ = [
     "BayesGRPOWarning",
     "BudgetRule",
     "GainRateRule",
+    "FixedBudgetRule",
     "GuardedBudgetRule",
     "CurveDraws",
     "EmptyLogError",

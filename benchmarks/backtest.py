@@ -601,11 +601,11 @@ def stopping_rules() -> dict:
             rules[f"plateau eps={eps:g} p={prob:g}"] = PlateauRule(eps, prob, relative=True)
     # a budget the posterior may move (its defaults: past the budget on while P(gain < 2%) < 0.3,
     # before it only where P(gain < 1%) >= 0.9, neither while the logged reward still rises;
-    # benchmarks/experiments/stop_guarded_budget.py, stop_momentum.py)
+    # benchmarks/experiments/README.md: stop_guarded_budget, stop_momentum.py)
     for fraction in (0.5, 0.6):
         rules[f"guarded budget {fraction:g}"] = GuardedBudgetRule(fraction)
     # the opt-in flat stop (2026-11-29): from 20% of the run, stop where the logged reward rose
-    # < 2% of the range over its latest 20% (benchmarks/experiments/stop_flat_evidence.py)
+    # < 2% of the range over its latest 20% (benchmarks/experiments/README.md: stop_flat_evidence)
     rules["guarded budget 0.5, flat stop 0.02"] = GuardedBudgetRule(0.5, flat_eps=0.02)
     # the default before the rise guard (2026-11-28), kept as the benchmarks' reference
     rules["guarded budget 0.5, no rise guard"] = GuardedBudgetRule(0.5, early_prob=0.95, rising_eps=None)

@@ -122,14 +122,17 @@ def forecasts(table: RunsTable, args: argparse.Namespace) -> pd.DataFrame:
 STOP_RULES = ("default rule", "fixed 0.5", "fixed 0.6")
 
 
-def stops(table: RunsTable, args: argparse.Namespace) -> pd.DataFrame:
-    """The stop rules run online on every run (cached under a hash of the settings and code)."""
+def stops(table: RunsTable, args: argparse.Namespace, stated: bool = False) -> pd.DataFrame:
+    """The stop rules run online on every run (cached under a hash of the settings and code;
+    ``stated``: the runs carry their stated reward range).
+    """
     from bayesgrpo.evaluate.backtest import FixedFraction, stopping_backtest
     from bayesgrpo.questions.stopping.rules import default_rule
 
     key = {"check": args.check_every, "draws": args.draws, "seed": args.seed, "code": code_hash()}
     options = live_options(args.option)
     key |= {"runs": sorted(table.run_ids)} | ({"options": options} if options else {})
+    key |= {"stated": True} if stated else {}
     path = SCRATCH / f"stops_{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]}.csv"
     if path.exists():
         return pd.read_csv(path)
@@ -217,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.option:
         lines[4:4] = [f"LiveForecaster options: {', '.join(args.option)} (the rest at their defaults).", ""]
     if not args.forecasts_only:
+        from defaults import with_stated_range
+
+        stated = with_stated_range(table, by_run)
         lines += [
             "## Stop decisions",
             "",
@@ -227,6 +233,11 @@ def main(argv: list[str] | None = None) -> None:
             "equally; 90% intervals from a bootstrap over sources.",
             "",
             markdown_table(stop_summary(stops(table, args), by_run, STOP_RULES, args.boot)),
+            "",
+            f"The same, for the {len(stated.run_ids)} of these runs whose source states a reward range, "
+            "given that range:",
+            "",
+            markdown_table(stop_summary(stops(stated, args, stated=True), by_run, STOP_RULES, args.boot)),
             "",
         ]
     write_result(args.out, lines)

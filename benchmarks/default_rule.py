@@ -5,7 +5,7 @@
 ``PlateauRule(eps=0.01, prob=0.9)``, then ``GuardedBudgetRule(0.5)`` with its early stop at
 ``P(gain < 1%) >= 0.95``; it is ``GuardedBudgetRule(0.5)`` with its early stop at 0.9 and the rise
 guard (no stop while the run's logged reward still rises over its latest tenth,
-``experiments/stop_momentum.py``), its guard at ``prob=0.3`` since the live update counts a run's
+``benchmarks/experiments/README.md: stop_momentum``), its guard at ``prob=0.3`` since the live update counts a run's
 points for half (``LiveForecaster(likelihood_weight=0.5)``). This script reads the rows the
 stopping benchmarks committed (no model is fitted or updated here) and puts the default beside the
 two it replaced, ``fixed 0.5`` and ``fixed 0.6`` on every set, for runs with and without a stated

@@ -1,7 +1,7 @@
 """What any stop rule could reach: the oracle's frontier on the stopping benchmarks' runs.
 
 A rule asked every 5% of a run (as the posterior rules of ``benchmarks/backtest.py``,
-``stopping_simulated.py`` and ``experiments/stop_confirmation.py`` are) stops each run at one of
+``stopping_simulated.py`` and ``benchmarks/experiments/README.md: stop_confirmation`` are) stops each run at one of
 its checks or runs it to the end. An oracle that knew every run's future would pick, per run, the
 check that maximises the mean steps saved at a bound on the mean reward given up against the run's
 end. ``bayesgrpo.evaluate.backtest.oracle_stop_bound`` bounds that from above (a Lagrangian bound)

@@ -1,6 +1,6 @@
 """Every interface decides with :func:`bayesgrpo.questions.stopping.default_rule` unless given
-another rule, and that rule is the guarded budget the stopping benchmarks chose
-(``benchmarks/results/default_rule.md``).
+another rule, and that rule is the fixed budget chosen on the corpus's source folds
+(``benchmarks/results/defaults.md``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from bayesgrpo.questions.stopping import (
     BudgetRule,
     Confirmed,
     CurveDraws,
+    FixedBudgetRule,
     GuardedBudgetRule,
     PlateauRule,
     TargetRule,
@@ -24,12 +25,10 @@ from bayesgrpo.questions.stopping import (
 )
 
 
-def test_the_default_rule_is_the_guarded_budget_at_half_the_run():
+def test_the_default_rule_is_the_fixed_budget_at_65_percent_of_the_run():
     rule = default_rule()
-    assert rule == GuardedBudgetRule(
-        fraction=0.5, eps=0.02, prob=0.3, early_eps=0.01, early_prob=0.9, rising_eps=0.01, rising_z=1.645
-    )
-    assert rule.relative
+    assert rule == FixedBudgetRule(fraction=0.65, eps=0.01)
+    assert rule.relative and rule.plateau_eps == 0.01 and rule.stop_probability is None
 
 
 def test_every_interface_takes_the_default_rule_unless_given_another():
@@ -52,7 +51,7 @@ def test_the_report_asks_the_plateau_rule_only_when_its_options_are_given():
 
 
 def test_the_default_rule_never_answers_undecided_and_stops_a_flat_run_at_its_budget():
-    """Past the budget it decides at P = 0.3; a flat run is stopped there, a rising one goes on."""
+    """It stops every run at its budget, flat or rising, and says what the posterior thinks of it."""
     n = 400
     rng = np.random.default_rng(0)
     flat = CurveDraws(
@@ -71,10 +70,13 @@ def test_the_default_rule_never_answers_undecided_and_stops_a_flat_run_at_its_bu
         for cd in (flat, rising):
             [decision] = default_rule().decide(cd, step, 1000.0)
             assert decision.decision in ("stop", "continue")
-    [before] = default_rule().decide(rising, 400.0, 1000.0)
-    [at_budget] = default_rule().decide(flat, 500.0, 1000.0)
-    [rising_at_budget] = default_rule().decide(rising, 500.0, 1000.0)
-    assert not before.stop and at_budget.stop and not rising_at_budget.stop
+    [before] = default_rule().decide(rising, 600.0, 1000.0)
+    [flat_at_budget] = default_rule().decide(flat, 650.0, 1000.0)
+    [rising_at_budget] = default_rule().decide(rising, 650.0, 1000.0)
+    assert not before.stop and flat_at_budget.stop and rising_at_budget.stop
+    # the posterior's answer rides along as information: a flat run is sure of its plateau, a rising one not
+    assert flat_at_budget.probability > 0.9 > 0.1 > rising_at_budget.probability
+    assert "as information: P(gain <" in rising_at_budget.reason
 
 
 def test_the_report_draws_no_single_threshold_for_the_guarded_budget():

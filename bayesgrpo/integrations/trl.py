@@ -117,8 +117,8 @@ class BayesStopCallback(TrainerCallback):
     rule : StoppingRule, optional
         Anything with ``decide(curve_draws, step_now, horizon_step) -> list[Decision]``
         (:class:`~bayesgrpo.questions.stopping.PlateauRule`, ``BudgetRule``, ``TargetRule``). Default
-        :func:`~bayesgrpo.questions.stopping.default_rule`, ``GuardedBudgetRule(0.5)``: stop at half of
-        ``max_steps`` unless the curve is still rising, earlier only on a sure plateau.
+        :func:`~bayesgrpo.questions.stopping.default_rule`, ``FixedBudgetRule(0.65)``: stop at 65% of
+        ``max_steps``, the posterior's P(plateau) and expected gain beside it as information.
     every : int
         Forecast at every ``every``-th training log (evaluation and summary logs do not count).
     prior : str, Path, RewardModel or None
@@ -137,8 +137,8 @@ class BayesStopCallback(TrainerCallback):
         it places the run in the population. Wins over what the trainer's arguments state.
     eps : float, optional
         The ``eps`` of ``bayesgrpo/p_plateau``; default the rule's plateau threshold, its
-        ``plateau_eps`` (the ``early_eps`` of a ``GuardedBudgetRule``: 1% of the reward range for
-        the default rule; a ``PlateauRule``'s ``eps``), 0.01 where the rule has none.
+        ``plateau_eps`` (1% of the reward range for the default rule; the ``early_eps`` of a
+        ``GuardedBudgetRule``; a ``PlateauRule``'s ``eps``), 0.01 where the rule has none.
     min_points : int
         Reward points needed before the first forecast.
     n_draws : int

@@ -85,8 +85,8 @@ class BayesStopHook:
     Parameters
     ----------
     rule : StoppingRule, optional
-        Default :func:`~bayesgrpo.questions.stopping.default_rule`, ``GuardedBudgetRule(0.5)``: stop at
-        half of ``horizon`` unless the curve is still rising, earlier only on a sure plateau.
+        Default :func:`~bayesgrpo.questions.stopping.default_rule`, ``FixedBudgetRule(0.65)``: stop at
+        65% of ``horizon``, the posterior's P(plateau) and expected gain beside it as information.
     prior : RewardModel, LiveForecaster, path of a saved model, or None
         The population a new run is placed in (its prior); default the population shipped with
         bayesgrpo (``bayesgrpo.model.datasets.bundled_population()``), loaded at the first decision.

@@ -194,7 +194,7 @@ class _Whitening:
     follows it (``*_r0_slope``). Whitened on the marginal instead, a change of ``odds`` moved the
     level at the horizon and the rate with it (the Laplace correlation of ``odds`` with ``r1``
     above 0.67 for one run in ten and 0.96 at most on simulated runs,
-    ``benchmarks/experiments/whitening_coupling.py``), which the diagonal mass matrix had to follow
+    ``benchmarks/experiments/README.md: whitening_coupling``), which the diagonal mass matrix had to follow
     run by run.
     """
 

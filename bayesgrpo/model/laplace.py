@@ -69,7 +69,7 @@ RESTART_MARGIN = 1.0
 #: 300 + 450 steps answer as 400 + 600 did against a 10,000-step ensemble of the same run (12 bundled
 #: runs: parameter means 0.17 reference sd off in the median run either way, final-reward quantiles
 #: 0.25 against 0.20), in three quarters of the time (1.7 s against 2.2 s median on the machine of
-#: 2026-12-02; the live-path issue asks 2 s): ``benchmarks/experiments/live_fallback_budget.py``.
+#: 2026-12-02; the live-path issue asks 2 s): ``benchmarks/experiments/README.md: live_fallback_budget``.
 ENSEMBLE_WALKERS = 40
 ENSEMBLE_BURN = 300
 ENSEMBLE_STEPS = 450
@@ -239,7 +239,7 @@ def _hessian(fun: Any, x: np.ndarray, step: float = 1e-3) -> np.ndarray:
 #: A run's posterior can have more than one mode (a run cut mid-rise read as rising on or as
 #: levelling off); short steps keep the search in the basin it starts in, as L-BFGS-B's cautious
 #: first steps did. Measured against L-BFGS-B on every live update of the bundled runs
-#: (``benchmarks/experiments/live_newton_mode.py``): with steps up to 4 the two optimisers
+#: (``benchmarks/experiments/README.md: live_newton_mode``): with steps up to 4 the two optimisers
 #: reached different modes in 13 of 252 updates (once 12.7 nats apart), with 0.25 in 4 (0.16-1.3
 #: nats apart, either way), each answer then moving less than the update's own seed-to-seed noise.
 MODE_STEP = 0.25

@@ -2,7 +2,7 @@
 
 PyMC's ``pm.sample(nuts_sampler="numpyro")`` runs numpyro in double precision with a diagonal
 mass matrix and keeps every draw. On the bundled runs four changes, measured one at a time
-(``benchmarks/experiments/sampler_mixing.py``, ``benchmarks/experiments/README.md``), make the
+(``benchmarks/experiments/README.md: sampler_mixing``, ``benchmarks/experiments/README.md``), make the
 population fit mix within a minute on two cores (``benchmarks/results/sampler_speed.md``):
 
 - **Single precision.** The log density and its gradient cost about half as much in float32 as in
@@ -81,7 +81,7 @@ JITTER_TRIES = 10
 #: once in the process, as the chains of one ``pmap`` do: numpyro's parallel chains, the whole run
 #: in one call, grew from 0.5 to 12.8 GiB in three minutes on 1,000 simulated runs; the same
 #: sampler in calls of 32 iterations stayed at 3.4 GiB (``benchmarks/results/chain_memory.md``).
-#: A plain JAX loop shows it too (``benchmarks/experiments/xla_loop_memory.py``). The calls cost
+#: A plain JAX loop shows it too (``benchmarks/experiments/README.md: xla_loop_memory``). The calls cost
 #: 3-7 s on a 40-65 s fit of the bundled runs (``benchmarks/results/sampler_speed.md``), 2 s of it
 #: compiling the chains' start in a call of its own.
 ITERATIONS_PER_CALL = 32

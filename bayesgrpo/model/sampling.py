@@ -101,7 +101,7 @@ def use_cores_for_chains(chains: int) -> int:
     splits XLA's CPU thread pool 100 ways: a gradient of the bundled-runs model took 110 us there
     and 88 us with 2 devices (``python benchmarks/jax_devices.py --devices 1 2 100``, 2026-11-25),
     the same fit 68 s and 65 s
-    (``benchmarks/experiments/sampler_mixing.py``). So, when JAX has not started in this process,
+    (``benchmarks/experiments/README.md: sampler_mixing``). So, when JAX has not started in this process,
     a device count above the cores (PyMC's) is replaced by one device per chain, up to the cores;
     a count the user set within the cores is kept, and a JAX that has started is left as it is.
 

@@ -279,13 +279,13 @@ def test_stop_with_the_guarded_budget_rule(tmp_path, capsys, monkeypatch, popula
     with pytest.raises(SystemExit, match="--budget"):
         main([*argv, "--rule", "guarded-budget", "--budget", "1.5"])
     # the opt-in flat stop: named in the rule, its evidence in every row, refused by other rules
-    assert main([*argv, "--flat-stop", "0.02", "--json"]) == 0
+    assert main([*argv, "--rule", "guarded-budget", "--flat-stop", "0.02", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert all("stop where the logged reward rose < 0.02" in row["rule"] for row in rows)
     assert all(np.isfinite(row["flat_rise_upper"]) and row["stopped_flat"] in (0.0, 1.0) for row in rows)
     assert all((row["stopped_flat"] == 1.0) == ("no longer climbs" in row["reason"]) for row in rows)
     # every run rose less than its whole range: each stops unless the rise guard holds it
-    assert main([*argv, "--flat-stop", "1.0", "--json"]) == 0
+    assert main([*argv, "--rule", "guarded-budget", "--flat-stop", "1.0", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert any(row["stopped_flat"] == 1.0 for row in rows)
     for row in rows:
@@ -307,7 +307,12 @@ def test_stop_decides_with_the_default_rule_unless_a_plateau_option_is_given(
     argv.append("--json")
     assert main(argv) == 0
     rules_named = {row["rule"] for row in json.loads(capsys.readouterr().out)}
-    assert rules_named == {str(default_rule())} and str(default_rule()).startswith("GuardedBudgetRule")
+    assert rules_named == {str(default_rule())} and str(default_rule()).startswith("FixedBudgetRule")
+    # the runs are at step 60 of 200: before the budget of 65%, and past one of 25%
+    assert main([*argv, "--budget", "0.25"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(row["decision"] == "stop" and "past the budget of 25%" in row["reason"] for row in rows)
+    assert all("as information: P(gain <" in row["reason"] for row in rows)
     # a plateau option without --rule asks the plateau rule it sets: no option is ignored
     for options, named in (
         (["--eps", "0.02"], "PlateauRule(eps=0.02 of the reward range, prob=0.9)"),

@@ -645,12 +645,12 @@ def _resolve_rule_options(args: argparse.Namespace) -> None:
     """Fill in ``--rule``, ``--eps`` and ``--prob`` where they were not given.
 
     Without ``--rule`` the rule is :func:`bayesgrpo.questions.stopping.default_rule`
-    (``guarded-budget``), unless a plateau option (``--eps``, ``--prob``, ``--absolute``) was given:
+    (``fixed-budget``), unless a plateau option (``--eps``, ``--prob``, ``--absolute``) was given:
     then the plateau rule those set, as before the default changed, so that no option is ignored.
     """
     if args.rule is None:
         plateau_asked = args.eps is not None or args.prob is not None or args.absolute
-        args.rule = "plateau" if plateau_asked else "guarded-budget"
+        args.rule = "plateau" if plateau_asked else "fixed-budget"
     from bayesgrpo.questions.stopping import DEFAULT_PLATEAU_EPS, DEFAULT_PLATEAU_PROB
 
     if args.eps is None:
@@ -668,6 +668,7 @@ def _stop_rule(args: argparse.Namespace) -> Any:
     from bayesgrpo.questions.stopping import (
         BudgetRule,
         Confirmed,
+        FixedBudgetRule,
         GainRateRule,
         GuardedBudgetRule,
         PlateauRule,
@@ -677,7 +678,7 @@ def _stop_rule(args: argparse.Namespace) -> Any:
     _resolve_rule_options(args)
     flat_eps = getattr(args, "flat_stop", None)
     if flat_eps is not None and args.rule != "guarded-budget":
-        raise SystemExit(f"--flat-stop goes with --rule guarded-budget (the default), not --rule {args.rule}")
+        raise SystemExit(f"--flat-stop goes with --rule guarded-budget, not --rule {args.rule}")
     confirm = getattr(args, "confirm", 1)
     if confirm < 1:
         raise SystemExit(f"--confirm must be 1 or more (checks in a row); got {confirm}")
@@ -691,13 +692,18 @@ def _stop_rule(args: argparse.Namespace) -> Any:
         rule: Any = PlateauRule(eps=args.eps, prob=args.prob, relative=not args.absolute)
     elif args.rule == "gain-rate":
         rule = GainRateRule(rate=args.rate, relative=not args.absolute)
+    elif args.rule == "fixed-budget":
+        try:
+            rule = FixedBudgetRule() if args.budget is None else FixedBudgetRule(fraction=args.budget)
+        except BayesGRPOError as exc:
+            raise SystemExit(f"--budget: {exc}") from None
     elif args.rule == "guarded-budget":
         if args.absolute:
             raise SystemExit(
                 "--rule guarded-budget takes its gains as shares of the reward range; drop --absolute"
             )
         try:
-            rule = GuardedBudgetRule(fraction=args.budget, flat_eps=flat_eps)
+            rule = GuardedBudgetRule(fraction=0.5 if args.budget is None else args.budget, flat_eps=flat_eps)
         except BayesGRPOError as exc:
             raise SystemExit(f"--budget / --flat-stop: {exc}") from None
     elif args.rule == "budget":

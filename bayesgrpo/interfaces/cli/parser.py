@@ -75,10 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     def rule_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--rule",
-            choices=["plateau", "budget", "target", "gain-rate", "guarded-budget"],
-            help="the stop rule (default guarded-budget: stop at --budget of the horizon unless the curve "
-            "is still rising, the rule that beat the others on the stopping benchmarks; plateau where "
-            "--eps, --prob or --absolute is given without --rule)",
+            choices=["fixed-budget", "plateau", "budget", "target", "gain-rate", "guarded-budget"],
+            help="the stop rule (default fixed-budget: stop at --budget of the horizon, the posterior's "
+            "P(gain < 1%%) and expected gain shown beside it; no posterior rule beat it on held-out "
+            "sources; plateau where --eps, --prob or --absolute is given without --rule)",
         )
         p.add_argument(
             "--eps",
@@ -110,10 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--budget",
             type=float,
-            default=0.5,
-            help="guarded-budget: stop at this share of the horizon unless P(gain < 2%% of the reward range) "
-            "< 0.3 (the curve still rises: go on); before it only where P(gain < 1%%) >= 0.9; never while "
-            "the logged reward rose by more than 1%% of the range over the run's latest 10%% (default 0.5)",
+            help="fixed-budget: stop at this share of the horizon (default 0.65); guarded-budget: stop "
+            "there unless P(gain < 2%% of the reward range) < 0.3 (the curve still rises: go on), before it "
+            "only where P(gain < 1%%) >= 0.9, never while the logged reward rose by more than 1%% of the "
+            "range over the run's latest 10%% (default 0.5)",
         )
         p.add_argument(
             "--flat-stop",
@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--eps",
         type=float,
         help="decide with the plateau rule, this its gain that counts as nothing, share of the reward range "
-        "(default: the default rule, guarded-budget 0.5; with --prob alone 0.01)",
+        "(default: the default rule, fixed-budget 0.65; with --prob alone 0.01)",
     )
     report.add_argument(
         "--prob",

@@ -108,7 +108,7 @@ def write_report(
         :func:`transfer_specs` builds them from sizes). A missing reward range is taken from the
         runs (same family first), a missing ``total_steps`` from ``horizon`` or the runs' median.
     rule : StoppingRule, optional
-        Default :func:`~bayesgrpo.questions.stopping.default_rule` (``GuardedBudgetRule(0.5)``).
+        Default :func:`~bayesgrpo.questions.stopping.default_rule` (``FixedBudgetRule(0.65)``).
     diagnose : bool
         Add the diagnostics section (``bayesgrpo.questions.diagnostics.diagnose``).
     horizon : float or mapping run_id -> step, optional

@@ -60,11 +60,13 @@ from bayesgrpo.questions.stopping.phases import (
     rate_peak_time,
 )
 from bayesgrpo.questions.stopping.rules import (
+    DEFAULT_BUDGET,
     DEFAULT_PLATEAU_EPS,
     DEFAULT_PLATEAU_PROB,
     BudgetRule,
     Confirmed,
     Decision,
+    FixedBudgetRule,
     GainRateRule,
     GuardedBudgetRule,
     PlateauRule,
@@ -75,6 +77,8 @@ from bayesgrpo.questions.stopping.rules import (
 )
 
 __all__ = [
+    "DEFAULT_BUDGET",
+    "FixedBudgetRule",
     "DEFAULT_PLATEAU_EPS",
     "DEFAULT_PLATEAU_PROB",
     "DEFAULT_FRACTIONS",

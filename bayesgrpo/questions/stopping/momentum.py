@@ -3,7 +3,7 @@
 A saturating curve fitted through a steep rise can read the rise's last points as its shoulder
 and be sure of a plateau the run then climbs past (traced on held-out verl runs: P(gain < 1% of
 the range) = 0.93 at 10% of a PPO run that had just risen from 0 to 0.5 and went on to gain 0.2;
-``benchmarks/experiments/stop_momentum.py``). The run's points say otherwise, and cheaply: the
+``benchmarks/experiments/README.md: stop_momentum``). The run's points say otherwise, and cheaply: the
 least-squares slope of the logged reward over the run's latest :data:`RISE_WINDOW` of its steps,
 with its standard error. :class:`~bayesgrpo.questions.stopping.rules.GuardedBudgetRule` holds a
 stop while the rise over that window, at its one-sided lower bound, exceeds its ``rising_eps``.
@@ -11,7 +11,7 @@ stop while the rise over that window, at its one-sided lower bound, exceeds its 
 The counterpart, asked only when a user opts in (``GuardedBudgetRule(flat_eps=...)``): over a longer
 window (:data:`FLAT_WINDOW`), the rise at its one-sided *upper* bound below ``flat_eps`` says the run
 no longer climbs, which a curve that expects a rise (a population whose runs on a stated range
-all climbed) does not see (``benchmarks/experiments/stop_flat_evidence.py``).
+all climbed) does not see (``benchmarks/experiments/README.md: stop_flat_evidence``).
 
 Pure functions of logged points; the live update attaches the result to its
 :class:`~bayesgrpo.model.draws.CurveDraws` (``recent_rise``, ``recent_rise_se``, ``long_rise``,
