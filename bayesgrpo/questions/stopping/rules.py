@@ -448,7 +448,7 @@ class GuardedBudgetRule:
         stated range ``flat_eps=0.02`` saved 52.1% of steps where the default saves 34.1%) and
         late risers in their slow start (the simulated ones at 45% of their steps; on the bundled
         runs without a stated range it gave up 3.4 points of the range more than the default):
-        ``benchmarks/results/flat_stop.md``, ``benchmarks/experiments/README.md: stop_flat_evidence``.
+        ``benchmarks/experiments/README.md``: stop_flat_evidence, flat_stop.
     flat_from : float
         The share of the run from which the flat stop is asked, in (0, 1].
     relative : bool
