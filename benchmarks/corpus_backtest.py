@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from bayesgrpo.evaluate.backtest import FixedFraction, forecast_backtest, stopping_backtest
     from bayesgrpo.evaluate.transfer_eval import transfer_scores
-    from bayesgrpo.questions.stopping.rules import default_rule
+    from bayesgrpo.questions.stopping import default_rule
 
     table = load_built(args.built)
     if args.quick:

@@ -127,7 +127,7 @@ def stops(table: RunsTable, args: argparse.Namespace, stated: bool = False) -> p
     ``stated``: the runs carry their stated reward range).
     """
     from bayesgrpo.evaluate.backtest import FixedFraction, stopping_backtest
-    from bayesgrpo.questions.stopping.rules import default_rule
+    from bayesgrpo.questions.stopping import default_rule
 
     key = {"check": args.check_every, "draws": args.draws, "seed": args.seed, "code": code_hash()}
     options = live_options(args.option)

@@ -142,7 +142,7 @@ GIVEN_UP_LIMIT = 0.01
 def stop_rules() -> dict[str, Any]:
     """The posterior rules tried as the default, and the fixed budgets."""
     from bayesgrpo.evaluate.backtest import FixedFraction
-    from bayesgrpo.questions.stopping.rules import GuardedBudgetRule, PlateauRule
+    from bayesgrpo.questions.stopping import GuardedBudgetRule, PlateauRule
 
     return {
         "guarded 0.5 (default)": GuardedBudgetRule(0.5),

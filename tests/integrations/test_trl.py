@@ -184,6 +184,8 @@ def _log(cb: Any, state: FakeState, args: Any, logs: dict[str, Any], step: int) 
 
 
 def _callback(module: Any, forecaster: Any, **kwargs: Any) -> Any:
+    # the callback's mechanics, tested with a posterior rule (the default is a fixed budget)
+    kwargs.setdefault("rule", GuardedBudgetRule())
     cb = module.BayesStopCallback(**kwargs)
     cb._forecaster = forecaster  # skip loading a population: the forecaster is scripted
     return cb
@@ -321,13 +323,13 @@ def test_forecast_metrics_log_the_rise_that_held_a_stop(trl_module):
     rising = dataclasses.replace(flat, recent_rise=np.array([0.05]), recent_rise_se=np.array([0.01]))
     for draws, held in ((flat, None), (rising, 1.0)):
         update = LiveUpdate("r", step, horizon, None, draws)
-        decision = default_rule().decide(draws, step_now=step, horizon_step=horizon)[0]
+        decision = GuardedBudgetRule().decide(draws, step_now=step, horizon_step=horizon)[0]
         metrics = trl_module.forecast_metrics(update, decision, eps=0.01, relative=True)
         assert metrics.get("bayesgrpo/held_while_rising") == (held if held else 0.0)
         assert metrics["bayesgrpo/stop"] == (0.0 if held else 1.0)
         assert ("bayesgrpo/recent_rise" in metrics) == (held is not None)
     assert metrics["bayesgrpo/recent_rise"] == 0.05
-    assert "bayesgrpo/stopped_flat" not in metrics  # the default rule asks no flat stop
+    assert "bayesgrpo/stopped_flat" not in metrics  # the guarded budget asks no flat stop unless told
 
 
 def test_forecast_metrics_log_a_flat_stop_where_the_rule_asks_for_one(trl_module):
@@ -535,7 +537,11 @@ def test_a_prior_that_fails_to_load_is_not_retried(trl_module, monkeypatch):
 def test_a_fitted_model_is_used_as_is(trl_module, population):
     model, _ = population
     cb = trl_module.BayesStopCallback(
-        prior=model, every=1, min_points=3, metadata={"reward_min": 0.0, "reward_max": 1.0}
+        rule=GuardedBudgetRule(),
+        prior=model,
+        every=1,
+        min_points=3,
+        metadata={"reward_min": 0.0, "reward_max": 1.0},
     )
     state, args = FakeState(max_steps=60), GRPOConfig()
     for step, reward in enumerate(_rewards(4), start=1):
@@ -645,8 +651,12 @@ def test_a_real_trainer_is_stopped_on_its_plateau_only(population_file, tmp_path
     pytest.importorskip("torch")
     from bayesgrpo.integrations.trl import BayesStopCallback
 
-    callback = BayesStopCallback(
-        every=2, prior=population_file, mode=mode, metadata={"reward_min": 0.0, "reward_max": 1.0}
+    callback = BayesStopCallback(  # a posterior rule: the default fixed budget stops any run at 65%
+        rule=GuardedBudgetRule(),
+        every=2,
+        prior=population_file,
+        mode=mode,
+        metadata={"reward_min": 0.0, "reward_max": 1.0},
     )
     trainer = _tiny_trainer(kind, tmp_path, callback, attach)
     trainer.train()

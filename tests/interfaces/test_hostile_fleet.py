@@ -47,7 +47,7 @@ from bayesgrpo.interfaces.fleet import (
 from bayesgrpo.interfaces.watch.watcher import Watcher
 from bayesgrpo.logs.readers import load_runs
 from bayesgrpo.logs.writers.verl import write_verl_console
-from bayesgrpo.questions.stopping.rules import default_rule
+from bayesgrpo.questions.stopping import default_rule
 from tests.test_text import RUN_NAMES
 
 #: How many of a run's points each log of the fleets below holds.

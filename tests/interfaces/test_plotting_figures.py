@@ -192,7 +192,7 @@ def test_stop_history_of_a_finished_run(population):
     assert history[["p_stop", "p_phase"]].apply(lambda c: c.between(0, 1)).all().all()
     np.testing.assert_allclose(history[["slow_start", "rapid", "plateau"]].sum(axis=1), 1.0)
     assert (history["p_phase"] == history[["slow_start", "rapid", "plateau"]].max(axis=1)).all()
-    assert history["rule"].iloc[0].startswith("GuardedBudgetRule")  # the default rule
+    assert history["rule"].iloc[0].startswith("FixedBudgetRule")  # the default rule
 
 
 def test_stop_history_at_the_horizon_stops(population):

@@ -607,9 +607,9 @@ def test_cli_watch_json_with_a_saved_population(tmp_path, population, capsys):
     (row,) = json.loads(capsys.readouterr().out)["runs"]
     assert row["range_source"] == "stated"
     assert "[eps against the range 0 .. 1 stated for the run]" in row["reason"]
-    # the default rule with its opt-in flat stop, as `bayesgrpo stop --flat-stop` takes it
+    # the guarded budget with its opt-in flat stop, as `bayesgrpo stop --flat-stop` takes it
     flat_argv = [arg for arg in argv if arg not in ("--rule", "target", "--target", "0.9")]
-    assert main([*flat_argv, "--horizon", "400", "--flat-stop", "0.02"]) == 0
+    assert main([*flat_argv, "--rule", "guarded-budget", "--horizon", "400", "--flat-stop", "0.02"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["runs"]
     assert row["decision"] in ("stop", "continue") and "of the run" in row["reason"]
     with pytest.raises(SystemExit, match="--flat-stop goes with --rule guarded-budget"):

@@ -42,6 +42,12 @@ So ``exp`` and ``power`` (fastest at the start) begin in ``"rapid"`` and never h
 from __future__ import annotations
 
 from bayesgrpo.model.draws import CurveDraws, reward_at
+from bayesgrpo.questions.stopping.budget import (
+    DEFAULT_BUDGET,
+    FixedBudgetRule,
+    GuardedBudgetRule,
+    default_rule,
+)
 from bayesgrpo.questions.stopping.gain import (
     DEFAULT_FRACTIONS,
     expected_gain,
@@ -60,20 +66,16 @@ from bayesgrpo.questions.stopping.phases import (
     rate_peak_time,
 )
 from bayesgrpo.questions.stopping.rules import (
-    DEFAULT_BUDGET,
     DEFAULT_PLATEAU_EPS,
     DEFAULT_PLATEAU_PROB,
     BudgetRule,
     Confirmed,
     Decision,
-    FixedBudgetRule,
     GainRateRule,
-    GuardedBudgetRule,
     PlateauRule,
     StoppingRule,
     TargetRule,
     decisions_table,
-    default_rule,
 )
 
 __all__ = [

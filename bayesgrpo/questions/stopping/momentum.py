@@ -5,7 +5,7 @@ and be sure of a plateau the run then climbs past (traced on held-out verl runs:
 the range) = 0.93 at 10% of a PPO run that had just risen from 0 to 0.5 and went on to gain 0.2;
 ``benchmarks/experiments/README.md: stop_momentum``). The run's points say otherwise, and cheaply: the
 least-squares slope of the logged reward over the run's latest :data:`RISE_WINDOW` of its steps,
-with its standard error. :class:`~bayesgrpo.questions.stopping.rules.GuardedBudgetRule` holds a
+with its standard error. :class:`~bayesgrpo.questions.stopping.budget.GuardedBudgetRule` holds a
 stop while the rise over that window, at its one-sided lower bound, exceeds its ``rising_eps``.
 
 The counterpart, asked only when a user opts in (``GuardedBudgetRule(flat_eps=...)``): over a longer
@@ -147,7 +147,7 @@ def rising_runs(
     The rise over the run's latest window (``cd.recent_rise``, attached by
     :func:`with_recent_rise`) minus ``z`` standard errors exceeds ``rising_eps`` (a share of the
     run's reward range when ``relative``, else reward units). What
-    :class:`~bayesgrpo.questions.stopping.rules.GuardedBudgetRule` will not call a plateau.
+    :class:`~bayesgrpo.questions.stopping.budget.GuardedBudgetRule` will not call a plateau.
     """
     if cd.recent_rise is None or cd.recent_rise_se is None:
         return np.zeros(cd.n_runs, dtype=bool)
