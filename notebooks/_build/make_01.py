@@ -39,11 +39,13 @@ nb.cells = [
        "not to be trusted until more draws or more chains (`fit(..., draws=1000, chains=4)`) agree. The "
        "other runs' forecasts are unaffected."),
     md("## Should I stop now?\n\nAt the cut the default rule answers, the one `bayesgrpo stop`, `watch`, the TRL "
-       "callback and the verl hook ask unless told otherwise (`default_rule()`, `GuardedBudgetRule(0.5)`): stop at "
-       "half the planned steps unless a gain of 2% of the reward range is still more than 70% likely, and before "
-       "that only on a sure plateau (P(gain < 1%) >= 0.9); neither while the run's own logged reward still rises "
-       "over its latest tenth (the reason line says so). `PlateauRule(eps, prob)` asks only the plateau "
-       "question; `expected_gain` and `phase` say why."),
+       "callback and the verl hook ask unless told otherwise (`default_rule()`, `FixedBudgetRule(0.65)`): stop at "
+       "65% of the planned steps, with the posterior's P(gain < 1%) of the reward range and the expected remaining "
+       "gain beside the decision as information (the reason line says both). It is a fixed budget because no "
+       "posterior rule beat fixed budgets on runs from sources the package never saw "
+       "(`benchmarks/results/defaults.md`). At the cut, half of each run, it says continue to every run; the "
+       "probability beside it says which already look flat. `GuardedBudgetRule(0.5)` is a budget the posterior "
+       "may move, `PlateauRule(eps, prob)` asks only the plateau question; `expected_gain` and `phase` say why."),
     code("from bayesgrpo.questions.stopping import PlateauRule, decisions_table, default_rule, expected_gain, phase\n\n"
          "draws = model.curve_draws()\n"
          "cut_step = half.points.groupby(\"run_id\")[\"step\"].max().reindex(list(draws.run_ids)).to_numpy(dtype=float)\n"
