@@ -20,8 +20,8 @@ Usage::
 
     python benchmarks/corpus/build.py        # the corpus (from the git mirrors)
     python benchmarks/corpus_live.py         # ~2 s a run on 2 cores
-    python benchmarks/corpus_live.py --option read_unit_score=true --forecasts-only \
-        --out benchmarks/_scratch/unit_on.md  # an option tried: folds 0-4 only, never the sealed fold
+    python benchmarks/corpus_live.py --option likelihood_weight=0.5 --forecasts-only \
+        --out benchmarks/_scratch/tempered.md  # an option tried: folds 0-4 only, never the sealed fold
 """
 
 from __future__ import annotations
