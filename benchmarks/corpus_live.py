@@ -58,6 +58,14 @@ def as_a_user_gives_it(table: RunsTable) -> RunsTable:
     return RunsTable(points=table.points[["run_id", "step", "reward"]].copy(), runs=runs, report=table.report)
 
 
+def with_stated_range(table: RunsTable, runs: pd.DataFrame) -> RunsTable:
+    """The runs whose source states a reward range, given that range and nothing else."""
+    stated = runs.loc[table.run_ids, ["reward_min", "reward_max"]].dropna()
+    meta = runs.loc[stated.index, ["reward_min", "reward_max"]].rename_axis("run_id").reset_index()
+    chosen = table.select(stated.index.tolist())
+    return RunsTable(points=chosen.points, runs=coerce_metadata(meta), report=chosen.report)
+
+
 #: ``--option NAME=default``: the option at its default (the forecasts are the default's, cached once).
 AT_DEFAULT = "default"
 
@@ -122,9 +130,12 @@ def forecasts(table: RunsTable, args: argparse.Namespace) -> pd.DataFrame:
 STOP_RULES = ("default rule", "fixed 0.5", "fixed 0.6")
 
 
-def stops(table: RunsTable, args: argparse.Namespace, stated: bool = False) -> pd.DataFrame:
+def stops(
+    table: RunsTable, args: argparse.Namespace, stated: bool = False, rules: dict[str, Any] | None = None
+) -> pd.DataFrame:
     """The stop rules run online on every run (cached under a hash of the settings and code;
-    ``stated``: the runs carry their stated reward range).
+    ``stated``: the runs carry their stated reward range). ``rules``: name -> rule, default
+    :data:`STOP_RULES`'s.
     """
     from bayesgrpo.evaluate.backtest import FixedFraction, stopping_backtest
     from bayesgrpo.questions.stopping import default_rule
@@ -133,11 +144,17 @@ def stops(table: RunsTable, args: argparse.Namespace, stated: bool = False) -> p
     options = live_options(args.option)
     key |= {"runs": sorted(table.run_ids)} | ({"options": options} if options else {})
     key |= {"stated": True} if stated else {}
+    key |= {"rules": sorted(rules)} if rules is not None else {}
     path = SCRATCH / f"stops_{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]}.csv"
     if path.exists():
         return pd.read_csv(path)
     population = shipped_population(args)
-    rules = {"default rule": default_rule(), "fixed 0.5": FixedFraction(0.5), "fixed 0.6": FixedFraction(0.6)}
+    if rules is None:
+        rules = {
+            "default rule": default_rule(),
+            "fixed 0.5": FixedFraction(0.5),
+            "fixed 0.6": FixedFraction(0.6),
+        }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         frame = stopping_backtest(
@@ -220,8 +237,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.option:
         lines[4:4] = [f"LiveForecaster options: {', '.join(args.option)} (the rest at their defaults).", ""]
     if not args.forecasts_only:
-        from defaults import with_stated_range
-
         stated = with_stated_range(table, by_run)
         lines += [
             "## Stop decisions",

@@ -31,12 +31,18 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _corpus import WEIGHTINGS, code_hash, interval, weighted_median  # noqa: E402
+from _corpus import WEIGHTINGS, interval, weighted_median  # noqa: E402
 from _markdown import command_line, machine_line, markdown_table, write_result  # noqa: E402
-from corpus_live import AT_DEFAULT, SCRATCH, forecast_arguments, forecasts, unseen_runs  # noqa: E402
+from corpus_live import (  # noqa: E402
+    AT_DEFAULT,
+    forecast_arguments,
+    forecasts,
+    stops,
+    unseen_runs,
+    with_stated_range,
+)
 
 from bayesgrpo.evaluate.corpus import source_bootstrap  # noqa: E402
-from bayesgrpo.logs.table import RunsTable, coerce_metadata  # noqa: E402
 
 RESULTS = HERE / "results" / "defaults.md"
 
@@ -155,40 +161,6 @@ def stop_rules() -> dict[str, Any]:
     }
 
 
-def with_stated_range(table: RunsTable, runs: pd.DataFrame) -> RunsTable:
-    """The runs whose source states a reward range, given that range and nothing else."""
-    stated = runs.loc[table.run_ids, ["reward_min", "reward_max"]].dropna()
-    meta = runs.loc[stated.index, ["reward_min", "reward_max"]].rename_axis("run_id").reset_index()
-    chosen = table.select(stated.index.tolist())
-    return RunsTable(points=chosen.points, runs=coerce_metadata(meta), report=chosen.report)
-
-
-def stop_frame(table: RunsTable, args: argparse.Namespace, stated: bool) -> pd.DataFrame:
-    """Every rule of :func:`stop_rules` run online on every run (cached under the settings and code)."""
-    import hashlib
-    import warnings
-
-    from bayesgrpo.evaluate.backtest import stopping_backtest
-    from bayesgrpo.model.datasets import bundled_population
-
-    rules = stop_rules()
-    key = {"runs": sorted(table.run_ids), "rules": sorted(rules), "stated": stated, "code": code_hash()}
-    key |= {"check": 0.05, "draws": args.draws, "seed": args.seed}
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    path = SCRATCH / f"stop_defaults_{digest}.csv"
-    if path.exists():
-        return pd.read_csv(path)
-    population = bundled_population()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        frame = stopping_backtest(
-            table, dict.fromkeys(table.run_ids, population), rules, n_draws=args.draws, random_seed=args.seed
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return frame
-
-
 def source_means(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Per rule: steps saved and reward given up against the end, each source weighted equally."""
     frame = frame.assign(source=frame["run_id"].map(runs["source"]))
@@ -263,7 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     runs, unseen, table = unseen_runs(args.built, with_sealed=False)
     held = table.run_ids
-    common = argparse.Namespace(cuts=args.cuts, draws=args.draws, seed=args.seed, boot=args.boot)
+    common = argparse.Namespace(
+        cuts=args.cuts, draws=args.draws, seed=args.seed, boot=args.boot, check_every=0.05, option=[]
+    )
     rows: list[dict[str, Any]] = [decide(name, table, runs.set_index("run_id"), common) for name in OPTIONS]
     lines = [
         "# Defaults of the live forecast, re-decided on the corpus's source folds",
@@ -285,8 +259,10 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_stops:
         by_run = runs.set_index("run_id")
         stated = with_stated_range(table, by_run)
-        rows = stop_rows(stop_frame(table, common, stated=False), by_run, common, "no range given")
-        rows += stop_rows(stop_frame(stated, common, stated=True), by_run, common, "stated range given")
+        rows = stop_rows(stops(table, common, rules=stop_rules()), by_run, common, "no range given")
+        rows += stop_rows(
+            stops(stated, common, stated=True, rules=stop_rules()), by_run, common, "stated range given"
+        )
         lines += [
             "## The default stop rule",
             "",
