@@ -1,6 +1,7 @@
 """``RewardModel``: a thin class that orchestrates data preparation, graph, sampling, forecasts
 and persistence. The math lives in ``curves``, ``model.data``, ``model.build`` and
-``model.predict``; plotting, stopping, transfer and evaluation live in their own modules.
+``model.predict``, the tables of its answers in ``model.answers``, the HDF5 reader of a saved
+model in ``model.hdf5_groups``; plotting, stopping, transfer and evaluation live in their own modules.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from bayesgrpo.errors import BayesGRPOError, FitWarning
 from bayesgrpo.errors import ModelConfigError as ModelConfigError  # defined here before 0.x
 from bayesgrpo.errors import NotFittedError as NotFittedError  # defined here before 0.x
 from bayesgrpo.logs.table import RunsTable
+from bayesgrpo.model import answers
 from bayesgrpo.model.curves import CURVES, DEFAULT_CURVE, get_curve
 from bayesgrpo.model.data import PROGRESS_AXES, ModelData, prepare
 from bayesgrpo.model.draws import CurveDraws
 from bayesgrpo.model.live_summary import read_live_summary, write_live_summary
 from bayesgrpo.model.population_draws import PopulationDraws
-from bayesgrpo.model.predict import quantile_columns, reward_draws, run_draws
+from bayesgrpo.model.predict import reward_draws, run_draws
 from bayesgrpo.model.sampling import (
     DEFAULT_SAMPLER,
     DEFAULT_THIN,
@@ -36,7 +38,7 @@ from bayesgrpo.model.sampling import (
     check_fit_fits_in_memory,
     sample_model,
 )
-from bayesgrpo.model.structure import covariate_used, curve_params
+from bayesgrpo.model.structure import curve_params
 
 if TYPE_CHECKING:  # xarray too: a model read from its live summary answers live updates without it
     import arviz as az
@@ -427,7 +429,7 @@ class RewardModel:
                     f"runs {unknown[:5]} were not fitted; fitted runs: {list(data.run_ids)[:10]}..."
                 )
             draws = draws.sel(run=list(runs))
-        return Forecast(table=_tidy(draws, quantiles, observed), draws=draws)
+        return Forecast(table=answers.forecast_table(draws, quantiles, observed), draws=draws)
 
     def final_reward(
         self,
@@ -448,29 +450,9 @@ class RewardModel:
             Of the noise.
         """
         idata, data = self._require_fit()
-        rows = []
-        # one step per run: evaluate at every run's own horizon (vectorised by a diagonal pick)
-        draws = reward_draws(
-            idata.posterior,
-            data,
-            self.curve,
-            data.horizon_step,
-            max_samples=2000,
-            include_noise=include_noise,
-            random_seed=random_seed,
+        return answers.final_reward_table(
+            idata.posterior, data, self.curve, quantiles, include_noise=include_noise, random_seed=random_seed
         )
-        values = draws.to_numpy()[:, np.arange(data.n_runs), np.arange(data.n_runs)]
-        names = quantile_columns(quantiles)
-        qs = np.quantile(values, quantiles, axis=0)
-        for i, run_id in enumerate(data.run_ids):
-            row = {
-                "run_id": run_id,
-                "horizon_step": int(data.horizon_step[i]),
-                "mean": float(values[:, i].mean()),
-            }
-            row.update({name: float(qs[j, i]) for j, name in enumerate(names)})
-            rows.append(row)
-        return pd.DataFrame(rows)
 
     def curve_draws(self) -> CurveDraws:
         """Posterior draws of every fitted run's curve, for the stopping queries.
@@ -490,50 +472,15 @@ class RewardModel:
         shape parameters in normalised progress; ``sigma`` in reward units.
         """
         idata, data = self._require_fit()
-        draws = run_draws(idata.posterior, self.curve)
-        rows = []
-        for name, values in draws.items():
-            if name == "nu":
-                continue
-            if name in ("r0", "r1", "asymptote"):
-                values = data.lower[None, :] + values * (data.upper - data.lower)[None, :]
-            if name == "sigma":
-                values = values * (data.upper - data.lower)[None, :]
-            low, high = np.quantile(values, [0.05, 0.95], axis=0)
-            for i, run_id in enumerate(data.run_ids):
-                rows.append(
-                    {
-                        "run_id": run_id,
-                        "parameter": name,
-                        "mean": float(values[:, i].mean()),
-                        "q05": float(low[i]),
-                        "q95": float(high[i]),
-                    }
-                )
-        return pd.DataFrame(rows)
+        return answers.parameter_table(idata.posterior, data, self.curve)
 
     def fit_summary(self) -> dict[str, Any]:
         """How the fit was made and how reliable it is, in one dict."""
         _, data = self._require_fit()
         assert self.diagnostics is not None
-        return {
-            **{k: v for k, v in self.config.items() if k != "priors"},
-            "n_runs": data.n_runs,
-            "n_points": int(data.n_points.sum()),
-            "n_cells_fitted": int(data.mask.sum()),
-            "bounds_from_data": [
-                r for r, s in zip(data.run_ids, data.bounds_source, strict=True) if s == "data"
-            ],
-            "covariates_used": [
-                name
-                for name, values in (("log_size", data.log_size), ("log_samples", data.log_samples))
-                if covariate_used(values)
-            ],
-            "families": list(data.families),
-            "tasks": list(data.tasks),
-            "parametrisation": self._parametrisation_counts(data),
-            **self.diagnostics.to_dict(),
-        }
+        return answers.fit_summary(
+            self.config, data, self._parametrisation_counts(data), self.diagnostics.to_dict()
+        )
 
     def _parametrisation_counts(self, data: ModelData) -> dict[str, int]:
         """How many runs are sampled whitened, centred or non-centred (``model.build.parametrisation``)."""
@@ -725,9 +672,9 @@ def _read_groups(path: Path) -> dict[str, xr.Dataset]:
     model lives, and no later query waits on a disk read. A group the file lacks is left out
     (approximations have no ``sample_stats``); a file without a posterior is refused.
 
-    The groups are read straight from HDF5 (:func:`_read_hdf5_group`: 0.1 s for the shipped
-    population, where xarray's netCDF decoding takes 0.3 s of a live answer's first 0.6 s); a file
-    that reader does not recognise is read by xarray instead.
+    The groups are read straight from HDF5 (``model.hdf5_groups``: 0.1 s for the shipped population,
+    where xarray's netCDF decoding takes 0.3 s of a live answer's first 0.6 s); a file that reader
+    does not recognise is read by xarray instead.
     """
     try:
         groups = _read_hdf5_groups(path)
@@ -747,103 +694,8 @@ def _read_groups(path: Path) -> dict[str, xr.Dataset]:
     return groups
 
 
-#: HDF5 and netCDF bookkeeping attributes, which xarray does not show either.
-_HDF5_BOOKKEEPING = frozenset(
-    {
-        "CLASS",
-        "NAME",
-        "DIMENSION_LIST",
-        "REFERENCE_LIST",
-        "_Netcdf4Dimid",
-        "_Netcdf4Coordinates",
-        "_FillValue",
-    }
-)
-
-
-#: CF encodings xarray would decode on reading, which a saved model never holds.
-_CF_ENCODINGS = frozenset({"units", "calendar", "scale_factor", "add_offset", "dtype", "missing_value"})
-
-
 def _read_hdf5_groups(path: Path) -> dict[str, xr.Dataset]:
-    """Every saved group present in the file, read with h5py (see :func:`_read_groups`)."""
-    import h5py
+    """Every saved group present in the file, read with h5py (``model.hdf5_groups``)."""
+    from bayesgrpo.model.hdf5_groups import read_hdf5_groups
 
-    with h5py.File(path, "r") as file:
-        return {group: _read_hdf5_group(file[group]) for group in SAVED_GROUPS if group in file}
-
-
-def _attribute(value: Any) -> Any:
-    """An HDF5 attribute as xarray shows it: text decoded, a one-element array as its element."""
-    if isinstance(value, bytes | np.bytes_):
-        return value.decode()
-    if isinstance(value, np.ndarray) and value.shape == (1,):
-        return value[0]
-    return value
-
-
-def _read_hdf5_group(group: Any) -> xr.Dataset:
-    """One netCDF-4 group written by h5netcdf (an ``h5py.Group``) as the Dataset xarray reads.
-
-    Dimensions are HDF5 dimension scales: each has a netCDF id (``_Netcdf4Dimid``), a variable
-    names its dimensions' ids (``_Netcdf4Coordinates``), and a scale whose ``NAME`` says it is
-    no netCDF variable is a dimension without a coordinate. Floating fill values are NaN, which
-    is what xarray's masking gives them; any other fill value is not this layout.
-    """
-    import xarray as xr
-
-    dimension_names = {}
-    for name, dataset in group.items():
-        if dataset.attrs.get("CLASS") == b"DIMENSION_SCALE":
-            dimension_names[int(dataset.attrs["_Netcdf4Dimid"])] = name
-    variables: dict[str, xr.Variable] = {}
-    coords: dict[str, xr.Variable] = {}
-    for name, dataset in group.items():
-        attributes = dataset.attrs
-        fill = attributes.get("_FillValue")
-        if fill is not None and not np.all(np.isnan(np.asarray(fill, dtype=float))):
-            raise ValueError(f"{name}: fill value {fill!r}, which this reader does not decode")
-        if "_Netcdf4Coordinates" in attributes:
-            dims = tuple(dimension_names[int(i)] for i in attributes["_Netcdf4Coordinates"])
-        elif dataset.ndim == 1 and name in dimension_names.values():
-            dims = (name,)
-        else:
-            raise ValueError(f"{name}: no netCDF dimensions")
-        if attributes.get("CLASS") == b"DIMENSION_SCALE" and bytes(attributes.get("NAME", b"")).startswith(
-            b"This is a netCDF dimension but not a netCDF variable"
-        ):
-            continue
-        values = dataset.asstr()[()] if dataset.dtype.kind == "O" else dataset[()]  # text is vlen
-        if isinstance(values, np.ndarray) and values.dtype == object:
-            values = values.astype(str)
-        kept = {key: _attribute(value) for key, value in attributes.items() if key not in _HDF5_BOOKKEEPING}
-        if kept.get("dtype") == "bool":  # xarray writes booleans as int8 and says so
-            values, kept = np.asarray(values).astype(bool), {k: v for k, v in kept.items() if k != "dtype"}
-        encoded = _CF_ENCODINGS & set(kept)
-        if encoded:
-            raise ValueError(f"{name}: CF encoding {sorted(encoded)}, which this reader does not decode")
-        variable = xr.Variable(dims, values, kept)
-        (coords if name in dimension_names.values() else variables)[name] = variable
-    kept = {key: _attribute(value) for key, value in group.attrs.items() if not key.startswith("_NC")}
-    return xr.Dataset(variables, coords=coords, attrs=kept)
-
-
-def _tidy(draws: xr.DataArray, quantiles: Sequence[float], observed: RunsTable | None) -> pd.DataFrame:
-    """Long table of mean and quantiles per (run, step)."""
-    values = draws.to_numpy()
-    qs = np.quantile(values, list(quantiles), axis=0)
-    runs = draws["run"].to_numpy()
-    steps = draws["step"].to_numpy()
-    frame = pd.DataFrame(
-        {
-            "run_id": np.repeat(runs, len(steps)),
-            "step": np.tile(steps, len(runs)),
-            "mean": values.mean(axis=0).ravel(),
-            **{name: qs[j].ravel() for j, name in enumerate(quantile_columns(quantiles))},
-        }
-    )
-    if observed is not None:
-        logged = observed.points[["run_id", "step", "reward"]].rename(columns={"reward": "observed"})
-        logged = logged.assign(run_id=logged["run_id"].astype(str), step=logged["step"].astype(float))
-        frame = frame.merge(logged, on=["run_id", "step"], how="left")
-    return frame
+    return read_hdf5_groups(path, SAVED_GROUPS)
