@@ -74,28 +74,40 @@ def coerce_metadata(frame: pd.DataFrame) -> pd.DataFrame:
     MetadataError
         When a value of a typed column cannot be converted (``size_b="big"``).
     """
-    out = frame.copy()
+    columns: dict[str, pd.Series] = {}
     for name, dtype in METADATA_DTYPES.items():
-        if name not in out.columns:
-            out[name] = pd.Series(pd.NA if dtype != "float64" else np.nan, index=out.index)
-        column = out[name]
+        if name not in frame.columns:  # missing: made with its dtype, nothing to convert
+            columns[name] = pd.Series(np.nan if dtype == "float64" else pd.NA, index=frame.index, dtype=dtype)
+            continue
+        column = frame[name]
+        if str(column.dtype) == dtype:
+            columns[name] = column.copy()
+            continue
         try:
             if dtype in ("float64", "Float64"):
-                numeric = pd.to_numeric(column, errors="coerce")
-                bad = numeric.isna() & column.notna() & (column.astype("string").str.strip() != "")
+                numeric = column if _plain_number(column) else pd.to_numeric(column, errors="coerce")
+                bad = numeric.isna() & column.notna()
+                if bad.any():
+                    bad &= column.astype("string").str.strip() != ""
                 if bad.any():
                     first = column[bad].iloc[0]
-                    run = out["run_id"][bad].iloc[0] if "run_id" in out.columns else "?"
+                    run = frame["run_id"][bad].iloc[0] if "run_id" in frame.columns else "?"
                     raise MetadataError(
                         f"metadata column {name!r} must be numeric; run {run!r} has {first!r}"
                     )
-                out[name] = numeric.astype(dtype)
+                columns[name] = numeric.astype(dtype)
             else:
-                out[name] = column.astype(dtype)
+                columns[name] = column.astype(dtype)
         except (TypeError, ValueError) as exc:
             raise MetadataError(f"metadata column {name!r} cannot be read as {dtype}: {exc}") from exc
-    ordered = list(METADATA_DTYPES) + [c for c in out.columns if c not in METADATA_DTYPES]
-    return out[ordered].reset_index(drop=True)
+    extra = [c for c in frame.columns if c not in METADATA_DTYPES]
+    out = pd.concat([pd.DataFrame(columns, index=frame.index), frame[extra].copy()], axis=1)
+    return out.reset_index(drop=True)
+
+
+def _plain_number(column: pd.Series) -> bool:
+    """Whether a column already holds plain numbers (ints or floats, not booleans or objects)."""
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
 
 
 @dataclass

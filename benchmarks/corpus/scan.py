@@ -305,8 +305,11 @@ def _blob_contents(mirror: Path, shas: list[str]) -> Iterator[tuple[str, bytes |
 
 
 #: What a notebook must hold to have a reward column in a progress table (its HTML, escaped in JSON),
-#: or a reward in the trainer's console dicts printed into a cell's output (newer TRL).
-_NOTEBOOK_TABLE = re.compile(rb"<th>\s*[\w/ ]*reward|\{'loss': [^}]{0,400}'reward'", re.IGNORECASE)
+#: a reward in the trainer's console dicts printed into a cell's output (newer TRL), or a callback's
+#: printed ``Step N | name: value`` lines.
+_NOTEBOOK_TABLE = re.compile(
+    rb"<th>\s*[\w/ ]*reward|\{'loss': [^}]{0,400}'reward'|Step \d+ \| [\w /.\-]+: [-+]?[\d.]", re.IGNORECASE
+)
 
 
 def mlflow_run_folders(mirror: Path, listing: list[tuple[str, str]]) -> list[tuple[str, str, int]]:

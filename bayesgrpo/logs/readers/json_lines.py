@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bayesgrpo.errors import EmptyLogError, MalformedRecordError, TruncatedLogError
+from bayesgrpo.errors import EmptyLogError, LogReadError, MalformedRecordError, TruncatedLogError
 from bayesgrpo.logs.readers._limits import MAX_METRICS_PER_LINE, bounded_lines, too_many_metrics
 from bayesgrpo.logs.readers._prefix import split_log_prefix
 
@@ -34,6 +34,12 @@ class JsonLines:
     cut_line : int or None
         The number of the last line when it is bad and has no line end: a record cut while
         being written (it is among ``bad`` too).
+    label : str
+        What a record's place is called: ``"line"``, or ``"list entry"`` for the entries of a
+        JSON list (:func:`read_json_list`).
+    unclosed : bool
+        A JSON list that ends after a complete entry without its closing ``]`` (cut between
+        entries: nothing lost, noted).
     """
 
     records: list[dict[str, Any]]
@@ -41,6 +47,8 @@ class JsonLines:
     n_read: int
     bad: list[int]
     cut_line: int | None
+    label: str = "line"
+    unclosed: bool = False
 
 
 def _json_object(line: str) -> Any:
@@ -124,3 +132,118 @@ def read_json_lines(path: Path, strict: bool) -> JsonLines:
     if n_read == 0:
         raise EmptyLogError("empty file", path)
     return JsonLines(records, locs, n_read, bad, cut_line)
+
+
+#: What a JSON list's entries are called in reports.
+LIST_ENTRY = "list entry"
+
+
+def is_json_list(path: Path) -> bool:
+    """Whether a ``.json`` file holds one JSON list (its first character, blanks aside, ``[``)."""
+    if path.suffix.lower() != ".json":
+        return False
+    with open(path, "rb") as handle:
+        head = handle.read(4096).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    return head.startswith("[")
+
+
+def read_json_list(path: Path, strict: bool) -> JsonLines:
+    """Read a JSON document holding one list of objects, each a record, as JSON Lines are read.
+
+    What a tracker exports (trackio's ``[{"step": 0, "train/reward": ...}, ...]``) or a script
+    writes with ``json.dump(records, f)``: entry ``k`` (from 1) is the record of JSON Lines' line
+    ``k``. An entry that is not an object is bad (dropped, reported); a list cut while being
+    written keeps every complete entry before the cut, the cut one reported as dropped.
+
+    Parameters
+    ----------
+    path : Path
+    strict : bool
+        Raise at the first bad entry or at a cut instead of noting it.
+
+    Returns
+    -------
+    JsonLines
+        With ``label`` ``"list entry"``.
+
+    Raises
+    ------
+    EmptyLogError
+        An empty file or an empty list.
+    LogReadError
+        JSON that is no list, or a list damaged inside (not merely cut at its end).
+    TruncatedLogError
+        Under ``strict``, a list cut at its end.
+    MalformedRecordError
+        Under ``strict``, an entry that is not an object.
+    RecordTooLargeError
+        An object past ``MAX_METRICS_PER_LINE`` keys.
+    """
+    with open(path, "rb") as handle:
+        text = handle.read().decode("utf-8", errors="replace").lstrip("\ufeff")
+    if not text.strip():
+        raise EmptyLogError("empty file", path)
+    decoder = json.JSONDecoder()
+    position = len(text) - len(text.lstrip())
+    if not text.startswith("[", position):
+        raise LogReadError("not a JSON list of records", path)
+    position += 1
+    records: list[dict[str, Any]] = []
+    locs: list[int] = []
+    bad: list[int] = []
+    cut: int | None = None
+    unclosed = False
+    number = 0
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text):  # no closing bracket: the list was cut between entries
+            unclosed = True
+            break
+        if text[position] == "]":
+            break
+        number += 1
+        try:
+            entry, position = decoder.raw_decode(text, position)
+        except (ValueError, RecursionError) as exc:
+            if _cut_at_end(text, exc):
+                cut = number
+                break
+            raise LogReadError(
+                f"not a readable JSON list: {getattr(exc, 'msg', exc)} in list entry {number}",
+                path,
+                f"{LIST_ENTRY} {number}",
+            ) from exc
+        if not isinstance(entry, dict):
+            if strict:
+                raise MalformedRecordError(
+                    f"a list entry that is a {type(entry).__name__}, not a JSON object; pass strict=False "
+                    "to drop such entries and report",
+                    path,
+                    f"{LIST_ENTRY} {number}",
+                )
+            bad.append(number)
+            continue
+        if len(entry) > MAX_METRICS_PER_LINE:
+            raise too_many_metrics(path, number, len(entry), "JSON object")
+        records.append(entry)
+        locs.append(number)
+    if cut is not None:
+        if strict:
+            raise TruncatedLogError(
+                "the JSON list ends early (cut while being written?); pass strict=False to keep its "
+                "complete entries and report",
+                path,
+                f"{LIST_ENTRY} {cut}",
+            )
+        bad.append(cut)
+    if not records and not bad:
+        raise EmptyLogError("an empty JSON list", path)
+    return JsonLines(records, locs, len(records) + len(bad), bad, cut, LIST_ENTRY, unclosed)
+
+
+def _cut_at_end(text: str, exc: ValueError | RecursionError) -> bool:
+    """Whether an entry fails to parse only because the text ends inside it (a cut, not damage)."""
+    if not isinstance(exc, json.JSONDecodeError):
+        return False
+    return exc.msg.startswith("Unterminated string") or len(text[exc.pos :].strip()) <= 1

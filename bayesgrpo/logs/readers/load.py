@@ -62,6 +62,15 @@ _TRL_DICT_LINE = re.compile(
 )
 #: A JSON list of log dicts (a log_history saved on its own): ``[{"loss": ..., ... "step": 1}``.
 _BARE_HISTORY_HEAD = re.compile(r'\s*\[\s*\{[^\[\]{}]*"(?:loss|reward|reward_mean|step)"\s*:')
+#: The first entry of a JSON list of records, up to its first nested value.
+_JSON_LIST_HEAD = re.compile(r"\s*\[\s*\{([^\[\]{}]*)")
+#: A key of transformers' / TRL's own log dicts (bare names, as ``log_history`` holds them).
+_TRAINER_LOG_KEY = re.compile(
+    r'"(?:loss|reward|reward_mean|mean_reward|learning_rate|grad_norm|epoch|train_runtime|'
+    r'objective\\?/(?:scores|rlhf_reward)|eval_[^"]*)"\s*:'
+)
+#: A step key of a table (``tabular.STEP_NAMES``), ``/`` possibly written ``\/`` as pandas does.
+_TABLE_STEP_KEY = re.compile(r'"(?:step|Step|global_step|_step|train\\?/global_step|iteration)"\s*:')
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 _HEAD_BYTES = 65536
 _CONSOLE_HEAD_BYTES = 4 * 2**20
@@ -110,9 +119,9 @@ def detect_format(path: PathLike) -> str | None:
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
     if suffix == ".json":
-        if '"log_history"' in head or name == "trainer_state.json" or _BARE_HISTORY_HEAD.match(head):
+        if '"log_history"' in head or name == "trainer_state.json":
             return "trl-state"
-        return None
+        return _json_list_format(head)
     if suffix == ".csv" or suffix == ".tsv":
         first_line = head.splitlines()[0] if head else ""
         if " - " in first_line and (
@@ -140,6 +149,21 @@ def detect_format(path: PathLike) -> str | None:
         if _has_trl_dict_line(more):
             return "trl-console"
     return None
+
+
+def _json_list_format(head: str) -> str | None:
+    """A JSON list's format: a log_history saved on its own (``trl-state``) when its first entry
+    holds the trainer's own keys (``loss``, ``reward``...), a table of step records (``jsonl``:
+    a tracker's export such as trackio's, ``train/reward`` and ``step`` keys) when it holds a step
+    but none of them; ``None`` otherwise.
+    """
+    if not _BARE_HISTORY_HEAD.match(head):
+        return None
+    first = _JSON_LIST_HEAD.match(head)
+    entry = first.group(1) if first is not None else ""
+    if _TRAINER_LOG_KEY.search(entry):
+        return "trl-state"
+    return "jsonl" if _TABLE_STEP_KEY.search(entry) else "trl-state"
 
 
 def _has_trl_dict_line(text: str) -> bool:

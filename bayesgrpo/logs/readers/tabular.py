@@ -1,5 +1,8 @@
 """Plain tables: CSV, JSON Lines and Parquet, one row per logged step.
 
+A ``.json`` file holding one list of records (a tracker's export, such as trackio's) is read
+as JSON Lines are, as format ``jsonl``: entry ``k`` of the list is the record of line ``k``.
+
 Columns are read by name. By default ``step`` (or ``Step``, ``global_step``, ``_step``) is the
 step and ``reward`` the reward; ``columns={"step": ..., "reward": ..., "run_id": ...}`` maps
 other names. With a ``run_id`` column a file holds several runs.
@@ -25,7 +28,7 @@ from bayesgrpo.errors import (
 from bayesgrpo.logs.readers._common import locations, unique_names
 from bayesgrpo.logs.readers._limits import MAX_METRICS_PER_LINE, bounded_lines, too_many_metrics
 from bayesgrpo.logs.readers._records import LOC, STEP, RawRun
-from bayesgrpo.logs.readers.json_lines import JsonLines, read_json_lines
+from bayesgrpo.logs.readers.json_lines import JsonLines, is_json_list, read_json_lines, read_json_list
 from bayesgrpo.logs.readers.verl.jsonl import is_verl_jsonl, verl_jsonl_run
 from bayesgrpo.logs.report import MAX_LOCATIONS, ReadIssue
 
@@ -200,7 +203,9 @@ def _read_csv(path: Path, strict: bool) -> tuple[pd.DataFrame, int, list[ReadIss
 
 
 def _jsonl_frame(lines: JsonLines, path: Path) -> tuple[pd.DataFrame, int, list[ReadIssue]]:
-    """A plain JSON Lines table: one column per key, bad lines reported as dropped."""
+    """A plain JSON Lines table (or JSON list of records): one column per key, bad lines reported
+    as dropped.
+    """
     issues = []
     if lines.bad:
         issues.append(
@@ -209,8 +214,22 @@ def _jsonl_frame(lines: JsonLines, path: Path) -> tuple[pd.DataFrame, int, list[
                 "bad_line",
                 "dropped",
                 len(lines.bad),
-                locations("line", lines.bad),
-                "line(s) that are not a JSON object (cut mid-write?); dropped",
+                locations(lines.label, lines.bad),
+                "line(s) that are not a JSON object (cut mid-write?); dropped"
+                if lines.label == "line"
+                else "list entries that are not a JSON object, or cut mid-write; dropped",
+            )
+        )
+    if lines.unclosed:
+        issues.append(
+            ReadIssue(
+                str(path),
+                "truncated",
+                "info",
+                0,
+                (),
+                "the JSON list ends without its closing ']' (cut between entries while being written?); "
+                "every complete entry kept",
             )
         )
     frame = pd.DataFrame.from_records(lines.records) if lines.records else pd.DataFrame()
@@ -414,12 +433,14 @@ def read_table_records(source: Source, options: ReadOptions) -> TableRead | RawR
             frame, n_read, issues = _read_parquet(path)
             label = "row"
         elif source.format == "jsonl":
-            lines = read_json_lines(path, options.strict)
+            # a .json file holding one list of records (a tracker's export) reads as JSON Lines do
+            reader = read_json_list if is_json_list(path) else read_json_lines
+            lines = reader(path, options.strict)
 
             if is_verl_jsonl(lines.records):  # verl's file logger, named *.jsonl: read as such
                 return verl_jsonl_run(lines, source, options)
             frame, n_read, issues = _jsonl_frame(lines, path)
-            label = "line"
+            label = lines.label
         else:
             frame, n_read, issues = _read_csv(path, options.strict)
             label = "line"

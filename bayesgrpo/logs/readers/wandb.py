@@ -29,9 +29,10 @@ How the reader maps it
   (``Relative Time (Process)``, ``Wall Time``) gives way to each run's own ``_step`` column where
   the export holds one (noted); otherwise values that are not whole numbers are dropped and
   reported by ``tidy_run``.
-- Default reward: ``train/reward`` (TRL), ``reward``, ``critic/score/mean`` (verl), or, when the
-  file holds exactly one metric (W&B's ``_step``/``_runtime``/``_timestamp`` not counted), that
-  metric.
+- Default reward: ``train/reward`` (TRL), ``reward``, ``critic/score/mean`` (verl), then the
+  totals of :data:`REWARD_CANDIDATES` hand-written loops log (``rewards``, ``train/avg_reward``...),
+  or, when the file holds exactly one metric (W&B's ``_step``/``_runtime``/``_timestamp`` not
+  counted), that metric.
 
 Accounting
 ----------
@@ -74,8 +75,24 @@ SEPARATOR = " - "
 BAND_SUFFIXES: dict[str, str] = {"__MIN": "__min", "__MAX": "__max"}
 DEFAULT_X_AXIS = "Step"
 #: Default reward metrics, in order of preference (``env/all/reward/total``: the Tinker
-#: cookbook's training reward).
-REWARD_CANDIDATES: tuple[str, ...] = ("train/reward", "reward", "critic/score/mean", "env/all/reward/total")
+#: cookbook's training reward), then the names hand-written GRPO loops log their total reward
+#: under (seen in public offline runs: ``rewards`` beside its parts ``correctness_reward`` and
+#: ``format_reward``; ``train/avg_reward``). Each is a total: a reward function's own part
+#: (``*_reward``, ``rewards/<func>/mean``) is never a default; name it with ``reward=``.
+REWARD_CANDIDATES: tuple[str, ...] = (
+    "train/reward",
+    "reward",
+    "critic/score/mean",
+    "env/all/reward/total",
+    "train/rewards",
+    "rewards",
+    "train/reward_mean",
+    "reward_mean",
+    "reward/mean",
+    "mean_reward",
+    "train/avg_reward",
+    "avg_reward",
+)
 #: Keys W&B itself adds to every run's history.
 INTERNAL_METRICS: frozenset[str] = frozenset({"_step", "_runtime", "_timestamp"})
 #: A panel x-axis that is a time, not a step (W&B's "Relative Time (Process)", "Wall Time").

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,10 +14,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from wandb.proto import wandb_internal_pb2
 from wandb.sdk.internal.datastore import DataStore
 
 from bayesgrpo.errors import LogReadError
 from bayesgrpo.logs.readers import detect_format, load_runs
+from bayesgrpo.logs.readers.wandb import REWARD_CANDIDATES
 from bayesgrpo.model.datasets import load_bundled
 
 RUN = "verl_asyncRA_q3b_fsdp_base"
@@ -139,3 +142,56 @@ def test_a_folder_copied_without_its_run_file_is_a_clear_error(offline_folder, t
     shutil.copytree(offline_folder, copy, ignore=shutil.ignore_patterns("*.wandb"))
     with pytest.raises(LogReadError, match="no readable log found"):
         load_runs([copy])
+
+
+def _offline_file(path: Path, rows: list[dict[str, float]]) -> Path:
+    """A run file of one ``wandb.log`` call a row, written with wandb's own record writer."""
+    store = DataStore()
+    store.open_for_write(str(path))
+    try:
+        run = wandb_internal_pb2.Record()
+        run.run.run_id, run.run.project = "mjq39fsw", "grpo"
+        store.write(run)
+        for step, row in enumerate(rows):
+            record = wandb_internal_pb2.Record()
+            record.history.step.num = step
+            for key, value in {"_step": step, **row}.items():
+                item = record.history.item.add()
+                item.key, item.value_json = key, json.dumps(value)
+            store.write(record)
+    finally:
+        store.close()
+    return path
+
+
+def test_the_total_reward_is_chosen_over_a_reward_functions_part(tmp_path):
+    # souvikk1791/GRPO_sample_trainer wandb/run-20250219_111820-mjq39fsw (blob 47b37570): a
+    # hand-written GRPO loop logs its total as 'rewards' beside the parts 'correctness_reward'
+    # and 'format_reward'; with no default name logged, the scan fell back to 'format_reward'
+    rows = [
+        {"rewards": -0.011810302734375, "correctness_reward": 0, "format_reward": 0, "loss": -0.00505},
+        {"rewards": -0.011810302734375, "correctness_reward": 0, "format_reward": 0, "loss": 0.00694},
+        {"rewards": 0.009979248046875, "correctness_reward": 0, "format_reward": 0, "loss": 0.00247},
+        {"rewards": 0.009979248046875, "correctness_reward": 0, "format_reward": 0.125, "loss": 0.04257},
+    ]
+    table = load_runs([_offline_file(tmp_path / "run-mjq39fsw.wandb", rows)], warn=False)
+    assert table.runs.loc[0, "reward_key"] == "rewards"
+    assert np.allclose(table.points["reward"], [r["rewards"] for r in rows])
+    assert {"correctness_reward", "format_reward"} <= set(table.points.columns)  # kept as metrics
+
+
+def test_an_average_reward_under_train_is_a_default_reward(tmp_path):
+    # Dawn-Of-Justice/Fair-RLVR's callback logs the batch's mean total reward as train/avg_reward
+    # beside its parts (train/r_fairness, ...)
+    rows = [{"train/avg_reward": 0.1 * k, "train/r_fairness": 0.5, "train/accuracy": 0.2} for k in range(3)]
+    table = load_runs([_offline_file(tmp_path / "run-knrf4q0d.wandb", rows)], warn=False)
+    assert table.runs.loc[0, "reward_key"] == "train/avg_reward"
+    assert np.allclose(table.points["reward"], [0.0, 0.1, 0.2])
+
+
+def test_no_default_reward_name_is_a_reward_functions_part():
+    parts = {"correctness_reward", "format_reward", "train/rewards/reward_fn/mean", "rewards/format/mean"}
+    assert not parts & set(REWARD_CANDIDATES)
+    assert {"rewards", "train/rewards", "train/avg_reward"} <= set(REWARD_CANDIDATES)
+    # the names chosen before come first, as before: no run that read reads another reward now
+    assert REWARD_CANDIDATES[:4] == ("train/reward", "reward", "critic/score/mean", "env/all/reward/total")

@@ -12,6 +12,10 @@ table's last state. The trainer's start banner is in a stream output before it (
 The reader takes the last complete progress table of the notebook (others are earlier
 displays or re-runs, reported), turns header names back into TRL's metric names, and reads
 the banner, the progress bar and the notebook's own ``GRPOConfig(...)`` call into metadata.
+Without a progress table it reads the trainer's console dicts printed into a cell's output
+(newer TRL); without either, or when the table has no reward column (a training loss only), it
+reads the ``Step 10 | reward: 1.570`` lines a callback printed, one a logged step
+(:mod:`~bayesgrpo.logs.readers.notebook.printed`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The notebook reader: the last complete progress table as a run, with its metadata.
+"""The notebook reader: the last complete progress table as a run, with its metadata (or the
+console dicts or ``Step N | name: value`` lines printed in a cell's output, without a table that
+gives the reward).
 
 Metadata come, per field, from the banner and the returned ``TrainOutput`` first, then the
 progress bar (``[250/250 1:40:29, Epoch 0/1]``), then the notebook's code.
@@ -26,7 +28,9 @@ from bayesgrpo.logs.readers.notebook.cells import (
     stream_lines,
 )
 from bayesgrpo.logs.readers.notebook.code import code_metadata
+from bayesgrpo.logs.readers.notebook.printed import PrintedSteps, code_sources, printed_steps
 from bayesgrpo.logs.readers.trl.columns import (
+    TRL_REWARD_CANDIDATES,
     ColumnStore,
     trl_run,
 )
@@ -131,12 +135,15 @@ def read_notebook(source: Source, options: ReadOptions) -> list[RawRun]:
     Returns
     -------
     list of RawRun
-        One run: the last complete progress table of the notebook.
+        One run: the last complete progress table of the notebook; without one, the trainer's
+        console dicts printed into a cell's output; without either, or when the table has no
+        reward column, the ``Step N | name: value`` lines a callback printed (each noted).
 
     Raises
     ------
     EmptyLogError
-        The notebook holds no progress table (saved without outputs?), or its table no row.
+        The notebook holds no progress table, console dicts or printed steps (saved without
+        outputs?), or its table no row.
     TruncatedLogError
         The notebook's JSON is cut (notebooks are not salvaged).
     MalformedRecordError
@@ -152,6 +159,9 @@ def read_notebook(source: Source, options: ReadOptions) -> list[RawRun]:
         from_streams = _console_dicts(source, options, cells)
         if from_streams is not None:
             return from_streams
+    printed = _printed_run(source, options, cells, tables)
+    if printed is not None:
+        return printed
     table, issues = _last_complete_table(tables, cells, path, label)
     where_table = f"cell {table.cell}"
     rows = _table_rows(table, path, where_table, options.strict)
@@ -262,6 +272,157 @@ def _console_dicts(source: Source, options: ReadOptions, cells: list[dict[str, A
     return runs
 
 
+def _has_reward(names: set[str], options: ReadOptions) -> bool:
+    """Whether metrics of these names hold the reward asked for (or a default TRL reward)."""
+    known = names | {NOTEBOOK_ALIASES.get(name, name) for name in names}
+    wanted = (options.reward,) if options.reward else TRL_REWARD_CANDIDATES
+    return any(name in known for name in wanted)
+
+
+def _printed_run(
+    source: Source, options: ReadOptions, cells: list[dict[str, Any]], tables: list[ProgressTable]
+) -> list[RawRun] | None:
+    """The run a callback printed as ``Step N | name: value`` lines (:mod:`.printed`), if no
+    progress table gives the reward: the notebook has no step table, or its table (a training
+    loss only, say) lacks the reward the printed lines hold. ``None`` otherwise.
+    """
+    found = printed_steps(cells)
+    if not found:
+        return None
+    path = source.paths[0]
+    with_reward = [p for p in found if _has_reward({metric_name(n) for n in p.names}, options)]
+    table = _choose(tables, path)[0] if any(t.is_step_table for t in tables) else None
+    if table is not None and (
+        not with_reward or _has_reward({metric_name(h) for h in table.header[1:]}, options)
+    ):
+        return None  # the table is the run (or neither holds the reward: the table's error says so)
+    printed = (with_reward or found)[-1]
+    label = str(path)
+    store = ColumnStore()
+    for line, step, metrics in printed.records:
+        names = unique_names(metric_name(name) for name in metrics)
+        store.add(line, step, dict(zip(names, metrics.values(), strict=True)))
+    where = f"cell {printed.cell}"
+    if table is None:
+        why = "no progress table"
+    else:
+        shown = ", ".join(repr(h) for h in table.header[1:]) or "none"
+        why = (
+            f"the progress table in cell {table.cell} has no reward column (its metrics: {shown}); "
+            f"its {len(table.rows)} row(s) not read"
+        )
+    issues = [
+        ReadIssue(
+            label,
+            "printed_steps",
+            "info",
+            len(store),
+            (where,),
+            f"{why}: read the {len(store)} 'Step N | name: value' line(s) a callback printed in {where}",
+        ),
+        *_printed_notes(printed, found, tables, table, label),
+    ]
+    nan_issue = store.nan_issue(label, _PRINTED_LABEL)
+    if nan_issue is not None:
+        issues.append(nan_issue)
+    same_cell = [t for t in tables if t.cell == printed.cell and t.is_step_table]
+    if same_cell:  # the trainer's own table of this training: its banner, progress bar, TrainOutput
+        metadata, _ = _metadata(same_cell[-1], label, issues)
+    else:
+        metadata = code_metadata(code_sources(cells[: printed.cell]))
+        if metadata:
+            shown = ", ".join(f"{k}={v!r}" for k, v in metadata.items())
+            issues.append(
+                ReadIssue(
+                    label,
+                    "code_metadata",
+                    "info",
+                    len(metadata),
+                    (),
+                    f"metadata read from the notebook's own code (GRPOConfig / from_pretrained): {shown}",
+                )
+            )
+    return [
+        trl_run(
+            source,
+            options,
+            store,
+            0,
+            issues,
+            metadata,
+            location_label=_PRINTED_LABEL,
+            aliases=NOTEBOOK_ALIASES,
+        )
+    ]
+
+
+_PRINTED_LABEL = "stream line"
+
+
+def _printed_notes(
+    printed: PrintedSteps,
+    found: list[PrintedSteps],
+    tables: list[ProgressTable],
+    table: ProgressTable | None,
+    label: str,
+) -> list[ReadIssue]:
+    """What a run of printed steps leaves unread: other cells' printed steps, other tables,
+    ``Step N |`` lines that are no metrics, and the start of an output Colab cut.
+    """
+    notes: list[ReadIssue] = []
+    others = [p for p in found if p is not printed]
+    if others:
+        notes.append(
+            ReadIssue(
+                label,
+                "other_printed_steps",
+                "info",
+                sum(len(p.records) for p in others),
+                tuple(f"cell {p.cell}" for p in others[:MAX_LOCATIONS]),
+                f"printed step lines of {len(others)} other cell(s) (earlier runs or re-runs) not read; "
+                f"read those of cell {printed.cell}",
+            )
+        )
+    unread = [t for t in tables if t is not table]
+    if unread:
+        notes.append(
+            ReadIssue(
+                label,
+                "other_tables",
+                "info",
+                len(unread),
+                tuple(f"cell {t.cell}" for t in unread[:MAX_LOCATIONS]),
+                f"{len(unread)} other progress table(s) (other trainings, earlier displays) not read",
+            )
+        )
+    if printed.other_lines:
+        notes.append(
+            ReadIssue(
+                label,
+                "not_metric_lines",
+                "info",
+                len(printed.other_lines),
+                locations(_PRINTED_LABEL, printed.other_lines),
+                "lines starting 'Step N |' that hold no 'name: number' pairs (printed completions, say); "
+                "no records, not read",
+            )
+        )
+    if printed.kept_lines is not None:
+        first = min(step for _, step, _ in printed.records)
+        notes.append(
+            ReadIssue(
+                label,
+                "output_cut",
+                "info",
+                1,
+                (f"cell {printed.cell}",),
+                f"the notebook kept only the last {printed.kept_lines} lines of the cell's output (Colab "
+                f"cuts long outputs): steps printed before step {first} are not in the file",
+            )
+        )
+    return notes
+
+
 def _last_complete_table(
     tables: list[ProgressTable], cells: list[dict[str, Any]], path: Path, label: str
 ) -> tuple[ProgressTable, list[ReadIssue]]:
@@ -270,8 +431,8 @@ def _last_complete_table(
         n_outputs = sum(len(c.get("outputs") or []) for c in cells if isinstance(c.get("outputs"), list))
         raise EmptyLogError(
             f"no training progress table (an HTML <table> after a <progress> bar, as transformers "
-            f"shows in notebooks) in {len(cells)} cell(s) with {n_outputs} output(s); was the notebook "
-            "saved with its outputs?",
+            f"shows in notebooks), no trainer console dicts and no printed 'Step N | name: value' lines "
+            f"in {len(cells)} cell(s) with {n_outputs} output(s); was the notebook saved with its outputs?",
             path,
         )
     table, others = _choose(tables, path)
