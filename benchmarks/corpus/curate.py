@@ -190,9 +190,10 @@ def near_copies(found: pd.DataFrame, tolerance: float = 1e-4) -> pd.Series:
     """Runs that repeat another run of their repository at another precision.
 
     A notebook's table rounds to 6 decimals and console dicts to 4 significant digits, so the same
-    run saved in full by ``trainer_state.json`` has another fingerprint. Within a repository, a run
-    with the same number of points, the same first and last step, and its first, last, lowest and
-    highest reward within ``tolerance`` of the reward range of another is a copy; the copy of a
+    run saved in full by ``trainer_state.json`` has another fingerprint; W&B counts steps from 0
+    where the trainer's console counts from 1, and may hold one point more. Within a repository, a
+    run whose number of points is within one (or 2%) of another's and whose first, last, lowest and
+    highest reward are within ``tolerance`` of that run's reward range is a copy; the copy of a
     format that does not round is kept.
 
     Returns
@@ -203,16 +204,19 @@ def near_copies(found: pd.DataFrame, tolerance: float = 1e-4) -> pd.Series:
     rounded = found["format"].isin(_ROUNDED_FORMATS)
     order = found.assign(_rounded=rounded).sort_values("_rounded", kind="stable")
     drop = pd.Series(False, index=found.index)
-    keys = ["repo", "n_points", "first_step", "last_step"]
-    for _, group in order.groupby(keys, sort=False):
-        kept: list[np.ndarray] = []
+    for _, group in order.groupby("repo", sort=False):
+        kept: list[tuple[np.ndarray, int]] = []
         for index, row in group.iterrows():
             summary = row[list(_SUMMARY)].to_numpy(dtype=float)
+            points = int(row["n_points"])
             scale = max(float(summary[3] - summary[2]), 1e-9)
-            if any(np.all(np.abs(summary - other) <= tolerance * scale) for other in kept):
+            if any(
+                abs(points - n) <= max(1, 0.02 * n) and np.all(np.abs(summary - other) <= tolerance * scale)
+                for other, n in kept
+            ):
                 drop[index] = True
             else:
-                kept.append(summary)
+                kept.append((summary, points))
     return drop
 
 
