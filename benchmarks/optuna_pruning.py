@@ -1,41 +1,39 @@
-"""Pruning replayed studies: bayesgrpo's RewardCurvePruner against Optuna's own pruners.
+"""Pruning replayed corpus studies: RewardCurvePruner's frontier against every Optuna pruner.
 
-Each source of the bundled runs with at least ``--min-runs`` runs (one verl recipe, one notebook
-with its editions: runs of one task, with different settings) becomes a study; its runs are its
-trials, replayed in a random order (``--orders`` seeds): trial k reports run k's reward at every
-logged step, checks ``trial.should_prune()``, and if it runs to the end returns its final reward
-(the mean of its last 10% of logged rewards). Every pruner sees the same studies in the same
-orders: no pruning (``NopPruner``), ``MedianPruner``, ``PercentilePruner`` (25th), ``HyperbandPruner``,
-``WilcoxonPruner`` and bayesgrpo's ``RewardCurvePruner``, whose population never saw the study's
-source (the leave-one-source-out populations of ``benchmarks/_loso.py``); ``bayesgrpo_study`` is
-the same pruner with a population fitted on the study's own finished trials once four have
-finished (``fit_after=4``); ``bayesgrpo_own_range`` the same pruner with ``study_reach=False`` (a trial
-without a stated range read on its own values alone, not on the span of the finished trials).
-Two oracles bound what a pruner that never risks the best trial could do: ``oracle`` knows the
-running trial's final value (not the trials still to come) and prunes it at the end of the warm-up
-exactly when it will not beat the best finished trial (after the same startup trials). Without
-knowing the trials to come, a trial that would beat every finished one may be the study's best, so
-a pruner that is never to lose the best must let it finish: ``oracle`` spends the fewest steps such
-a pruner can at these settings. ``oracle_no_startup`` does the same from the second trial on (as
-Hyperband and Wilcoxon, which have no startup setting).
+A study is a corpus source (``benchmarks/corpus/``) with ``--min-runs`` runs or more of one reward
+key, from a source the shipped population never saw (no bundled run comes from it): its runs are
+its trials, replayed through a real Optuna study in ``--orders`` random orders. Trial k reports run
+k's reward at each logged point (step = the point's index), checks ``trial.should_prune()``, and if
+it runs to the end returns its final reward (the mean of its last 10% of logged rewards). Every
+pruner sees the same studies in the same orders:
 
-Measured per study and order: the steps spent (reports made), and the regret: the best final
-reward among the trials that finished, below the best final reward of all the study's runs, in
-units of the study's reward range. The target (issue 19): fewer total steps than every other
-pruner at no worse best-found final reward.
+- Optuna's Median, Percentile, SuccessiveHalving, Hyperband, Wilcoxon and Patient-around-Median
+  pruners, each at its defaults and at two other settings (:func:`optuna_settings`);
+- bayesgrpo's ``RewardCurvePruner`` (the shipped population, two startup trials, warm-up 10% and a
+  check every 5% of the study's median trial, the rest at its defaults), over a sweep of
+  ``min_prob_beat_best``;
+- no pruning, and an oracle that knows the running trial's final value (not the trials to come).
+
+Measured per study and order: the steps spent (reports made) as a share of all the study's steps,
+and the regret: the best final reward of the study's runs minus the best among the trials that
+finished, in units of the study's reward range (stated, else observed). A setting's figure is the
+mean over studies (each study equal), for the source folds 0-4 and for the sealed fold apart, with
+a 90% interval from a bootstrap over studies. A pruner setting is *covered* when some
+``RewardCurvePruner`` setting spends fewer steps at no more mean regret; the recommended threshold
+is the one chosen on folds 0-4 (the one covering most Optuna settings there, the fewest steps
+among ties) and scored once on the sealed fold. The pruner's own time per ``should_prune`` call
+(median, slowest) and per trial is timed on one order of each study without any cache.
 
 Usage::
 
-    python benchmarks/optuna_pruning.py              # 5 studies x 10 orders x 7 pruners
-    python benchmarks/optuna_pruning.py --orders 2   # quicker
+    python benchmarks/optuna_pruning.py             # ~25 studies x 10 orders x 33 settings
+    python benchmarks/optuna_pruning.py --orders 2  # quicker
 
-Resumable: each (study, order, pruner) result is appended to
-``benchmarks/_scratch/optuna_pruning_rows.csv`` and skipped when found there with the same settings
-(and, for bayesgrpo's pruners, the same code of the package's model, questions and evaluate
-layers and of its Optuna integration).
-Writes ``benchmarks/results/optuna_pruning.md`` and ``optuna_pruning_runs.csv``; with
-``--likelihood-weight W`` (the pruner's live update tempered by ``W`` instead of its default),
-``optuna_pruning_w<W>.md`` and ``optuna_pruning_w<W>_runs.csv``.
+Resumable: each study's rows are appended to ``benchmarks/_scratch/optuna_pruning/`` under a hash of
+the settings (and, for bayesgrpo's rows, of the package code they depend on). Within a study the
+live updates are memoised by (trial, prefix, span of the finished trials), so the threshold sweep
+costs one live update per distinct question. Writes ``benchmarks/results/optuna_pruning.md``,
+``optuna_pruning_runs.csv`` and ``optuna_pruning.png``.
 """
 
 from __future__ import annotations
@@ -44,10 +42,11 @@ import argparse
 import hashlib
 import json
 import logging
-import shlex
 import sys
 import time
 import warnings
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -56,50 +55,17 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _loso import loso_populations
-from _markdown import machine_line, markdown_table
-from live_backtest import code_hash
-
-RESULTS = HERE / "results"
-ROWS = HERE / "_scratch" / "optuna_pruning_rows.csv"
-FINAL_SHARE = 0.1
-PRUNERS = (
-    "none",
-    "median",
-    "percentile25",
-    "hyperband",
-    "wilcoxon",
-    "bayesgrpo",
-    "bayesgrpo_study",
-    "bayesgrpo_own_range",
-    "oracle",
-    "oracle_no_startup",
-)
-#: Not pruners a user can have: they know each trial's final value (what is reachable at all).
-ORACLES = ("oracle", "oracle_no_startup")
+from _corpus import BUILT, code_hash, fold_group, interval  # noqa: E402
+from _markdown import command_line, machine_line, markdown_table, write_result  # noqa: E402
 
 logger = logging.getLogger("optuna_pruning")
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--orders", type=int, default=10, help="random trial orders per study")
-    parser.add_argument("--min-runs", type=int, default=4, help="sources with fewer runs are no study")
-    parser.add_argument("--startup", type=int, default=2, help="n_startup_trials of every pruner")
-    parser.add_argument("--warmup", type=float, default=0.1, help="warm-up, share of the trial's steps")
-    parser.add_argument("--interval", type=float, default=0.05, help="check every this share of the steps")
-    parser.add_argument("--min-prob", type=float, default=0.05, help="RewardCurvePruner's min_prob_beat_best")
-    parser.add_argument(
-        "--likelihood-weight",
-        type=float,
-        default=None,
-        help="RewardCurvePruner's likelihood_weight (default: the pruner's own)",
-    )
-    parser.add_argument("--pruners", nargs="+", default=list(PRUNERS), choices=PRUNERS)
-    parser.add_argument("--output-dir", type=Path, default=RESULTS)
-    parser.add_argument("--rows", type=Path, default=ROWS, help="resumable rows (append-only CSV)")
-    return parser.parse_args(argv)
+SCRATCH = HERE / "_scratch" / "optuna_pruning"
+RESULTS = HERE / "results"
+FINAL_SHARE = 0.1
+#: RewardCurvePruner's thresholds swept (``min_prob_beat_best``).
+THRESHOLDS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
+#: The package code bayesgrpo's rows depend on (a change re-runs them).
+PRUNER_CODE = ("model", "questions", "integrations/optuna.py")
 
 
 def final_reward(rewards: np.ndarray) -> float:
@@ -108,66 +74,144 @@ def final_reward(rewards: np.ndarray) -> float:
     return float(np.mean(rewards[-n:]))
 
 
-def oracle_pruner(n_startup_trials: int, n_warmup_steps: int) -> Any:
-    """A pruner that knows each trial's final value (user attribute ``final``): at the end of the
-    warm-up it prunes exactly the trials that will not beat the best finished one.
+def studies(built: Path, min_runs: int) -> list[dict[str, Any]]:
+    """The corpus's studies: runs of one source and reward key, from sources no bundled run is from."""
+    from bayesgrpo.evaluate.corpus import load_built, read_manifest
+
+    corpus = load_built(built)
+    manifest = read_manifest(HERE / "corpus" / "manifest.csv")
+    bundled = set(manifest.loc[manifest["bundled_file"] != "", "source"])
+    runs = corpus.runs[~corpus.runs["source"].isin(bundled)].copy()
+    runs["reward_key"] = runs["reward_key"].fillna("")
+    out = []
+    for (source, key), group in runs.groupby(["source", "reward_key"], sort=True):
+        if len(group) < min_runs:
+            continue
+        curves = [corpus.run(r)["reward"].to_numpy(dtype=float) for r in group["run_id"]]
+        curves = [c[np.isfinite(c)] for c in curves]
+        low, high = group["reward_min"], group["reward_max"]
+        stated = low.notna().all() and high.notna().all() and low.nunique() == 1 and high.nunique() == 1
+        rewards = np.concatenate(curves)
+        out.append(
+            {
+                "study": f"{source} [{key}]" if (runs["source"] == source).sum() > len(group) else source,
+                "source": source,
+                "group": str(fold_group(group["fold"].iloc[:1])[0]),
+                "curves": curves,
+                "metadata": {"reward_min": float(low.iloc[0]), "reward_max": float(high.iloc[0])}
+                if stated
+                else {},
+                "true_best": max(final_reward(c) for c in curves),
+                "reward_range": float(high.iloc[0] - low.iloc[0]) if stated else float(np.ptp(rewards)),
+                "horizon": int(np.median([len(c) for c in curves])),
+            }
+        )
+    return out
+
+
+def optuna_settings(horizon: int) -> dict[str, Callable[[], Any]]:
+    """Each Optuna pruner at its defaults and at two other settings (warm-up in steps of a median trial)."""
+    from optuna.pruners import (
+        HyperbandPruner,
+        MedianPruner,
+        NopPruner,
+        PatientPruner,
+        PercentilePruner,
+        SuccessiveHalvingPruner,
+        WilcoxonPruner,
+    )
+
+    w10, w25 = max(1, round(0.1 * horizon)), max(1, round(0.25 * horizon))
+    return {
+        "none": NopPruner,
+        "median (defaults)": MedianPruner,
+        "median startup 2, warm-up 10%": lambda: MedianPruner(2, w10),
+        "median startup 2, warm-up 25%": lambda: MedianPruner(2, w25),
+        "percentile 25 (defaults)": lambda: PercentilePruner(25.0),
+        "percentile 10, startup 2, warm-up 10%": lambda: PercentilePruner(10.0, 2, w10),
+        "percentile 40, startup 2, warm-up 10%": lambda: PercentilePruner(40.0, 2, w10),
+        "successive halving (defaults)": SuccessiveHalvingPruner,
+        "successive halving min 10%, factor 2": lambda: SuccessiveHalvingPruner(w10, 2),
+        "successive halving min 25%, factor 3": lambda: SuccessiveHalvingPruner(w25, 3),
+        "hyperband (defaults)": HyperbandPruner,
+        "hyperband min 10%, factor 2": lambda: HyperbandPruner(w10, horizon, 2),
+        "hyperband min 25%, factor 3": lambda: HyperbandPruner(w25, horizon, 3),
+        "wilcoxon (defaults)": WilcoxonPruner,
+        "wilcoxon p 0.05, start 10%": lambda: WilcoxonPruner(p_threshold=0.05, n_startup_steps=w10),
+        "wilcoxon p 0.2, start 10%": lambda: WilcoxonPruner(p_threshold=0.2, n_startup_steps=w10),
+        "patient median, patience 3 (defaults)": lambda: PatientPruner(MedianPruner(), patience=3),
+        "patient median, patience 1, startup 2": lambda: PatientPruner(MedianPruner(2, w10), patience=1),
+        "patient median, patience 10, startup 2": lambda: PatientPruner(MedianPruner(2, w10), patience=10),
+    }
+
+
+def oracle_pruner(warmup: int) -> Any:
+    """Knows each trial's final value (user attribute ``final``); at the warm-up's end it prunes
+    exactly the trials that will not beat the best finished one (after two startup trials).
     """
     import optuna
 
     class OraclePruner(optuna.pruners.BasePruner):
         def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
-            step = trial.last_step
-            if step is None or step < n_warmup_steps:
+            if trial.last_step is None or trial.last_step < warmup:
                 return False
             finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if len(finished) < max(1, n_startup_trials):
-                return False
-            return bool(trial.user_attrs["final"] < max(t.value for t in finished))
+            return len(finished) >= 2 and trial.user_attrs["final"] < max(t.value for t in finished)
 
     return OraclePruner()
 
 
-def make_pruner(name: str, horizon: int, args: argparse.Namespace, study: dict[str, Any]) -> Any:
-    """One pruner, with the shared settings scaled to the study's trial length."""
-    import optuna
+class MemoForecaster:
+    """A ``LiveForecaster`` whose updates are kept by (prefix, horizon, reach): one live update per
+    distinct question however many thresholds and orders ask it. ``timings`` keeps the cost of each
+    update actually computed.
+    """
 
+    def __init__(self, forecaster: Any) -> None:
+        self.forecaster = forecaster
+        self.memo: dict[tuple[Any, ...], Any] = {}
+
+    def update(self, table: Any, *, horizon: int, reach: Any) -> Any:
+        """``LiveForecaster.update``, computed once per distinct question."""
+        points = table.points
+        key = (
+            hashlib.sha1(
+                points["step"].to_numpy().tobytes() + points["reward"].to_numpy().tobytes()
+            ).hexdigest(),
+            horizon,
+            reach,
+        )
+        if key not in self.memo:
+            self.memo[key] = self.forecaster.update(table, horizon=horizon, reach=reach)
+        return self.memo[key]
+
+
+def curve_pruner(study: dict[str, Any], threshold: float, forecaster: Any | None) -> Any:
+    """The RewardCurvePruner at the benchmark's settings; ``forecaster`` (a memo) shared, if given."""
     from bayesgrpo.integrations.optuna import RewardCurvePruner
 
-    warmup = max(1, int(round(args.warmup * horizon)))
-    interval = max(1, int(round(args.interval * horizon)))
-    if name in ORACLES:
-        return oracle_pruner(args.startup if name == "oracle" else 0, warmup)
-    if name == "none":
-        return optuna.pruners.NopPruner()
-    if name == "median":
-        return optuna.pruners.MedianPruner(args.startup, warmup, interval)
-    if name == "percentile25":
-        return optuna.pruners.PercentilePruner(25.0, args.startup, warmup, interval)
-    if name == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=warmup, max_resource=horizon)
-    if name == "wilcoxon":
-        return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=warmup)
-    weight = {} if args.likelihood_weight is None else {"likelihood_weight": args.likelihood_weight}
-    return RewardCurvePruner(
-        **weight,
+    horizon = study["horizon"]
+    pruner = RewardCurvePruner(
         horizon=lambda trial: int(trial.user_attrs["horizon"]),
-        population=study["population"],
-        min_prob_beat_best=args.min_prob,
+        min_prob_beat_best=threshold,
         final_points=max(1, int(np.ceil(FINAL_SHARE * horizon))),  # the objective's final mean
-        n_startup_trials=args.startup,
-        n_warmup_steps=warmup,
-        interval_steps=interval,
+        n_startup_trials=2,
+        n_warmup_steps=max(1, round(0.1 * horizon)),
+        interval_steps=max(1, round(0.05 * horizon)),
         metadata=study["metadata"],
-        # bayesgrpo_study: from 4 finished trials on, a population fitted on them (the study's task)
-        fit_after=4 if name == "bayesgrpo_study" else None,
-        # bayesgrpo_own_range: a trial without a stated range read on its own values alone
-        study_reach=name != "bayesgrpo_own_range",
         random_seed=0,
     )
+    if forecaster is not None:
+        pruner._forecaster = forecaster  # the memo stands in for the forecaster the pruner would build
+    return pruner
 
 
-def replay(study: dict[str, Any], order: list[int], pruner: Any) -> dict[str, Any]:
-    """One study run with one pruner: steps spent and the best final reward found."""
+def replay(
+    study: dict[str, Any], order: list[int], pruner: Any, timed: list[tuple[int, float]] | None = None
+) -> dict[str, Any]:
+    """One study with one pruner: steps spent and regret (``timed``: (trial, seconds) of each
+    ``should_prune`` call).
+    """
     import optuna
 
     curves: list[np.ndarray] = study["curves"]
@@ -176,239 +220,282 @@ def replay(study: dict[str, Any], order: list[int], pruner: Any) -> dict[str, An
     def objective(trial: Any) -> float:
         rewards = curves[order[trial.number]]
         trial.set_user_attr("horizon", len(rewards))
-        trial.set_user_attr("final", final_reward(rewards))  # read by the oracles only
+        trial.set_user_attr("final", final_reward(rewards))  # read by the oracle only
         for step, reward in enumerate(rewards, start=1):
             trial.report(float(reward), step)
-            if trial.should_prune():
+            start = time.perf_counter()
+            prune = trial.should_prune()
+            if timed is not None:
+                timed.append((trial.number, time.perf_counter() - start))
+            if prune:
                 spent.append(step)
                 raise optuna.TrialPruned()
         spent.append(len(rewards))
         return final_reward(rewards)
 
     optuna_study = optuna.create_study(direction="maximize", pruner=pruner)
-    start = time.perf_counter()
     optuna_study.optimize(objective, n_trials=len(order))
-    seconds = time.perf_counter() - start
     finished = [t.value for t in optuna_study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     best = max(finished) if finished else -np.inf
     return {
         "steps": int(sum(spent)),
         "all_steps": int(sum(len(c) for c in curves)),
-        "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in optuna_study.trials),
-        "best_found": best,
-        "regret": (study["true_best"] - best) / study["reward_range"],
-        "found_best": bool(best >= study["true_best"] - 1e-12),
-        "seconds": seconds,
+        "regret": float((study["true_best"] - best) / study["reward_range"]),
     }
 
 
-def studies(min_runs: int) -> list[dict[str, Any]]:
-    """The sources with ``min_runs`` runs or more, as studies, each with its held-out population."""
-    from bayesgrpo.evaluate.backtest import source_groups
-    from bayesgrpo.model.datasets import load_bundled
+def settings_key(args: argparse.Namespace, code: str) -> str:
+    """What a study's rows were measured with."""
+    key = {"orders": args.orders, "thresholds": THRESHOLDS, "code": code}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
-    table = load_bundled(warn=False)
-    populations = loso_populations(table)
+
+def run_study(study: dict[str, Any], args: argparse.Namespace, key: str) -> pd.DataFrame:
+    """Every setting on one study in every order (cached as one CSV per study and settings)."""
+    import optuna
+
+    from bayesgrpo.integrations.optuna import PRUNER_LIKELIHOOD_WEIGHT
+    from bayesgrpo.model.datasets import bundled_population
+    from bayesgrpo.questions.live import LiveForecaster
+
+    warnings.simplefilter("ignore")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    name = hashlib.sha256(study["study"].encode()).hexdigest()[:10]
+    path = SCRATCH / f"{name}_{key}.csv"
+    if path.exists():
+        return pd.read_csv(path)
+    population = bundled_population()
+    memo = MemoForecaster(
+        LiveForecaster(population, random_seed=0, likelihood_weight=PRUNER_LIKELIHOOD_WEIGHT)
+    )
+    settings: dict[str, Callable[[], Any]] = dict(optuna_settings(study["horizon"]))
+    settings["oracle"] = lambda: oracle_pruner(max(1, round(0.1 * study["horizon"])))
+    for t in THRESHOLDS:
+        settings[f"bayesgrpo p{t:g}"] = lambda t=t: curve_pruner(study, t, memo)
+    rows = []
+    for seed in range(args.orders):
+        order = [int(i) for i in np.random.default_rng(seed).permutation(len(study["curves"]))]
+        for setting, make in settings.items():
+            rows.append(
+                {"study": study["study"], "order": seed, "setting": setting, **replay(study, order, make())}
+            )
+    timed: list[tuple[int, float]] = []  # one order, uncached: the pruner's own time per call
+    replay(study, [int(i) for i in np.random.default_rng(0).permutation(len(study["curves"]))],
+           curve_pruner(study, 0.05, None), timed)  # fmt: skip
+    calls = pd.DataFrame(timed, columns=["trial", "seconds"])
+    frame = pd.DataFrame(rows)
+    frame["call_median_ms"] = 1e3 * calls["seconds"].median()
+    frame["call_slowest_ms"] = 1e3 * calls["seconds"].max()
+    frame["slowest_trial_s"] = calls.groupby("trial")["seconds"].sum().max()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def study_means(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per study and setting: the share of the study's steps spent and the mean regret over orders."""
+    means = rows.groupby(["group", "study", "setting"], sort=False).agg(
+        steps=("steps", "sum"), all_steps=("all_steps", "sum"), regret=("regret", "mean")
+    )
+    means["share"] = means["steps"] / means["all_steps"]
+    return means.reset_index()
+
+
+def bootstrap(values: np.ndarray, n_boot: int, seed: int = 0) -> np.ndarray:
+    """Means over studies (axis 0) of ``n_boot`` resamples of whole studies."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(values), size=(n_boot, len(values)))
+    return values[picks].mean(axis=1)
+
+
+def frontier(means: pd.DataFrame, n_boot: int) -> pd.DataFrame:
+    """Each setting's mean share of steps and mean regret over studies (90% intervals over studies)."""
     out = []
-    for source, run_ids in source_groups(table).items():
-        if len(run_ids) < min_runs:
-            continue
-        curves = [table.run(r)["reward"].to_numpy(dtype=float) for r in run_ids]
-        curves = [c[np.isfinite(c)] for c in curves]
-        runs = table.runs.set_index("run_id").loc[run_ids]
-        low, high = runs["reward_min"].iloc[0], runs["reward_max"].iloc[0]
-        stated = pd.notna(low) and pd.notna(high)
-        rewards = np.concatenate(curves)
+    for setting, rows in means.groupby("setting", sort=False):
+        values = rows[["share", "regret"]].to_numpy()
+        boots = bootstrap(values, n_boot)
+        low, high = np.quantile(boots, [0.05, 0.95], axis=0)
+        estimate = values.mean(axis=0)
         out.append(
             {
-                "source": source,
-                "run_ids": run_ids,
-                "curves": curves,
-                "population": populations[run_ids[0]],
-                "metadata": {"reward_min": float(low), "reward_max": float(high)} if stated else {},
-                "true_best": max(final_reward(c) for c in curves),
-                "reward_range": float(high - low) if stated else float(rewards.max() - rewards.min()),
-                "horizon": int(np.median([len(c) for c in curves])),
+                "setting": setting,
+                "studies": len(rows),
+                "share of steps": interval((estimate[0], low[0], high[0])),
+                "mean regret": interval((estimate[1], low[1], high[1]), 3),
+                "share": estimate[0],
+                "regret": estimate[1],
             }
         )
-    return out
+    return pd.DataFrame(out)
 
 
-def row_settings(pruner: str, settings: dict[str, Any], code: str) -> str:
-    """What a row was measured with: the settings, and for bayesgrpo's pruners the code of the
-    live update too (a change to it re-runs them; Optuna's pruners and the oracles do not
-    depend on it).
+def is_ours(setting: str) -> bool:
+    """Whether a setting is bayesgrpo's pruner."""
+    return setting.startswith("bayesgrpo")
+
+
+def covered(table: pd.DataFrame) -> dict[str, list[str]]:
+    """For each Optuna setting: the bayesgrpo settings with fewer steps at no more mean regret."""
+    ours = table[table["setting"].map(is_ours)]
+    theirs = table[~table["setting"].map(is_ours) & (table["setting"] != "oracle")]
+    return {
+        row.setting: ours.loc[
+            (ours["share"] < row.share) & (ours["regret"] <= row.regret + 1e-12), "setting"
+        ].tolist()
+        for row in theirs.itertuples()
+    }
+
+
+def recommend(table: pd.DataFrame) -> str:
+    """The bayesgrpo setting covering the most Optuna settings, the fewest steps among ties."""
+    cover = covered(table)
+    ours = table[table["setting"].map(is_ours)].copy()
+    ours["covers"] = ours["setting"].map(lambda s: sum(s in found for found in cover.values()))
+    return str(ours.sort_values(["covers", "share"], ascending=[False, True])["setting"].iloc[0])
+
+
+def paired(means: pd.DataFrame, ours: str, n_boot: int) -> pd.DataFrame:
+    """The recommended setting against each Optuna setting, paired over studies: its share of steps
+    and its mean regret minus theirs, with 90% intervals from a bootstrap over studies.
     """
-    return json.dumps(
-        {**settings, "code": code} if pruner.startswith("bayesgrpo") else settings, sort_keys=True
-    )
-
-
-def done_rows(path: Path, settings: dict[str, Any], code: str) -> pd.DataFrame:
-    """The rows already measured with these settings (and code, for bayesgrpo's pruners)."""
-    if not path.exists():
-        return pd.DataFrame()
-    rows = pd.read_csv(path)
-    return rows[rows["settings"] == rows["pruner"].map(lambda name: row_settings(name, settings, code))]
-
-
-def summarise(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per pruner: steps (total, share of no pruning), regret, how often the best was found."""
-    grouped = rows.groupby("pruner", sort=False)
-    summary = grouped.agg(
-        studies=("source", "nunique"),
-        replays=("order", "size"),
-        steps=("steps", "sum"),
-        all_steps=("all_steps", "sum"),
-        pruned_trials=("pruned", "sum"),
-        mean_regret=("regret", "mean"),
-        max_regret=("regret", "max"),
-        found_best=("found_best", "mean"),
-        seconds=("seconds", "sum"),
-    ).reset_index()
-    summary["steps_share"] = summary["steps"] / summary["all_steps"]
-    return summary[
-        ["pruner", "studies", "replays", "steps", "steps_share", "pruned_trials", "mean_regret", "max_regret",
-         "found_best", "seconds"]
-    ]  # fmt: skip
-
-
-def verdict(summary: pd.DataFrame) -> list[str]:
-    """The target: fewer steps than every other pruner at no worse mean regret."""
-    ours = summary.set_index("pruner").loc["bayesgrpo"]
-    lines = []
-    for name, row in summary.set_index("pruner").iterrows():
-        if name == "bayesgrpo" or name in ORACLES:
-            continue
-        fewer = ours["steps"] < row["steps"]
-        no_worse = ours["mean_regret"] <= row["mean_regret"] + 1e-12
-        lines.append(
-            f"- against {name}: {int(ours['steps'])} vs {int(row['steps'])} steps "
-            f"({'fewer' if fewer else 'not fewer'}), mean regret {ours['mean_regret']:.4f} vs "
-            f"{row['mean_regret']:.4f} ({'no worse' if no_worse else 'worse'}): "
-            f"**{'beaten' if fewer and no_worse else 'not beaten'}**"
+    wide = means.pivot(index="study", columns="setting", values=["share", "regret"])
+    out = []
+    for setting in [s for s in means["setting"].unique() if not is_ours(s) and s != "oracle"]:
+        diff = np.column_stack(
+            [wide["share"][ours] - wide["share"][setting], wide["regret"][ours] - wide["regret"][setting]]
         )
-    return lines
-
-
-def reachable(summary: pd.DataFrame) -> list[str]:
-    """What the oracles say of the target: the fewest steps at no regret, against each pruner."""
-    table = summary.set_index("pruner")
-    lines = []
-    for oracle in ORACLES:
-        if oracle not in table.index:
-            continue
-        row = table.loc[oracle]
-        under = [
-            name
-            for name, other in table.iterrows()
-            if name not in ORACLES and name != "bayesgrpo" and row["steps"] >= other["steps"]
-        ]
-        lines.append(
-            f"- `{oracle}`: {int(row['steps'])} steps ({row['steps_share']:.1%} of no pruning) at mean "
-            f"regret {row['mean_regret']:.4f}; "
-            + (
-                "a pruner that knew each trial's final value and never risked the best would still spend "
-                "at least as many steps as " + ", ".join(f"`{n}`" for n in under)
-                if under
-                else "fewer steps than every pruner"
-            )
-            + "."
+        low, high = np.quantile(bootstrap(diff, n_boot), [0.05, 0.95], axis=0)
+        estimate = diff.mean(axis=0)
+        fewer, no_worse = estimate[0] < 0, estimate[1] <= 1e-12
+        out.append(
+            {
+                "Optuna setting": setting,
+                "share of steps, ours minus theirs": interval((estimate[0], low[0], high[0])),
+                "mean regret, ours minus theirs": interval((estimate[1], low[1], high[1]), 3),
+                "ahead": "yes" if fewer and no_worse else "no",
+            }
         )
-    return lines
+    return pd.DataFrame(out)
+
+
+def plot(tables: dict[str, pd.DataFrame], path: Path) -> None:
+    """Steps against mean regret, one panel per fold group: Optuna's settings as points, bayesgrpo's
+    threshold sweep as a line.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 4.6), sharey=True, squeeze=False)
+    families = ["median", "percentile", "successive", "hyperband", "wilcoxon", "patient", "none", "oracle"]
+    markers = dict(zip(families, "os^vDPXx", strict=True))
+    for axis, (group, table) in zip(axes[0], tables.items(), strict=True):
+        for family, marker in markers.items():
+            rows = table[table["setting"].str.startswith(family)]
+            axis.scatter(rows["regret"], rows["share"], marker=marker, label=family, color="0.45")
+        rows = table[table["setting"].map(is_ours)]
+        axis.plot(rows["regret"], rows["share"], "o-", color="C0", label="RewardCurvePruner, p swept")
+        axis.set(
+            title=f"{group} ({table['studies'].max()} studies)", xlabel="mean regret (share of the range)"
+        )
+        axis.set_xscale("symlog", linthresh=1e-3)
+    axes[0][0].set_ylabel("share of the steps spent")
+    axes[0][-1].legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Replay the studies with every pruner, resumably, and write the results."""
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    warnings.simplefilter("ignore")
+    """Replay every study with every setting (resumably, ``--jobs`` studies at once) and write the results."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--built", type=Path, default=BUILT)
+    parser.add_argument("--orders", type=int, default=10, help="random trial orders per study")
+    parser.add_argument("--min-runs", type=int, default=4, help="fewest runs of one source and key")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--boot", type=int, default=2000)
+    parser.add_argument("--only", nargs="+", default=None, help="studies whose name holds one of these")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    import multiprocessing
+
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    command = "python benchmarks/optuna_pruning.py" + "".join(
-        " " + shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)
-    )
-    settings = {k: v for k, v in vars(args).items() if k in ("startup", "warmup", "interval", "min_prob")}
-    if args.likelihood_weight is not None:
-        settings["likelihood_weight"] = args.likelihood_weight
-    name = "optuna_pruning" + ("" if args.likelihood_weight is None else f"_w{args.likelihood_weight:g}")
-    pruner_code = (HERE.parent / "bayesgrpo" / "integrations" / "optuna.py").read_bytes()
-    code = code_hash() + hashlib.sha256(pruner_code).hexdigest()[:8]
-    done = done_rows(args.rows, settings, code)
-    measured = set() if done.empty else set(zip(done["source"], done["order"], done["pruner"], strict=True))
-    all_studies = studies(args.min_runs)
-    args.rows.parent.mkdir(parents=True, exist_ok=True)
-    for study in all_studies:
-        for order_seed in range(args.orders):
-            order = list(np.random.default_rng(order_seed).permutation(len(study["curves"])))
-            for pruner_name in args.pruners:
-                if (study["source"], order_seed, pruner_name) in measured:
-                    continue
-                result = replay(study, order, make_pruner(pruner_name, study["horizon"], args, study))
-                row = {
-                    "source": study["source"],
-                    "order": order_seed,
-                    "pruner": pruner_name,
-                    **result,
-                    "settings": row_settings(pruner_name, settings, code),
-                }
-                pd.DataFrame([row]).to_csv(args.rows, mode="a", header=not args.rows.exists(), index=False)
-                logger.info("%s, order %d, %s: %s", study["source"], order_seed, pruner_name, result)
-    rows = done_rows(args.rows, settings, code)
-    rows = rows[rows["pruner"].isin(args.pruners) & (rows["order"] < args.orders)]
-    rows = rows[rows["source"].isin([s["source"] for s in all_studies])]
-    summary = summarise(rows)
-    per_study = (
-        rows.groupby(["source", "pruner"], sort=False)
-        .agg(steps=("steps", "sum"), all_steps=("all_steps", "sum"), mean_regret=("regret", "mean"))
-        .reset_index()
-    )
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    rows.drop(columns="settings").to_csv(args.output_dir / f"{name}_runs.csv", index=False)
-    machine = machine_line()
-    description = ", ".join(
-        f"{s['source']} ({len(s['curves'])} runs of {s['horizon']} steps)" for s in all_studies
-    )
+    import bayesgrpo.integrations.optuna  # noqa: F401  (imported before the workers fork)
+
+    start = time.perf_counter()
+    key = settings_key(args, code_hash(PRUNER_CODE))
+    all_studies = studies(args.built, args.min_runs)
+    if args.only:
+        all_studies = [s for s in all_studies if any(part in s["study"] for part in args.only)]
+    frames = []
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {pool.submit(run_study, study, args, key): study for study in all_studies}
+        for future, study in futures.items():
+            frames.append(future.result().assign(group=study["group"]))
+            logger.info("%s: done", study["study"])
+    rows = pd.concat(frames, ignore_index=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(RESULTS / "optuna_pruning_runs.csv", index=False)
+    means = study_means(rows)
+    groups = [g for g in ("folds 0-4", "sealed") if (means["group"] == g).any()]
+    tables = {group: frontier(means[means["group"] == group], args.boot) for group in groups}
+    chosen = recommend(tables["folds 0-4"])
+    plot(tables, RESULTS / "optuna_pruning.png")
+    timing = rows.groupby("study").first()
+    sealed_cover = covered(tables["sealed"]) if "sealed" in tables else {}
+    uncovered = [s for s, found in sealed_cover.items() if not found]
+    shown = ["setting", "studies", "share of steps", "mean regret"]
+    n_sealed = sum(s["group"] == "sealed" for s in all_studies)
+    seconds = time.perf_counter() - start
     lines = [
-        "# Pruning replayed studies: RewardCurvePruner against Optuna's pruners",
+        "# Pruning replayed corpus studies: RewardCurvePruner against every Optuna pruner",
         "",
-        f"Command: `{command}`  ",
-        f"Machine: {machine}; Optuna {optuna.__version__}.  ",
-        f"Settings: {json.dumps(settings)}; every pruner waits {args.startup} finished trials (Hyperband "
-        "and Wilcoxon have no such setting) and the warm-up share of each study's median trial length.",
+        f"`{command_line('optuna_pruning.py', argv)}` ({seconds:.0f} s; {machine_line()}; "
+        f"Optuna {optuna.__version__})",
         "",
-        f"Studies (one per source with {args.min_runs} runs or more): {description}. Each replayed in "
-        f"{args.orders} random trial orders. A trial's value is its run's final reward (mean of its last "
-        "10% of logged rewards); regret = the study's best final reward minus the best among the trials "
-        "that finished, in units of the study's reward range (stated, else observed). bayesgrpo's "
-        "population never saw the study's source (leave one source out, `benchmarks/_loso.py`).",
+        f"{len(all_studies)} studies (a corpus source with {args.min_runs}+ runs of one reward key, from "
+        f"a source the shipped population never saw), {n_sealed} of them in the sealed fold, each "
+        f"replayed in {args.orders} trial orders. A setting's figures are means over studies (each "
+        "study equal) with 90% intervals from a bootstrap over studies; regret is in units of the "
+        "study's reward range. bayesgrpo's pruner: shipped population, 2 startup trials, warm-up 10% "
+        "and a check every 5% of the median trial, `min_prob_beat_best` = p, the rest at its defaults. "
+        "Figure: `optuna_pruning.png`.",
         "",
-        "## Against the target (fewer steps than every other pruner, at no worse regret)",
+        f"**Recommended (chosen on folds 0-4): `{chosen}`.** On the sealed fold, "
+        + (
+            "there are no studies."
+            if not sealed_cover
+            else "every Optuna setting has a bayesgrpo setting with fewer steps at no more mean regret."
+            if not uncovered
+            else f"{len(uncovered)} of {len(sealed_cover)} Optuna settings have no bayesgrpo setting "
+            "with fewer steps at no more mean regret: " + ", ".join(f"`{s}`" for s in uncovered) + "."
+        ),
         "",
-        *verdict(summary),
-        "",
-        "## What any pruner could reach (the oracles)",
-        "",
-        "An oracle knows the running trial's final value, not the trials still to come; it prunes at the "
-        "end of the warm-up exactly the trials that will not beat the best finished trial. A trial that "
-        "would beat every finished one may be the study's best, so a pruner that is never to lose the "
-        "best (regret 0, which matching `none` asks for) must let it finish: the oracle spends the "
-        "fewest steps such a pruner can at these settings.",
-        "",
-        *reachable(summary),
-        "",
-        "## Per pruner",
-        "",
-        markdown_table(summary),
-        "",
-        "## Per study",
-        "",
-        markdown_table(per_study),
+        "The pruner's own time (one order of each study, no cache): median "
+        f"{timing['call_median_ms'].median():.2f} ms a `should_prune` call, slowest call "
+        f"{timing['call_slowest_ms'].max():.0f} ms, slowest trial "
+        f"{timing['slowest_trial_s'].max():.2f} s in all.",
         "",
     ]
-    (args.output_dir / f"{name}.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    for group, table in tables.items():
+        cover = covered(table)
+        names = {s: ", ".join(x.removeprefix("bayesgrpo ") for x in found) for s, found in cover.items()}
+        table = table.assign(**{"covered by": table["setting"].map(names).fillna("")})
+        n_studies = table["studies"].max()
+        lines += [
+            f"## {group}",
+            "",
+            f"The recommended setting against each Optuna setting, paired over the {n_studies} studies:",
+            "",
+            markdown_table(paired(means[means["group"] == group], chosen, args.boot)),
+            "",
+            "Every setting (`covered by`: the bayesgrpo settings with fewer steps at no more mean regret):",
+            "",
+            markdown_table(table[[*shown, "covered by"]]),
+            "",
+        ]
+    write_result(RESULTS / "optuna_pruning.md", lines)
 
 
 if __name__ == "__main__":
