@@ -210,17 +210,7 @@ def _metadata(
     from_code = {k: v for k, v in table.code.items() if k not in metadata}
     metadata.update(from_code)
     if from_code:
-        shown = ", ".join(f"{k}={v!r}" for k, v in from_code.items())
-        issues.append(
-            ReadIssue(
-                label,
-                "code_metadata",
-                "info",
-                len(from_code),
-                (),
-                f"metadata read from the notebook's own code (GRPOConfig / from_pretrained): {shown}",
-            )
-        )
+        issues.append(_code_metadata_issue(label, from_code))
     if count is not None and count[0] < count[1]:
         issues.append(
             ReadIssue(
@@ -331,17 +321,7 @@ def _printed_run(
     else:
         metadata = code_metadata(code_sources(cells[: printed.cell]))
         if metadata:
-            shown = ", ".join(f"{k}={v!r}" for k, v in metadata.items())
-            issues.append(
-                ReadIssue(
-                    label,
-                    "code_metadata",
-                    "info",
-                    len(metadata),
-                    (),
-                    f"metadata read from the notebook's own code (GRPOConfig / from_pretrained): {shown}",
-                )
-            )
+            issues.append(_code_metadata_issue(label, metadata))
     return [
         trl_run(
             source,
@@ -539,3 +519,16 @@ def _row_issues(
             )
         )
     return issues
+
+
+def _code_metadata_issue(label: str, metadata: dict[str, Any]) -> ReadIssue:
+    """The read report's note of metadata taken from the notebook's own code."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in metadata.items())
+    return ReadIssue(
+        label,
+        "code_metadata",
+        "info",
+        len(metadata),
+        (),
+        f"metadata read from the notebook's own code (GRPOConfig / from_pretrained): {shown}",
+    )
