@@ -244,6 +244,11 @@ def replay(
     }
 
 
+def trial_order(study: dict[str, Any], seed: int) -> list[int]:
+    """The order a study's runs are replayed in as trials, seeded: the same for every setting."""
+    return [int(i) for i in np.random.default_rng(seed).permutation(len(study["curves"]))]
+
+
 def settings_key(args: argparse.Namespace, code: str) -> str:
     """What a study's rows were measured with."""
     key = {"orders": args.orders, "thresholds": THRESHOLDS, "code": code}
@@ -274,14 +279,13 @@ def run_study(study: dict[str, Any], args: argparse.Namespace, key: str) -> pd.D
         settings[f"bayesgrpo p{t:g}"] = lambda t=t: curve_pruner(study, t, memo)
     rows = []
     for seed in range(args.orders):
-        order = [int(i) for i in np.random.default_rng(seed).permutation(len(study["curves"]))]
+        order = trial_order(study, seed)
         for setting, make in settings.items():
             rows.append(
                 {"study": study["study"], "order": seed, "setting": setting, **replay(study, order, make())}
             )
     timed: list[tuple[int, float]] = []  # one order, uncached: the pruner's own time per call
-    replay(study, [int(i) for i in np.random.default_rng(0).permutation(len(study["curves"]))],
-           curve_pruner(study, 0.05, None), timed)  # fmt: skip
+    replay(study, trial_order(study, 0), curve_pruner(study, 0.05, None), timed)
     calls = pd.DataFrame(timed, columns=["trial", "seconds"])
     frame = pd.DataFrame(rows)
     frame["call_median_ms"] = 1e3 * calls["seconds"].median()
