@@ -9,9 +9,9 @@ pruner sees the same studies in the same orders:
 
 - Optuna's Median, Percentile, SuccessiveHalving, Hyperband, Wilcoxon and Patient-around-Median
   pruners, each at its defaults and at two other settings (:func:`optuna_settings`);
-- bayesgrpo's ``RewardCurvePruner`` (the shipped population, two startup trials, warm-up 10% and a
-  check every 5% of the study's median trial, the rest at its defaults), over a sweep of
-  ``min_prob_beat_best``;
+- bayesgrpo's ``RewardCurvePruner`` at its defaults (the shipped population, two startup trials,
+  warm-up 10% and a check every 5% of each trial's horizon) with the objective's final mean stated
+  (``final_points``), over a sweep of ``min_prob_beat_best``;
 - no pruning, and an oracle that knows the running trial's final value (not the trials to come).
 
 Measured per study and order: the steps spent (reports made) as a share of all the study's steps,
@@ -29,8 +29,9 @@ Usage::
     python benchmarks/optuna_pruning.py             # ~25 studies x 10 orders x 33 settings
     python benchmarks/optuna_pruning.py --orders 2  # quicker
 
-Resumable: each study's rows are appended to ``benchmarks/_scratch/optuna_pruning/`` under a hash of
-the settings (and, for bayesgrpo's rows, of the package code they depend on). Within a study the
+Resumable: each study's rows are kept in ``benchmarks/_scratch/optuna_pruning/``, Optuna's under a
+hash of their settings and bayesgrpo's under one that adds the package code they depend on (a change
+to the pruner re-runs only its own rows). Within a study the
 live updates are memoised by (trial, prefix, span of the finished trials), so the threshold sweep
 costs one live update per distinct question. Writes ``benchmarks/results/optuna_pruning.md``,
 ``optuna_pruning_runs.csv`` and ``optuna_pruning.png``.
@@ -169,9 +170,10 @@ class MemoForecaster:
 
     def __init__(self, forecaster: Any) -> None:
         self.forecaster = forecaster
+        self.pareto_k_limit = forecaster.pareto_k_limit
         self.memo: dict[tuple[Any, ...], Any] = {}
 
-    def update(self, table: Any, *, horizon: int, reach: Any) -> Any:
+    def update(self, table: Any, *, horizon: int, reach: Any, mcmc_fallback: bool = True) -> Any:
         """``LiveForecaster.update``, computed once per distinct question."""
         points = table.points
         key = (
@@ -180,9 +182,12 @@ class MemoForecaster:
             ).hexdigest(),
             horizon,
             reach,
+            mcmc_fallback,
         )
         if key not in self.memo:
-            self.memo[key] = self.forecaster.update(table, horizon=horizon, reach=reach)
+            self.memo[key] = self.forecaster.update(
+                table, horizon=horizon, reach=reach, mcmc_fallback=mcmc_fallback
+            )
         return self.memo[key]
 
 
@@ -195,9 +200,6 @@ def curve_pruner(study: dict[str, Any], threshold: float, forecaster: Any | None
         horizon=lambda trial: int(trial.user_attrs["horizon"]),
         min_prob_beat_best=threshold,
         final_points=max(1, int(np.ceil(FINAL_SHARE * horizon))),  # the objective's final mean
-        n_startup_trials=2,
-        n_warmup_steps=max(1, round(0.1 * horizon)),
-        interval_steps=max(1, round(0.05 * horizon)),
         metadata=study["metadata"],
         random_seed=0,
     )
@@ -249,50 +251,73 @@ def trial_order(study: dict[str, Any], seed: int) -> list[int]:
     return [int(i) for i in np.random.default_rng(seed).permutation(len(study["curves"]))]
 
 
-def settings_key(args: argparse.Namespace, code: str) -> str:
-    """What a study's rows were measured with."""
-    key = {"orders": args.orders, "thresholds": THRESHOLDS, "code": code}
+def settings_key(args: argparse.Namespace, code: str | None) -> str:
+    """What a study's rows were measured with: Optuna's (``code`` None) or bayesgrpo's."""
+    import optuna
+
+    key: dict[str, Any] = {"orders": args.orders, "optuna": optuna.__version__}
+    if code is not None:
+        key |= {"thresholds": THRESHOLDS, "code": code}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def run_study(study: dict[str, Any], args: argparse.Namespace, key: str) -> pd.DataFrame:
-    """Every setting on one study in every order (cached as one CSV per study and settings)."""
-    import optuna
-
-    from bayesgrpo.integrations.optuna import PRUNER_LIKELIHOOD_WEIGHT
-    from bayesgrpo.model.datasets import bundled_population
-    from bayesgrpo.questions.live import LiveForecaster
-
-    warnings.simplefilter("ignore")
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    name = hashlib.sha256(study["study"].encode()).hexdigest()[:10]
-    path = SCRATCH / f"{name}_{key}.csv"
-    if path.exists():
-        return pd.read_csv(path)
-    population = bundled_population()
-    memo = MemoForecaster(
-        LiveForecaster(population, random_seed=0, likelihood_weight=PRUNER_LIKELIHOOD_WEIGHT)
-    )
-    settings: dict[str, Callable[[], Any]] = dict(optuna_settings(study["horizon"]))
-    settings["oracle"] = lambda: oracle_pruner(max(1, round(0.1 * study["horizon"])))
-    for t in THRESHOLDS:
-        settings[f"bayesgrpo p{t:g}"] = lambda t=t: curve_pruner(study, t, memo)
+def replay_settings(
+    study: dict[str, Any], settings: dict[str, Callable[[], Any]], orders: int
+) -> pd.DataFrame:
+    """Each setting on one study in each of ``orders`` trial orders."""
     rows = []
-    for seed in range(args.orders):
+    for seed in range(orders):
         order = trial_order(study, seed)
         for setting, make in settings.items():
             rows.append(
                 {"study": study["study"], "order": seed, "setting": setting, **replay(study, order, make())}
             )
+    return pd.DataFrame(rows)
+
+
+def cached(path: Path, measure: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """``measure()``'s rows, kept at ``path`` (read from there when present)."""
+    if path.exists():
+        return pd.read_csv(path)
+    frame = measure()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def run_study(study: dict[str, Any], args: argparse.Namespace, keys: tuple[str, str]) -> pd.DataFrame:
+    """Every setting on one study in every order: Optuna's rows and bayesgrpo's, each cached."""
+    import optuna
+
+    warnings.simplefilter("ignore")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    name = hashlib.sha256(study["study"].encode()).hexdigest()[:10]
+    settings: dict[str, Callable[[], Any]] = dict(optuna_settings(study["horizon"]))
+    settings["oracle"] = lambda: oracle_pruner(max(1, round(0.1 * study["horizon"])))
+    theirs = cached(SCRATCH / f"{name}_{keys[0]}.csv", lambda: replay_settings(study, settings, args.orders))
+    ours = cached(SCRATCH / f"{name}_{keys[1]}.csv", lambda: replay_ours(study, args.orders))
+    return pd.concat([theirs, ours], ignore_index=True)
+
+
+def replay_ours(study: dict[str, Any], orders: int) -> pd.DataFrame:
+    """The threshold sweep on one study (live updates memoised), with the pruner's own time per
+    ``should_prune`` call timed on one order without the memo.
+    """
+    from bayesgrpo.integrations.optuna import PRUNER_LIKELIHOOD_WEIGHT
+    from bayesgrpo.model.datasets import bundled_population
+    from bayesgrpo.questions.live import LiveForecaster
+
+    memo = MemoForecaster(
+        LiveForecaster(bundled_population(), random_seed=0, likelihood_weight=PRUNER_LIKELIHOOD_WEIGHT)
+    )
+    settings = {f"bayesgrpo p{t:g}": lambda t=t: curve_pruner(study, t, memo) for t in THRESHOLDS}
+    frame = replay_settings(study, settings, orders)
     timed: list[tuple[int, float]] = []  # one order, uncached: the pruner's own time per call
     replay(study, trial_order(study, 0), curve_pruner(study, 0.05, None), timed)
     calls = pd.DataFrame(timed, columns=["trial", "seconds"])
-    frame = pd.DataFrame(rows)
     frame["call_median_ms"] = 1e3 * calls["seconds"].median()
     frame["call_slowest_ms"] = 1e3 * calls["seconds"].max()
     frame["slowest_trial_s"] = calls.groupby("trial")["seconds"].sum().max()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
     return frame
 
 
@@ -428,13 +453,13 @@ def main(argv: list[str] | None = None) -> None:
     import bayesgrpo.integrations.optuna  # noqa: F401  (imported before the workers fork)
 
     start = time.perf_counter()
-    key = settings_key(args, code_hash(PRUNER_CODE))
+    keys = (settings_key(args, None), settings_key(args, code_hash(PRUNER_CODE)))
     all_studies = studies(args.built, args.min_runs)
     if args.only:
         all_studies = [s for s in all_studies if any(part in s["study"] for part in args.only)]
     frames = []
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = {pool.submit(run_study, study, args, key): study for study in all_studies}
+        futures = {pool.submit(run_study, study, args, keys): study for study in all_studies}
         for future, study in futures.items():
             frames.append(future.result().assign(group=study["group"]))
             logger.info("%s: done", study["study"])
@@ -446,7 +471,7 @@ def main(argv: list[str] | None = None) -> None:
     tables = {group: frontier(means[means["group"] == group], args.boot) for group in groups}
     chosen = recommend(tables["folds 0-4"])
     plot(tables, RESULTS / "optuna_pruning.png")
-    timing = rows.groupby("study").first()
+    timing = rows[rows["setting"].map(is_ours)].groupby("study").first()
     sealed_cover = covered(tables["sealed"]) if "sealed" in tables else {}
     uncovered = [s for s, found in sealed_cover.items() if not found]
     shown = ["setting", "studies", "share of steps", "mean regret"]
@@ -462,8 +487,9 @@ def main(argv: list[str] | None = None) -> None:
         f"a source the shipped population never saw), {n_sealed} of them in the sealed fold, each "
         f"replayed in {args.orders} trial orders. A setting's figures are means over studies (each "
         "study equal) with 90% intervals from a bootstrap over studies; regret is in units of the "
-        "study's reward range. bayesgrpo's pruner: shipped population, 2 startup trials, warm-up 10% "
-        "and a check every 5% of the median trial, `min_prob_beat_best` = p, the rest at its defaults. "
+        "study's reward range. bayesgrpo's pruner: at its defaults (shipped population, 2 startup "
+        "trials, warm-up 10% and a check every 5% of each trial's horizon) with the objective's final "
+        "mean stated (`final_points`) and `min_prob_beat_best` = p. "
         "Figure: `optuna_pruning.png`.",
         "",
         f"**Recommended (chosen on folds 0-4): `{chosen}`.** On the sealed fold, "

@@ -455,6 +455,7 @@ def condition_run(
     random_seed: int | None = None,
     pareto_k_limit: float = PARETO_K_LIMIT,
     likelihood_weight: float = 1.0,
+    mcmc_fallback: bool = True,
 ) -> RunPosterior:
     """Condition a run's Gaussian population prior on its (normalised) points.
 
@@ -477,6 +478,10 @@ def condition_run(
         2019, Grunwald 2012), for points that wander about any curve of the family together and
         so say less about its parameters than their number (:class:`bayesgrpo.questions.live.
         LiveForecaster` sets it).
+    mcmc_fallback : bool
+        Run the MCMC fallback when the importance weights are unreliable (default). False returns
+        the importance draws with their ``pareto_k`` for the caller to judge, without the
+        fallback's second or two: the Optuna pruner, which acts on no unreliable answer, passes it.
 
     Returns
     -------
@@ -499,6 +504,7 @@ def condition_run(
             random_seed=random_seed,
             pareto_k_limit=pareto_k_limit,
             likelihood_weight=likelihood_weight,
+            mcmc_fallback=mcmc_fallback,
         )
 
 
@@ -512,6 +518,7 @@ def _condition_run(
     random_seed: int | None,
     pareto_k_limit: float = PARETO_K_LIMIT,
     likelihood_weight: float = 1.0,
+    mcmc_fallback: bool = True,
 ) -> RunPosterior:
     """:func:`condition_run` without the BLAS thread limit."""
     start = time.perf_counter()
@@ -550,7 +557,7 @@ def _condition_run(
                 prior, data, (mode, cov), n_draws=n_draws, rng=rng, likelihood_weight=likelihood_weight
             )
     ess = float(1.0 / np.sum(weights**2))
-    if pareto_k > pareto_k_limit:
+    if pareto_k > pareto_k_limit and mcmc_fallback:
         # the importance weights cannot be trusted: MCMC on the same posterior instead
         theta_mcmc, chain_ess = ensemble_draws(
             prior, t, y, noise_scale, mode, cov, n_draws, rng, likelihood_weight

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -116,8 +117,53 @@ def test_startup_warm_up_and_interval_are_respected(curves):
         assert trial.state == optuna.trial.TrialState.COMPLETE
 
 
+def test_checks_fall_on_sparse_steps_and_default_to_shares_of_the_horizon(curves):
+    """A trial reporting every 10 steps is checked at the first report on or past each check
+    point (``interval_steps`` 25 never divides its steps from 20); by default from 10% of its
+    horizon, every 5%: about 20 checks however long the trial.
+    """
+
+    def every_tenth(trial):
+        for step, reward in enumerate(curves[0], start=1):
+            trial.report(float(reward), 10 * step)
+            trial.should_prune()
+        return float(curves[0][-1])
+
+    for kwargs, expected in (
+        ({"n_warmup_steps": 20, "interval_steps": 25}, [20, 50, 70, 100, 120, 150]),
+        ({"n_warmup_steps": None, "interval_steps": None}, [120, 180, 240, 290, 350, 410]),
+    ):
+        study = optuna.create_study(
+            direction="maximize", pruner=pruner(horizon=1160, n_startup_trials=5, **kwargs)
+        )
+        study.optimize(every_tenth, n_trials=1)
+        steps = [c.step for c in study.pruner.checks]
+        assert steps[:6] == expected
+        assert all(c.decision == "waiting" for c in study.pruner.checks)
+    assert len(steps) == 19  # 116 .. 1160 every 58
+
+
+def test_an_unreliable_forecast_is_not_acted_on_and_skips_the_mcmc_fallback(curves, monkeypatch):
+    original = LiveForecaster.update
+    asked = []
+
+    def unreliable(self, run, **kwargs):
+        asked.append(kwargs["mcmc_fallback"])
+        update = original(self, run, **kwargs)
+        return dataclasses.replace(update, posterior=dataclasses.replace(update.posterior, pareto_k=1.5))
+
+    monkeypatch.setattr(LiveForecaster, "update", unreliable)
+    study = optuna.create_study(direction="maximize", pruner=pruner())
+    objective, spent = replay(curves, best_first(curves))
+    study.optimize(objective, n_trials=4)
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    forecasts = [c for c in study.pruner.checks if c.decision != "waiting"]
+    assert forecasts and all(c.decision == "undecided" and "Pareto k 1.50" in c.reason for c in forecasts)
+    assert asked and not any(asked)
+
+
 def test_a_failing_forecast_never_prunes_and_is_said_once(curves, monkeypatch, caplog):
-    def broken(self, run, *, horizon=None, reach=None):
+    def broken(self, run, *, horizon=None, reach=None, mcmc_fallback=True):
         raise BayesGRPOError("the population file is damaged")
 
     monkeypatch.setattr(LiveForecaster, "update", broken)

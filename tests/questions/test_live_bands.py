@@ -143,6 +143,12 @@ def test_the_fallback_agrees_with_importance_sampling_where_both_work():
     np.testing.assert_allclose(forced.theta.mean(axis=0), importance.theta.mean(axis=0), atol=0.25 * sd.max())
     np.testing.assert_allclose(forced.theta.std(axis=0), sd, rtol=0.3)
 
+    unchecked = condition_run(
+        prior, t, y, n_draws=4000, random_seed=1, pareto_k_limit=0.0, mcmc_fallback=False
+    )
+    assert unchecked.method == IMPORTANCE and unchecked.pareto_k > 0.0  # left for the caller to judge
+    np.testing.assert_array_equal(unchecked.mode, importance.mode)
+
 
 def test_an_optimiser_stopped_at_a_local_mode_is_started_again_from_the_best_draw(monkeypatch):
     """The Laplace fit starts at the prior's mean and can stop at a local mode (on held-out verl

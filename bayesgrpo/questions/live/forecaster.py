@@ -186,7 +186,12 @@ class LiveForecaster:
         return self._priors[key]
 
     def update(
-        self, run: RunsTable, *, horizon: float | None = None, reach: tuple[float, float] | None = None
+        self,
+        run: RunsTable,
+        *,
+        horizon: float | None = None,
+        reach: tuple[float, float] | None = None,
+        mcmc_fallback: bool = True,
     ) -> LiveUpdate:
         """Condition the population on one run's points so far.
 
@@ -206,6 +211,11 @@ class LiveForecaster:
             run is normalised by is widened to cover them. Without it a run flat so far is
             normalised by little more than its noise, so a late rise is out of its reach.
             Ignored for a stated range.
+        mcmc_fallback : bool
+            Where the importance weights are unreliable (Pareto k above ``pareto_k_limit``),
+            answer from the MCMC fallback (default; a second or two) or, with False, return the
+            importance draws as they are, for the caller to judge by ``update.posterior.pareto_k``
+            (the Optuna pruner's choice: it acts on no such answer).
 
         Returns
         -------
@@ -246,6 +256,7 @@ class LiveForecaster:
             random_seed=self.random_seed,
             pareto_k_limit=self.pareto_k_limit,
             likelihood_weight=self.likelihood_weight,
+            mcmc_fallback=mcmc_fallback,
         )
         # the run's own latest rise rides along: a rule may hold a plateau claim it contradicts
         curve_draws = with_recent_rise(run_curve_draws(posterior, data, population.curve), run.points)
