@@ -275,10 +275,14 @@ def replay_settings(
     return pd.DataFrame(rows)
 
 
-def cached(path: Path, measure: Callable[[], pd.DataFrame]) -> pd.DataFrame:
-    """``measure()``'s rows, kept at ``path`` (read from there when present)."""
+def cached(path: Path, measure: Callable[[], pd.DataFrame], all_steps: int) -> pd.DataFrame:
+    """``measure()``'s rows, kept at ``path``; read from there when present and of a study with
+    ``all_steps`` steps (a source whose runs changed in the corpus is measured again).
+    """
     if path.exists():
-        return pd.read_csv(path)
+        frame = pd.read_csv(path)
+        if (frame["all_steps"] == all_steps).all():
+            return frame
     frame = measure()
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)
@@ -294,8 +298,11 @@ def run_study(study: dict[str, Any], args: argparse.Namespace, keys: tuple[str, 
     name = hashlib.sha256(study["study"].encode()).hexdigest()[:10]
     settings: dict[str, Callable[[], Any]] = dict(optuna_settings(study["horizon"]))
     settings["oracle"] = lambda: oracle_pruner(max(1, round(0.1 * study["horizon"])))
-    theirs = cached(SCRATCH / f"{name}_{keys[0]}.csv", lambda: replay_settings(study, settings, args.orders))
-    ours = cached(SCRATCH / f"{name}_{keys[1]}.csv", lambda: replay_ours(study, args.orders))
+    all_steps = sum(len(c) for c in study["curves"])
+    theirs = cached(
+        SCRATCH / f"{name}_{keys[0]}.csv", lambda: replay_settings(study, settings, args.orders), all_steps
+    )
+    ours = cached(SCRATCH / f"{name}_{keys[1]}.csv", lambda: replay_ours(study, args.orders), all_steps)
     return pd.concat([theirs, ours], ignore_index=True)
 
 

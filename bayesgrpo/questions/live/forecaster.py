@@ -94,8 +94,8 @@ class LiveForecaster:
         The weight of the run's points against the population's prior, in (0, 1]: the log
         likelihood times this (a tempered, or power, likelihood; ``condition_run``). Default
         :data:`DEFAULT_LIKELIHOOD_WEIGHT` (1, the untempered posterior). The Optuna pruner
-        passes 0.5: with 1 it pruned a late-rising best trial of a replayed study
-        (``benchmarks/results/optuna_pruning_w1.md``).
+        passes 0.5: with 1 it pruned a late-rising best trial of a study replayed from the
+        bundled runs (``integrations.optuna.PRUNER_LIKELIHOOD_WEIGHT``).
 
     Examples
     --------
