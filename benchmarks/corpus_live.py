@@ -13,6 +13,10 @@ over runs (no source above 10% of the weight) and with each source weighted equa
 - the share of later points inside the live 90% and 50% bands;
 - the ratio of mean final-reward errors.
 
+A second table says on which kind of run it loses: the same ratio and band, each source weighted
+equally, over every unseen run (folds 0-4 and sealed together: a description of the same forecasts,
+nothing chosen on it) by the run's shape (``bayesgrpo.evaluate.corpus.shapes``).
+
 Resumable: each run's rows are cached in ``benchmarks/_scratch/corpus_live/`` under a hash of the
 settings and of the package's code.
 
@@ -196,6 +200,15 @@ def unseen_runs(built: Path, with_sealed: bool) -> tuple[pd.DataFrame, pd.Series
     return runs, unseen, as_a_user_gives_it(corpus.select(held))
 
 
+def shape_of(table: RunsTable) -> dict[str, str]:
+    """Each run's shape (rising, flat, peak then fall, collapse) from its whole curve."""
+    from bayesgrpo.evaluate.corpus.shapes import curve_shape
+
+    return {
+        run_id: curve_shape(points["reward"].to_numpy()) for run_id, points in table.points.groupby("run_id")
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     """Score the live path on the corpus's runs from sources the shipped population never saw."""
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -221,6 +234,10 @@ def main(argv: list[str] | None = None) -> None:
     by_run["group"] = fold_group(by_run["fold"])
     result = forecast_summary(frame, by_run, METHODS, args.boot).drop(columns="method")
     table_sources = runs.loc[runs["run_id"].isin(held), "source"].nunique()
+    kinds = by_run.loc[by_run.index.isin(held)].copy()
+    kinds["group"] = kinds.index.map(shape_of(table))
+    by_kind = forecast_summary(frame, kinds, METHODS, args.boot)
+    by_kind = by_kind[by_kind["weights"] == "each source equal"].rename(columns={"group": "shape"})
     lines = [
         "# The live forecast as a user calls it, on corpus runs of unseen sources",
         "",
@@ -232,6 +249,15 @@ def main(argv: list[str] | None = None) -> None:
         "path beats carrying the last value forward. Intervals: 90%, bootstrap over sources.",
         "",
         markdown_table(result),
+        "",
+        "## On which kind of run it loses",
+        "",
+        "Every run above (folds 0-4 and sealed together), by the shape of its whole curve (the corpus "
+        "card's: a running median over a tenth of the run), each source weighted equally:",
+        "",
+        markdown_table(
+            by_kind[["shape", "cut", "n runs", "n sources", "median CRPS / persistence", "90% band holds"]]
+        ),  # fmt: skip
         "",
     ]
     if args.option:
