@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         markdown_table(
             by_kind[["shape", "cut", "n runs", "n sources", "median CRPS / persistence", "90% band holds"]]
-        ),  # fmt: skip
+        ),
         "",
     ]
     if args.option:

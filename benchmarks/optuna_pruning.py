@@ -31,9 +31,9 @@ Usage::
 
 Resumable: each study's rows are kept in ``benchmarks/_scratch/optuna_pruning/``, Optuna's under a
 hash of their settings and bayesgrpo's under one that adds the package code they depend on (a change
-to the pruner re-runs only its own rows). Within a study the
-live updates are memoised by (trial, prefix, span of the finished trials), so the threshold sweep
-costs one live update per distinct question. Writes ``benchmarks/results/optuna_pruning.md``,
+to the pruner re-runs only its own rows). Within a study the live updates are memoised by (trial,
+prefix, span of the finished trials), so the threshold sweep costs one live update per distinct
+question. Writes ``benchmarks/results/optuna_pruning.md``,
 ``optuna_pruning_runs.csv`` and ``optuna_pruning.png``.
 """
 

@@ -369,10 +369,10 @@ class RewardCurvePruner(BasePruner):
         interval = max(1, round(0.05 * horizon)) if self.interval_steps is None else self.interval_steps
         if step < warmup:
             return False
-        earlier = [s for s in trial.intermediate_values if s < step]
-        if not earlier or max(earlier) < warmup:
+        previous = max((s for s in trial.intermediate_values if s < step), default=None)
+        if previous is None or previous < warmup:
             return True
-        return (step - warmup) // interval > (max(earlier) - warmup) // interval
+        return (step - warmup) // interval > (previous - warmup) // interval
 
     def _horizon(self, trial: FrozenTrial) -> int:
         horizon = self.horizon(trial) if callable(self.horizon) else self.horizon
