@@ -67,10 +67,6 @@ FORECAST_ERRORS = (BayesGRPOError, ValueError, ArithmeticError)
 #: late-rising best trial and reached 0.055 (worst 0.486;
 #: ``git show 3123ed6:benchmarks/results/optuna_pruning_w1.md``).
 PRUNER_LIKELIHOOD_WEIGHT = 0.5
-#: The pruner's default ``min_prob_beat_best``: the threshold ``benchmarks/optuna_pruning.py``
-#: recommends, chosen on the corpus's source folds 0-4 as the one with fewer steps at no more mean
-#: regret than the most Optuna pruner settings (``benchmarks/results/optuna_pruning.md``).
-PRUNER_MIN_PROB_BEAT_BEST = 0.2
 
 
 @dataclass(frozen=True)
@@ -133,10 +129,10 @@ class RewardCurvePruner(BasePruner):
         The population the trials are conditioned on: None for the one shipped with bayesgrpo, a
         file written by ``RewardModel.save``, or a fitted model.
     min_prob_beat_best : float
-        Prune when P(final value beats the best finished trial's) is below this. Default
-        :data:`PRUNER_MIN_PROB_BEAT_BEST` (0.2); lower spends more steps for less regret: on the
-        corpus's replayed studies 0.05 spent 72% of the steps at a mean regret of 0.010 of the
-        range, 0.2 61% at 0.027 (``benchmarks/results/optuna_pruning.md``).
+        Prune when P(final value beats the best finished trial's) is below this (default 0.05).
+        Higher spends fewer steps for more regret: on the corpus's replayed studies 0.05 spent
+        72% of the steps at a mean regret of 0.010 of the range, 0.2 61% at 0.027
+        (``benchmarks/results/optuna_pruning.md``); neither is ahead of Optuna's own pruners.
     plateau : PlateauRule, optional
         Also prune when this rule says the curve has levelled off and P(beat best) is below
         ``plateau_max_prob_beat_best``: a finished plateau that is not the best has nothing to add.
@@ -192,7 +188,7 @@ class RewardCurvePruner(BasePruner):
         horizon: int | Callable[[FrozenTrial], int],
         *,
         population: RewardModel | str | Path | None = None,
-        min_prob_beat_best: float = PRUNER_MIN_PROB_BEAT_BEST,
+        min_prob_beat_best: float = 0.05,
         plateau: PlateauRule | None = None,
         plateau_max_prob_beat_best: float = 0.5,
         final_points: int | None = None,
