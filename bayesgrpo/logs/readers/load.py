@@ -10,6 +10,7 @@ is imported only when its format is read), cleans every run the same way
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import warnings
 from collections.abc import Iterable, Mapping
@@ -121,6 +122,8 @@ def detect_format(path: PathLike) -> str | None:
     if suffix == ".json":
         if '"log_history"' in head or name == "trainer_state.json":
             return "trl-state"
+        if _is_json_lines(head):  # JSON Lines written under a .json name
+            return "jsonl"
         return _json_list_format(head)
     if suffix == ".csv" or suffix == ".tsv":
         first_line = head.splitlines()[0] if head else ""
@@ -149,6 +152,20 @@ def detect_format(path: PathLike) -> str | None:
         if _has_trl_dict_line(more):
             return "trl-console"
     return None
+
+
+def _is_json_lines(head: str) -> bool:
+    """Whether a file's head is JSON Lines: a first line that is a whole JSON object, and a next
+    line that opens another (a pretty-printed object's first line, ``{``, is no whole object).
+    """
+    lines = [line for line in head.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return False
+    try:
+        first = json.loads(lines[0])
+    except ValueError:
+        return False
+    return isinstance(first, dict) and lines[1].lstrip().startswith("{")
 
 
 def _json_list_format(head: str) -> str | None:

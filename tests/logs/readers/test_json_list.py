@@ -145,3 +145,24 @@ def test_unreadable_lists_are_clear_errors(tmp_path, text, error, message):
     with pytest.raises(error, match=message) as caught:
         bayesgrpo.load_runs(path, format="jsonl")
     assert str(path) in str(caught.value)
+
+
+#: JSON Lines under a ``.json`` name, keyed by ``iteration``, in the layout of a real file the
+#: reader refused ("no reader recognises this file"): harshbhatt7585/rlvr_blackjac
+#: ``training_log.json`` (commit 4407a28d; its first two iterations, fewer columns, values rounded).
+JSON_LINES_NAMED_JSON = """\
+{"iteration": 1, "episodes": 50, "train/loss": 2.6595, "reward/mean": -0.2, "reward/std": 0.9798}
+{"iteration": 2, "episodes": 50, "train/loss": 2.5251, "reward/mean": -0.28, "reward/std": 0.96}
+"""
+
+
+def test_json_lines_under_a_json_name_read_as_json_lines(tmp_path):
+    path = tmp_path / "training_log.json"
+    path.write_text(JSON_LINES_NAMED_JSON)
+    assert detect_format(path) == "jsonl"
+    table = bayesgrpo.load_runs([path], warn=False)
+    np.testing.assert_array_equal(table.points["step"], [1, 2])
+    np.testing.assert_allclose(table.points["reward"], [-0.2, -0.28])
+    pretty = tmp_path / "config.json"  # one pretty-printed object is no log
+    pretty.write_text(json.dumps({"iteration": 1, "reward/mean": 0.5}, indent=2))
+    assert detect_format(pretty) is None
